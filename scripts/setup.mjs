@@ -1,0 +1,58 @@
+#!/usr/bin/env node
+// Set-up shared by `npm start`, `npm test` and `npm run bench`: installs what is missing and
+// builds. Every step checks first, so a second run costs about a second.
+//
+//   1. Debian packages the project uses (only as root, only the missing ones)
+//   2. npm ci, when node_modules is missing or older than package-lock.json
+//   3. tsc, incremental
+import { spawnSync } from 'node:child_process'
+import { existsSync, statSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+
+// Debian packages, each with a file that proves it is installed. Later features add theirs here.
+const DEBIAN_PACKAGES = [
+  // { name: 'bubblewrap', provides: '/usr/bin/bwrap' },
+]
+
+function log (line) { process.stderr.write(`setup: ${line}\n`) }
+
+function run (cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', ...opts })
+  if (r.status !== 0) {
+    log(`${cmd} ${args.join(' ')} failed (exit ${r.status ?? r.signal})`)
+    process.exit(1)
+  }
+}
+
+function debianPackages () {
+  const missing = DEBIAN_PACKAGES.filter((p) => !existsSync(p.provides))
+  if (missing.length === 0) return
+  const names = missing.map((p) => p.name)
+  if (process.getuid?.() !== 0 || !existsSync('/usr/bin/apt-get')) {
+    log(`missing Debian packages (install them as root): ${names.join(' ')}`)
+    return
+  }
+  log(`installing Debian packages: ${names.join(' ')}`)
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }
+  run('apt-get', ['update', '-q'], { env })
+  run('apt-get', ['install', '-y', '-q', '--no-install-recommends', ...names], { env })
+}
+
+function npmDependencies () {
+  const marker = join(root, 'node_modules', '.package-lock.json')
+  const lock = join(root, 'package-lock.json')
+  if (existsSync(marker) && statSync(marker).mtimeMs >= statSync(lock).mtimeMs) return
+  log('installing npm dependencies (npm ci)')
+  run('npm', ['ci', '--no-audit', '--no-fund'])
+}
+
+function build () {
+  run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'])
+}
+
+debianPackages()
+npmDependencies()
+build()

@@ -1,0 +1,96 @@
+/**
+ * Every error warren gives a caller carries a stable `code` (`WARREN_ERR_*`), a human message
+ * and optional structured `details`. Codes are the contract: messages may change, codes do not.
+ * Errors cross the wire as `{ code, message, details }` (see `toWireError` / `fromWireError`).
+ */
+
+/** All stable error codes, in one place so a newcomer can read the whole list. */
+export const ErrorCodes = {
+  ASK_TIMEOUT: 'WARREN_ERR_ASK_TIMEOUT',
+  OVERLOADED: 'WARREN_ERR_OVERLOADED',
+  NO_SUCH_ACTOR: 'WARREN_ERR_NO_SUCH_ACTOR',
+  ACTOR_STOPPED: 'WARREN_ERR_ACTOR_STOPPED',
+  ACTOR_FAILED: 'WARREN_ERR_ACTOR_FAILED',
+  DUPLICATE_NAME: 'WARREN_ERR_DUPLICATE_NAME',
+  SUPERVISOR_INTENSITY: 'WARREN_ERR_SUPERVISOR_INTENSITY',
+  FRAME_TOO_LARGE: 'WARREN_ERR_FRAME_TOO_LARGE',
+  MALFORMED_FRAME: 'WARREN_ERR_MALFORMED_FRAME',
+  UNKNOWN_FRAME_KIND: 'WARREN_ERR_UNKNOWN_FRAME_KIND',
+  UNAUTHENTICATED: 'WARREN_ERR_UNAUTHENTICATED',
+  FORBIDDEN: 'WARREN_ERR_FORBIDDEN',
+  CONNECTION_CLOSED: 'WARREN_ERR_CONNECTION_CLOSED',
+  PEER_UNRESPONSIVE: 'WARREN_ERR_PEER_UNRESPONSIVE',
+  STREAM_RESUME_GAP: 'WARREN_ERR_STREAM_RESUME_GAP',
+  INVALID_ARGUMENT: 'WARREN_ERR_INVALID_ARGUMENT',
+  NOT_FOUND: 'WARREN_ERR_NOT_FOUND',
+  NO_CAPACITY: 'WARREN_ERR_NO_CAPACITY',
+  QUOTA_EXCEEDED: 'WARREN_ERR_QUOTA_EXCEEDED',
+  RATE_LIMITED: 'WARREN_ERR_RATE_LIMITED',
+  UNSUPPORTED: 'WARREN_ERR_UNSUPPORTED',
+  TIMEOUT: 'WARREN_ERR_TIMEOUT',
+  SANDBOX_GONE: 'WARREN_ERR_SANDBOX_GONE',
+  INTERNAL: 'WARREN_ERR_INTERNAL'
+} as const
+
+export type ErrorCode = typeof ErrorCodes[keyof typeof ErrorCodes]
+
+const KNOWN_CODES = new Set<string>(Object.values(ErrorCodes))
+
+/** Structured extra information; must be msgpack-encodable (plain data). */
+export type ErrorDetails = Record<string, unknown>
+
+/** The one error class of warren. `code` is stable; `details` is plain data. */
+export class WarrenError extends Error {
+  readonly code: ErrorCode
+  readonly details: ErrorDetails | undefined
+
+  constructor (code: ErrorCode, message: string, details?: ErrorDetails) {
+    super(message)
+    this.name = 'WarrenError'
+    this.code = code
+    this.details = details
+  }
+}
+
+/**
+ * Creates a `WarrenError` with a code attached: the single error factory.
+ * @param code one of `ErrorCodes`
+ * @param message what went wrong, for a human
+ * @param details plain data a program can act on (e.g. `{ retryAfterMs }`)
+ */
+export function createError (code: ErrorCode, message: string, details?: ErrorDetails): WarrenError {
+  return new WarrenError(code, message, details)
+}
+
+/** True when `err` is a WarrenError, optionally with the given code. */
+export function isWarrenError (err: unknown, code?: ErrorCode): err is WarrenError {
+  return err instanceof WarrenError && (code === undefined || err.code === code)
+}
+
+/** The shape an error takes on the wire. */
+export interface WireError {
+  code: string
+  message: string
+  details?: ErrorDetails
+}
+
+/** Converts any thrown value into its wire form; unknown errors become `WARREN_ERR_INTERNAL`. */
+export function toWireError (err: unknown): WireError {
+  if (err instanceof WarrenError) {
+    return err.details === undefined
+      ? { code: err.code, message: err.message }
+      : { code: err.code, message: err.message, details: err.details }
+  }
+  const message = err instanceof Error ? err.message : String(err)
+  return { code: ErrorCodes.INTERNAL, message }
+}
+
+/** Rebuilds a WarrenError from its wire form; a code this version does not know becomes INTERNAL. */
+export function fromWireError (wire: unknown): WarrenError {
+  if (wire === null || typeof wire !== 'object') return createError(ErrorCodes.INTERNAL, 'malformed error from peer')
+  const w = wire as Partial<WireError>
+  const code = typeof w.code === 'string' && KNOWN_CODES.has(w.code) ? w.code as ErrorCode : ErrorCodes.INTERNAL
+  const message = typeof w.message === 'string' ? w.message : 'error from peer'
+  const details = w.details !== null && typeof w.details === 'object' ? w.details : undefined
+  return createError(code, message, details)
+}
