@@ -44,11 +44,26 @@ export function timed (ms: number, fn: (defer: Cleanup['defer']) => unknown | Pr
           timer = setTimeout(() => reject(new Error(`test timed out after ${ms} ms`)), ms)
         })
       ])
+    } catch (err) {
+      throw forReport(err)
     } finally {
       clearTimeout(timer)
       await cleanup.run()
     }
   }
+}
+
+/**
+ * uvu's reporter expects `details` to be a string and dies silently on anything else; a
+ * WarrenError's `details` is an object, so it is folded into the message here.
+ */
+function forReport (err: unknown): unknown {
+  if (err === null || typeof err !== 'object') return err
+  const e = err as { details?: unknown, code?: unknown, message?: string, stack?: string }
+  if (e.details === undefined || typeof e.details === 'string') return err
+  const plain = new Error(`${typeof e.code === 'string' ? e.code + ': ' : ''}${e.message ?? ''} ${JSON.stringify(e.details)}`)
+  plain.stack = `${plain.message}\n${e.stack?.split('\n').slice(1).join('\n') ?? ''}`
+  return plain
 }
 
 /** Resolves after `ms` milliseconds. Only for pacing, never as the thing a test depends on. */
