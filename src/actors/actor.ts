@@ -34,6 +34,13 @@ export abstract class Actor<M = unknown> {
 
   /** One of this actor's children ended. Supervisors restart children from here. */
   onChildExit? (ref: Ref, reason: ExitReason): unknown
+
+  /**
+   * Stops this actor's children when it is stopping, before `postStop`. Without it the kernel
+   * stops them newest first with the system's stop timeout; supervisors use it to honour each
+   * child's own shutdown setting. Children still alive afterwards get the default treatment.
+   */
+  stopChildren? (reason: ExitReason): unknown
 }
 
 /** A function that makes a fresh actor: called again on every restart. */

@@ -212,7 +212,8 @@ export class ActorCell implements Runnable, ActorContext {
     if (this.state === 'stopping') return // a stopping actor has nothing left to react to
     switch (message.kind) {
       case 'stop':
-        void this.terminate(message.reason, this.system.stopTimeoutMs)
+        // A deadline armed by whoever asked for the stop stays; otherwise the default applies.
+        void this.terminate(message.reason, this.killTimer === undefined ? this.system.stopTimeoutMs : 'infinity')
         break
       case 'terminated':
         if (this.actor.onTerminated) this.invoke(undefined, () => this.actor.onTerminated!(message.ref, message.reason))
@@ -301,23 +302,36 @@ export class ActorCell implements Runnable, ActorContext {
       return done
     }
     if (this.state === 'stopping') return done
+    if (typeof timeout === 'number' && this.killTimer === undefined) {
+      this.killTimer = setTimeout(() => this.kill('killed'), timeout)
+    }
+    if (this.busy) {
+      // Graceful means the message in hand completes first: stop when it settles.
+      this.signal({ kind: 'stop', reason })
+      return done
+    }
     this.state = 'stopping'
     this.exitReason = reason
     this.clearTimers()
-    if (typeof timeout === 'number') {
-      this.killTimer = setTimeout(() => this.kill('killed'), timeout)
-    }
     this.stopGracefully(reason)
     return done
   }
 
   private stopGracefully (reason: ExitReason): void {
-    const children = this.kids === undefined ? [] : [...this.kids].reverse()
-    if (children.length === 0 && this.actor.postStop === undefined) {
+    const hasChildren = this.kids !== undefined && this.kids.size > 0
+    if (!hasChildren && this.actor.postStop === undefined) {
       this.finalize(reason) // the common case stays synchronous: no promise, no timer
       return
     }
     void (async () => {
+      if (hasChildren && this.actor.stopChildren !== undefined) {
+        try {
+          await this.actor.stopChildren(reason)
+        } catch (err) {
+          this.system.reportError(this.self.address, err)
+        }
+      }
+      const children = this.kids === undefined ? [] : [...this.kids].reverse()
       for (const child of children) await child.terminate('shutdown', this.system.stopTimeoutMs)
       if (this.state === 'stopped') return
       try {
