@@ -21,14 +21,22 @@ export const ErrorCodes = {
   CONNECTION_CLOSED: 'WARREN_ERR_CONNECTION_CLOSED',
   PEER_UNRESPONSIVE: 'WARREN_ERR_PEER_UNRESPONSIVE',
   STREAM_RESUME_GAP: 'WARREN_ERR_STREAM_RESUME_GAP',
+  /** The consumer of a stream cancelled it; the producer's writes stop. */
+  STREAM_CANCELLED: 'WARREN_ERR_STREAM_CANCELLED',
+  /** A well-formed frame that breaks the protocol's rules (credit exceeded, sequence gap, frame out of turn). */
+  PROTOCOL_VIOLATION: 'WARREN_ERR_PROTOCOL_VIOLATION',
   INVALID_ARGUMENT: 'WARREN_ERR_INVALID_ARGUMENT',
   NOT_FOUND: 'WARREN_ERR_NOT_FOUND',
   NO_CAPACITY: 'WARREN_ERR_NO_CAPACITY',
-  QUOTA_EXCEEDED: 'WARREN_ERR_QUOTA_EXCEEDED',
-  RATE_LIMITED: 'WARREN_ERR_RATE_LIMITED',
+  /** A tenant's quota (concurrent sandboxes, creations per second) would be exceeded. */
+  QUOTA: 'WARREN_ERR_QUOTA',
+  /** A sandbox spec is malformed; `details.field` names the field. */
+  BAD_SPEC: 'WARREN_ERR_BAD_SPEC',
   UNSUPPORTED: 'WARREN_ERR_UNSUPPORTED',
   TIMEOUT: 'WARREN_ERR_TIMEOUT',
   SANDBOX_GONE: 'WARREN_ERR_SANDBOX_GONE',
+  /** A backend cannot run work right now (its worker pool is restarting, broken or closed); see `details`. */
+  BACKEND_UNAVAILABLE: 'WARREN_ERR_BACKEND_UNAVAILABLE',
   INTERNAL: 'WARREN_ERR_INTERNAL'
 } as const
 

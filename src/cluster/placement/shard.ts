@@ -1,0 +1,203 @@
+/**
+ * PlacementShard: owns a partition of the nodes' capacity view and answers "where does this
+ * sandbox go?". It only decides and reserves; the caller creates the sandbox on the chosen node
+ * and sends `release` when the sandbox ends or its creation fails.
+ *
+ * A request this shard cannot fit is offered to the other shards (no waiting there); if none
+ * fits either, it waits here until capacity frees up or its deadline passes
+ * (`WARREN_ERR_NO_CAPACITY`). The waiting list is bounded (`WARREN_ERR_OVERLOADED` beyond it).
+ *
+ * The simulator drives this same class on a virtual clock: time comes from `now`, randomness
+ * from `random`, never from globals.
+ */
+import { Actor, type Ref, type ReplyTo } from '../../actors/index.js'
+import { createError, ErrorCodes } from '../../errors.js'
+import { chooseNode } from './choose.js'
+import { createNodeView, release, reserve, type NodeCapacity, type NodeView, type PlacementRequest } from './node-view.js'
+
+export const PlacementDefaults = {
+  /** Nodes sampled per decision. */
+  sampleK: 3,
+  /** Requests that may wait for capacity at once, per shard. */
+  maxWaiting: 10_000,
+  /** How often waiting requests are checked against their deadlines. */
+  sweepMs: 50
+}
+
+export type ShardMessage =
+  | { type: 'node-up', id: string, capacity: NodeCapacity, layers?: string[] }
+  | { type: 'node-layers', id: string, layers: string[] }
+  | { type: 'node-lost', id: string }
+  | { type: 'place', req: PlacementRequest, deadline: number, local?: boolean }
+  | { type: 'release', nodeId: string, req: PlacementRequest }
+  | { type: 'sweep' }
+  | { type: 'stats' }
+
+export interface ShardStats { nodes: number, alive: number, waiting: number, placed: number, refused: number }
+
+export interface PlacementShardOptions {
+  /** The other shards, to offer requests this one cannot fit. */
+  peers?: () => Ref<ShardMessage>[]
+  sampleK?: number
+  maxWaiting?: number
+  sweepMs?: number
+  now?: () => number
+  random?: () => number
+}
+
+interface Waiting { req: PlacementRequest, deadline: number, reply: ReplyTo }
+
+export class PlacementShard extends Actor<ShardMessage> {
+  private readonly nodes = new Map<string, NodeView>()
+  private list: NodeView[] = []
+  private readonly waiting: Waiting[] = []
+  private placed = 0
+  private refused = 0
+  private readonly o: Required<Omit<PlacementShardOptions, 'peers'>> & Pick<PlacementShardOptions, 'peers'>
+
+  constructor (options: PlacementShardOptions = {}) {
+    super()
+    this.o = {
+      sampleK: options.sampleK ?? PlacementDefaults.sampleK,
+      maxWaiting: options.maxWaiting ?? PlacementDefaults.maxWaiting,
+      sweepMs: options.sweepMs ?? PlacementDefaults.sweepMs,
+      now: options.now ?? Date.now,
+      random: options.random ?? Math.random,
+      peers: options.peers
+    }
+  }
+
+  receive (m: ShardMessage): unknown {
+    switch (m.type) {
+      case 'node-up': {
+        const prev = this.nodes.get(m.id)
+        const view = createNodeView(m.id, m.capacity)
+        if (prev !== undefined) {
+          // A rejoining node keeps what was reserved on it; its sandboxes are still counted.
+          view.allocatedCpus = prev.allocatedCpus
+          view.allocatedMemoryMiB = prev.allocatedMemoryMiB
+          view.sandboxes = prev.sandboxes
+        }
+        for (const l of m.layers ?? []) view.layers.add(l)
+        this.nodes.set(m.id, view)
+        this.list = [...this.nodes.values()]
+        this.drainWaiting()
+        return undefined
+      }
+      case 'node-layers': {
+        const node = this.nodes.get(m.id)
+        if (node !== undefined) node.layers = new Set(m.layers)
+        return undefined
+      }
+      case 'node-lost': {
+        const node = this.nodes.get(m.id)
+        if (node !== undefined) {
+          node.alive = false
+          // Its sandboxes are gone with it; nothing on it is reserved any more.
+          node.allocatedCpus = 0
+          node.allocatedMemoryMiB = 0
+          node.sandboxes = {}
+        }
+        return undefined
+      }
+      case 'place':
+        return this.place(m.req, m.deadline, m.local === true)
+      case 'release': {
+        const node = this.nodes.get(m.nodeId)
+        if (node !== undefined) { release(node, m.req); this.drainWaiting() }
+        return undefined
+      }
+      case 'sweep':
+        this.sweep()
+        return undefined
+      case 'stats':
+        return {
+          nodes: this.nodes.size,
+          alive: this.list.filter((n) => n.alive).length,
+          waiting: this.waiting.length,
+          placed: this.placed,
+          refused: this.refused
+        } satisfies ShardStats
+    }
+  }
+
+  /** Places now if it can; else asks the peers; else waits. Replies `{ nodeId }`. */
+  private place (req: PlacementRequest, deadline: number, localOnly: boolean): unknown {
+    const node = this.tryPlace(req)
+    if (node !== undefined) return { nodeId: node.id }
+    if (localOnly) return { nodeId: undefined }
+    const reply = this.ctx.defer()
+    if ((this.o.peers?.().length ?? 0) <= 1) { this.wait(req, deadline, reply); return undefined }
+    void this.askPeers(req).then((nodeId) => {
+      if (nodeId !== undefined) reply.resolve({ nodeId })
+      else this.wait(req, deadline, reply)
+    }, () => this.wait(req, deadline, reply))
+    return undefined
+  }
+
+  private tryPlace (req: PlacementRequest): NodeView | undefined {
+    const node = chooseNode(this.list, req, this.o.sampleK, this.o.random)
+    if (node === undefined) return undefined
+    reserve(node, req)
+    this.placed++
+    return node
+  }
+
+  private async askPeers (req: PlacementRequest): Promise<string | undefined> {
+    for (const peer of this.o.peers?.() ?? []) {
+      if (peer === this.self) continue
+      const r = await peer.ask<{ nodeId: string | undefined }>({ type: 'place', req, deadline: 0, local: true })
+      if (r.nodeId !== undefined) return r.nodeId
+    }
+    return undefined
+  }
+
+  private wait (req: PlacementRequest, deadline: number, reply: ReplyTo): void {
+    // Capacity may have freed while the peers were asked.
+    const node = this.tryPlace(req)
+    if (node !== undefined) { reply.resolve({ nodeId: node.id }); return }
+    if (this.o.now() >= deadline) { this.refuse(reply, req); return }
+    if (this.waiting.length >= this.o.maxWaiting) {
+      this.refused++
+      reply.reject(createError(ErrorCodes.OVERLOADED, 'too many requests are waiting for capacity', { retryAfterMs: this.o.sweepMs }))
+      return
+    }
+    this.waiting.push({ req, deadline, reply })
+    if (this.waiting.length === 1) this.ctx.setTimer('sweep', this.o.sweepMs, { type: 'sweep' }, { repeat: true })
+  }
+
+  private drainWaiting (): void {
+    while (this.waiting.length > 0) {
+      const first = this.waiting[0]!
+      const node = this.tryPlace(first.req)
+      if (node === undefined) break // first come, first served: a small request does not overtake
+      this.waiting.shift()
+      first.reply.resolve({ nodeId: node.id })
+    }
+    if (this.waiting.length === 0) this.ctx.cancelTimer('sweep')
+  }
+
+  private sweep (): void {
+    this.drainWaiting()
+    const now = this.o.now()
+    for (let i = this.waiting.length - 1; i >= 0; i--) {
+      const w = this.waiting[i]!
+      if (now >= w.deadline) { this.waiting.splice(i, 1); this.refuse(w.reply, w.req) }
+    }
+    if (this.waiting.length === 0) this.ctx.cancelTimer('sweep')
+  }
+
+  private refuse (reply: ReplyTo, req: PlacementRequest): void {
+    this.refused++
+    reply.reject(createError(ErrorCodes.NO_CAPACITY, `no node has room for a ${req.backend} sandbox (${req.cpus} CPU, ${req.memoryMiB} MiB)`, { backend: req.backend }))
+  }
+
+  postStop (): void {
+    for (const w of this.waiting.splice(0)) w.reply.reject(createError(ErrorCodes.ACTOR_STOPPED, 'placement is shutting down'))
+  }
+}
+
+/** A factory for spawning a shard. */
+export function createPlacementShard (options: PlacementShardOptions = {}): () => PlacementShard {
+  return () => new PlacementShard(options)
+}

@@ -1,0 +1,90 @@
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { ActorSystem, type Ref } from '../../src/actors/index.js'
+import { createPlacementShard, type NodeCapacity, type PlacementRequest, type ShardMessage, type ShardStats } from '../../src/cluster/placement/index.js'
+import { ErrorCodes, isWarrenError } from '../../src/errors.js'
+import { timed, waitFor } from '../support/index.js'
+
+const cap = (over: Partial<NodeCapacity> = {}): NodeCapacity => ({
+  cpus: 2, memoryMiB: 1024, cpuOvercommit: 1, memoryOvercommit: 1, maxSandboxes: {}, backends: ['function', 'container'], ...over
+})
+const req = (over: Partial<PlacementRequest> = {}): PlacementRequest => ({ backend: 'function', cpus: 1, memoryMiB: 256, layers: [], ...over })
+
+async function place (shard: Ref<ShardMessage>, r: PlacementRequest, waitMs = 0): Promise<string | undefined> {
+  const res = await shard.ask<{ nodeId: string | undefined }>({ type: 'place', req: r, deadline: Date.now() + waitMs })
+  return res.nodeId
+}
+
+test('places only on nodes that offer the backend and have room under overcommit', timed(5000, async (defer) => {
+  const system = new ActorSystem()
+  defer(() => system.shutdown(0))
+  const shard = system.spawn(createPlacementShard())
+  shard.tell({ type: 'node-up', id: 'fn-only', capacity: cap({ backends: ['function'] }) })
+  shard.tell({ type: 'node-up', id: 'both', capacity: cap({ cpuOvercommit: 2 }) })
+  assert.is(await place(shard, req({ backend: 'container' })), 'both')
+  const seen = new Set<string | undefined>()
+  for (let i = 0; i < 5; i++) seen.add(await place(shard, req()))
+  // fn-only holds 2 CPUs, both 4 (overcommit 2) of which 1 went to the container: 5 fit in all.
+  assert.equal([...seen].sort(), ['both', 'fn-only'])
+  const err = await place(shard, req()).catch((e: unknown) => e)
+  assert.ok(isWarrenError(err, ErrorCodes.NO_CAPACITY), String(err))
+}))
+
+test('per-backend caps are respected', timed(5000, async (defer) => {
+  const system = new ActorSystem()
+  defer(() => system.shutdown(0))
+  const shard = system.spawn(createPlacementShard())
+  shard.tell({ type: 'node-up', id: 'n', capacity: cap({ cpus: 100, maxSandboxes: { function: 2 } }) })
+  await place(shard, req())
+  await place(shard, req())
+  assert.ok(isWarrenError(await place(shard, req()).catch((e: unknown) => e), ErrorCodes.NO_CAPACITY))
+}))
+
+test('a request waits for capacity and is placed when a sandbox is released', timed(5000, async (defer) => {
+  const system = new ActorSystem()
+  defer(() => system.shutdown(0))
+  const shard = system.spawn(createPlacementShard())
+  shard.tell({ type: 'node-up', id: 'n', capacity: cap({ cpus: 1 }) })
+  assert.is(await place(shard, req()), 'n')
+  const waiting = place(shard, req(), 4000)
+  waiting.catch(() => {}) // awaited below; this only keeps an early failure from crashing the file
+  await waitFor(async () => (await shard.ask<ShardStats>({ type: 'stats' })).waiting === 1, 2000, 'the request to wait')
+  shard.tell({ type: 'release', nodeId: 'n', req: req() })
+  assert.is(await waiting, 'n')
+}))
+
+test('a lost node is never chosen; a rejoined one is', timed(5000, async (defer) => {
+  const system = new ActorSystem()
+  defer(() => system.shutdown(0))
+  const shard = system.spawn(createPlacementShard())
+  shard.tell({ type: 'node-up', id: 'a', capacity: cap({ cpus: 1000, memoryMiB: 1e6 }) })
+  shard.tell({ type: 'node-up', id: 'b', capacity: cap({ cpus: 1000, memoryMiB: 1e6 }) })
+  shard.tell({ type: 'node-lost', id: 'a' })
+  for (let i = 0; i < 50; i++) assert.is(await place(shard, req()), 'b')
+  shard.tell({ type: 'node-up', id: 'a', capacity: cap({ cpus: 1000, memoryMiB: 1e6 }) })
+  const seen = new Set<string | undefined>()
+  for (let i = 0; i < 50; i++) seen.add(await place(shard, req()))
+  assert.ok(seen.has('a'))
+}))
+
+test('layer locality: a node caching the layers wins over an equally free one', timed(5000, async (defer) => {
+  const system = new ActorSystem()
+  defer(() => system.shutdown(0))
+  const shard = system.spawn(createPlacementShard({ sampleK: 2 }))
+  shard.tell({ type: 'node-up', id: 'cold', capacity: cap({ cpus: 1000, memoryMiB: 1e6 }) })
+  shard.tell({ type: 'node-up', id: 'warm', capacity: cap({ cpus: 1000, memoryMiB: 1e6 }), layers: ['sha256:base'] })
+  let warm = 0
+  for (let i = 0; i < 40; i++) if (await place(shard, req({ layers: ['sha256:base'] })) === 'warm') warm++
+  assert.ok(warm >= 30, `warm chosen ${warm}/40`) // cold only when both samples hit cold (1/4)
+}))
+
+test('a shard with no room offers the request to its peers', timed(5000, async (defer) => {
+  const system = new ActorSystem()
+  defer(() => system.shutdown(0))
+  const shards: Ref<ShardMessage>[] = []
+  for (let i = 0; i < 3; i++) shards.push(system.spawn(createPlacementShard({ peers: () => shards })))
+  shards[2]!.tell({ type: 'node-up', id: 'far', capacity: cap() })
+  assert.is(await place(shards[0]!, req()), 'far')
+}))
+
+test.run()
