@@ -10,13 +10,16 @@ export function chooseNode (nodes: readonly NodeView[], req: PlacementRequest, k
   if (n === 0) return undefined
   let best: NodeView | undefined
   let bestScore = -Infinity
-  for (let i = 0; i < Math.min(k, n); i++) {
-    const node = nodes[Math.floor(random() * n)]!
-    if (!fits(node, req)) continue
-    const s = score(node, req)
-    if (s > bestScore) { best = node; bestScore = s }
+  if (n > k) {
+    for (let i = 0; i < k; i++) {
+      const node = nodes[Math.floor(random() * n)]!
+      if (!fits(node, req)) continue
+      const s = score(node, req)
+      if (s > bestScore) { best = node; bestScore = s }
+    }
+    if (best !== undefined) return best
   }
-  if (best !== undefined) return best
+  // Few nodes, or no sampled node fits: look at every node.
   const start = Math.floor(random() * n)
   for (let i = 0; i < n; i++) {
     const node = nodes[(start + i) % n]!
