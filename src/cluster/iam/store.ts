@@ -48,6 +48,12 @@ export function isScope (s: unknown): s is Scope {
   return typeof s === 'string' && (SCOPES as readonly string[]).includes(s)
 }
 
+/** @throws WARREN_ERR_FORBIDDEN unless the principal holds `scope` (or admin). */
+export function authorize (principal: Principal, scope: Scope): void {
+  if (principal.scopes.includes(scope) || principal.scopes.includes('admin')) return
+  throw createError(ErrorCodes.FORBIDDEN, `this key lacks the scope ${scope}`, { scope })
+}
+
 export class IamStore {
   private data: StoreFile
   private readonly buckets = new Map<string, TokenBucket>()
@@ -114,12 +120,6 @@ export class IamStore {
   /** True when `token` is the node join token. */
   checkJoinToken (token: unknown): boolean {
     return typeof token === 'string' && this.data.joinTokenHash !== '' && sameHash(sha256(token), this.data.joinTokenHash)
-  }
-
-  /** @throws WARREN_ERR_FORBIDDEN unless the principal holds `scope` (or admin). */
-  authorize (principal: Principal, scope: Scope): void {
-    if (principal.scopes.includes(scope) || principal.scopes.includes('admin')) return
-    throw createError(ErrorCodes.FORBIDDEN, `this key lacks the scope ${scope}`, { scope })
   }
 
   /**

@@ -1,0 +1,154 @@
+/**
+ * SandboxDirectory: the control plane's record of every sandbox — owner, node, state. It is
+ * where tenant isolation is enforced: a lookup with the wrong tenant answers exactly like an id
+ * that never existed (`WARREN_ERR_NOT_FOUND`). When a sandbox ends (or its node is lost) the
+ * directory frees its placement reservation and its quota, and tells the owner's sessions.
+ */
+import { Actor, type ExitReason, type Ref } from '../../actors/index.js'
+import { createError, ErrorCodes } from '../../errors.js'
+import type { IamMessage } from '../iam/index.js'
+import type { PlacementRequest, ShardMessage } from '../placement/index.js'
+import type { EndReason, SandboxEvent, SandboxState } from '../sandbox/index.js'
+import { shardOf } from './registry.js'
+
+export type RecordState = SandboxState | 'lost'
+
+export interface SandboxRecord {
+  id: string
+  tenant: string
+  nodeId: string
+  address: string
+  state: RecordState
+  backend: string
+  labels: Record<string, string>
+  createdAt: number
+  expiresAt: number
+  reason?: EndReason
+  message?: string
+  /** What placement reserved, to give back when the sandbox ends. */
+  req: PlacementRequest
+  endedAt?: number
+}
+
+/** Told to subscribed sessions when one of their tenant's sandboxes changes state. */
+export interface SandboxStateNotice { type: 'sandbox-state', id: string, state: RecordState, reason?: EndReason, message?: string }
+
+export type DirectoryMessage =
+  | { type: 'add', records: SandboxRecord[] }
+  | { type: 'events', nodeId: string, events: SandboxEvent[] }
+  | { type: 'node-lost', nodeId: string }
+  | { type: 'get', tenant: string, id: string }
+  | { type: 'list', tenant: string, labels?: Record<string, string>, state?: RecordState, limit?: number }
+  | { type: 'subscribe', tenant: string, ref: Ref }
+  | { type: 'sweep' }
+  | { type: 'count' }
+
+export const DirectoryDefaults = {
+  /** Ended sandboxes stay visible (state gone/failed/lost, with a reason) this long. */
+  endedRetentionMs: 10 * 60_000,
+  maxList: 10_000,
+  sweepEveryMs: 10_000
+}
+
+export interface DirectoryOptions {
+  shards: () => Ref<ShardMessage>[]
+  iam: () => Ref<IamMessage>
+}
+
+const TERMINAL = new Set<RecordState>(['gone', 'failed', 'lost'])
+
+export class SandboxDirectory extends Actor<DirectoryMessage> {
+  private readonly records = new Map<string, SandboxRecord>()
+  private readonly byNode = new Map<string, Set<string>>()
+  private readonly subscribers = new Map<string, Set<Ref>>()
+
+  constructor (private readonly o: DirectoryOptions) { super() }
+
+  preStart (): void {
+    this.ctx.setTimer('sweep', DirectoryDefaults.sweepEveryMs, { type: 'sweep' }, { repeat: true })
+  }
+
+  receive (m: DirectoryMessage): unknown {
+    switch (m.type) {
+      case 'add':
+        for (const r of m.records) {
+          this.records.set(r.id, r)
+          let set = this.byNode.get(r.nodeId)
+          if (set === undefined) { set = new Set(); this.byNode.set(r.nodeId, set) }
+          set.add(r.id)
+        }
+        return undefined
+      case 'events':
+        for (const e of m.events) {
+          const r = this.records.get(e.id)
+          if (r === undefined || r.nodeId !== m.nodeId || TERMINAL.has(r.state)) continue
+          if (e.reason !== undefined) r.reason = e.reason
+          if (e.message !== undefined) r.message = e.message
+          this.transition(r, e.state)
+        }
+        return undefined
+      case 'node-lost':
+        for (const id of this.byNode.get(m.nodeId) ?? []) {
+          const r = this.records.get(id)
+          if (r !== undefined && !TERMINAL.has(r.state)) { r.reason = 'lost'; this.transition(r, 'lost') }
+        }
+        return undefined
+      case 'get': {
+        const r = this.records.get(m.id)
+        if (r === undefined || r.tenant !== m.tenant) throw createError(ErrorCodes.NOT_FOUND, `no sandbox ${String(m.id)}`)
+        return r
+      }
+      case 'list': {
+        const limit = Math.min(m.limit ?? DirectoryDefaults.maxList, DirectoryDefaults.maxList)
+        const out: SandboxRecord[] = []
+        for (const r of this.records.values()) {
+          if (r.tenant !== m.tenant) continue
+          if (m.state !== undefined && r.state !== m.state) continue
+          if (m.labels !== undefined && !Object.entries(m.labels).every(([k, v]) => r.labels[k] === v)) continue
+          out.push(r)
+          if (out.length >= limit) break
+        }
+        return out
+      }
+      case 'subscribe': {
+        let set = this.subscribers.get(m.tenant)
+        if (set === undefined) { set = new Set(); this.subscribers.set(m.tenant, set) }
+        set.add(m.ref)
+        this.ctx.watch(m.ref)
+        return undefined
+      }
+      case 'sweep': {
+        const cutoff = Date.now() - DirectoryDefaults.endedRetentionMs
+        for (const [id, r] of this.records) {
+          if (r.endedAt !== undefined && r.endedAt < cutoff) {
+            this.records.delete(id)
+            this.byNode.get(r.nodeId)?.delete(id)
+          }
+        }
+        return undefined
+      }
+      case 'count':
+        return this.records.size
+    }
+  }
+
+  onTerminated (ref: Ref, _reason: ExitReason): void {
+    for (const set of this.subscribers.values()) set.delete(ref)
+  }
+
+  private transition (r: SandboxRecord, state: RecordState): void {
+    r.state = state
+    if (TERMINAL.has(state)) {
+      r.endedAt = Date.now()
+      const shards = this.o.shards()
+      shards[shardOf(r.nodeId, shards.length)]!.tell({ type: 'release', nodeId: r.nodeId, req: r.req })
+      this.o.iam().tell({ type: 'release', tenant: r.tenant })
+    }
+    const notice: SandboxStateNotice = { type: 'sandbox-state', id: r.id, state, ...(r.reason !== undefined ? { reason: r.reason } : {}), ...(r.message !== undefined ? { message: r.message } : {}) }
+    for (const ref of this.subscribers.get(r.tenant) ?? []) ref.tell(notice)
+  }
+}
+
+export function createDirectory (options: DirectoryOptions): () => SandboxDirectory {
+  return () => new SandboxDirectory(options)
+}

@@ -1,0 +1,95 @@
+/**
+ * Registry: node membership. A node joins (its link already proved the join token), reports
+ * its capacity, and heartbeats. A node silent for `heartbeatTimeoutMs` is declared lost:
+ * placement stops choosing it and the directory marks its sandboxes `lost`, which tells their
+ * owners. A lost node that comes back simply joins again.
+ */
+import { Actor, type Ref } from '../../actors/index.js'
+import type { NodeCapacity, ShardMessage } from '../placement/index.js'
+import type { DirectoryMessage } from './directory.js'
+
+export const RegistryDefaults = {
+  heartbeatTimeoutMs: 3000,
+  checkEveryMs: 250
+}
+
+export type RegistryMessage =
+  | { type: 'join', nodeId: string, capacity: NodeCapacity, layers?: string[] }
+  | { type: 'heartbeat', nodeId: string, layers?: string[] }
+  | { type: 'check' }
+  | { type: 'nodes' }
+
+export interface NodeStatus { id: string, alive: boolean, lastSeenMs: number, shard: number, capacity: NodeCapacity }
+
+export interface RegistryOptions {
+  shards: () => Ref<ShardMessage>[]
+  directory: () => Ref<DirectoryMessage>
+  heartbeatTimeoutMs?: number
+  checkEveryMs?: number
+  now?: () => number
+}
+
+interface Member { id: string, capacity: NodeCapacity, lastSeen: number, alive: boolean, shard: number }
+
+/** Which shard owns a node: a stable hash of its id. */
+export function shardOf (nodeId: string, shards: number): number {
+  let h = 2166136261
+  for (let i = 0; i < nodeId.length; i++) h = Math.imul(h ^ nodeId.charCodeAt(i), 16777619)
+  return (h >>> 0) % shards
+}
+
+export class Registry extends Actor<RegistryMessage> {
+  private readonly members = new Map<string, Member>()
+  private readonly timeoutMs: number
+  private readonly now: () => number
+
+  constructor (private readonly o: RegistryOptions) {
+    super()
+    this.timeoutMs = o.heartbeatTimeoutMs ?? RegistryDefaults.heartbeatTimeoutMs
+    this.now = o.now ?? Date.now
+  }
+
+  preStart (): void {
+    this.ctx.setTimer('check', this.o.checkEveryMs ?? RegistryDefaults.checkEveryMs, { type: 'check' }, { repeat: true })
+  }
+
+  receive (m: RegistryMessage): unknown {
+    switch (m.type) {
+      case 'join': {
+        const shards = this.o.shards()
+        const shard = shardOf(m.nodeId, shards.length)
+        this.members.set(m.nodeId, { id: m.nodeId, capacity: m.capacity, lastSeen: this.now(), alive: true, shard })
+        shards[shard]!.tell({ type: 'node-up', id: m.nodeId, capacity: m.capacity, ...(m.layers !== undefined ? { layers: m.layers } : {}) })
+        return { shard, heartbeatTimeoutMs: this.timeoutMs }
+      }
+      case 'heartbeat': {
+        const member = this.members.get(m.nodeId)
+        if (member === undefined || !member.alive) return { rejoin: true } // lost meanwhile: it must join again
+        member.lastSeen = this.now()
+        if (m.layers !== undefined) this.o.shards()[member.shard]!.tell({ type: 'node-layers', id: m.nodeId, layers: m.layers })
+        return { rejoin: false }
+      }
+      case 'check': {
+        const now = this.now()
+        for (const member of this.members.values()) {
+          if (member.alive && now - member.lastSeen > this.timeoutMs) this.lose(member)
+        }
+        return undefined
+      }
+      case 'nodes':
+        return [...this.members.values()].map((n): NodeStatus => ({
+          id: n.id, alive: n.alive, lastSeenMs: this.now() - n.lastSeen, shard: n.shard, capacity: n.capacity
+        }))
+    }
+  }
+
+  private lose (member: Member): void {
+    member.alive = false
+    this.o.shards()[member.shard]!.tell({ type: 'node-lost', id: member.id })
+    this.o.directory().tell({ type: 'node-lost', nodeId: member.id })
+  }
+}
+
+export function createRegistry (options: RegistryOptions): () => Registry {
+  return () => new Registry(options)
+}

@@ -1,0 +1,239 @@
+/**
+ * Session: one client connection's actor on the gateway. Every request of the SDK lands here:
+ * it checks scopes, validates input, admits quota, places, creates on nodes, and forwards
+ * commands to sandbox actors — never blocking on any of it (each request is answered later),
+ * so one slow create does not hold up an exec on the same connection.
+ */
+import { customAlphabet } from 'nanoid'
+import { Actor, type Ref } from '../../actors/index.js'
+import { createError, ErrorCodes, fromWireError, isWarrenError } from '../../errors.js'
+import { authorize, type IamMessage, type Principal, type Scope } from '../iam/index.js'
+import type { CreateItem, CreateOutcome, NodeMessage } from '../node/index.js'
+import type { PlacementRequest, ShardMessage } from '../placement/index.js'
+import type { OutputPage, SandboxMessage, WireExecOptions } from '../sandbox/index.js'
+import { parseSandboxSpec, type SandboxSpec } from '../spec.js'
+import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
+import type { NodeStatus, RegistryMessage } from './registry.js'
+
+/** What an SDK may ask of its session. */
+export type ClientRequest =
+  | { type: 'create', spec?: unknown, count?: number, deadlineMs?: number }
+  | { type: 'info', id: string }
+  | { type: 'list', labels?: Record<string, string>, state?: SandboxRecord['state'], limit?: number }
+  | { type: 'kill', id: string }
+  | { type: 'exec', id: string, execId: string, argv: string[], opts?: WireExecOptions }
+  | { type: 'read', id: string, execId: string, fromSeq: number, maxBytes?: number, waitMs?: number }
+  | { type: 'exec-kill', id: string, execId: string }
+  | { type: 'files', id: string, op: 'read' | 'write', path: string, data?: Uint8Array }
+  | { type: 'token-create', tenant: string, scopes: Scope[] }
+  | { type: 'nodes' }
+
+/** A sandbox as the SDK sees it. */
+export interface SandboxView {
+  id: string
+  state: SandboxRecord['state']
+  backend: string
+  labels: Record<string, string>
+  nodeId: string
+  createdAt: number
+  expiresAt: number
+  reason?: string
+  message?: string
+}
+
+export const SessionDefaults = {
+  /** Sandboxes one create request may ask for. */
+  maxBatch: 1000,
+  /** How long a create waits for capacity unless it says otherwise. */
+  placementDeadlineMs: 10_000,
+  /** Time a node gets to create a batch. */
+  nodeCreateTimeoutMs: 60_000,
+  /** A read waits this long for output, plus this margin for the round trip. */
+  readMarginMs: 3000
+}
+
+export interface SessionOptions {
+  principal: Principal
+  iam: () => Ref<IamMessage>
+  shards: () => Ref<ShardMessage>[]
+  directory: () => Ref<DirectoryMessage>
+  registry: () => Ref<RegistryMessage>
+  /** Where notices for the client go (the link's tell towards the SDK). */
+  notify: (notice: SandboxStateNotice) => void
+}
+
+const newId = customAlphabet('0123456789abcdefghijklmnopqrstuvwxyz', 16)
+
+export function toView (r: SandboxRecord): SandboxView {
+  return {
+    id: r.id, state: r.state, backend: r.backend, labels: r.labels, nodeId: r.nodeId, createdAt: r.createdAt, expiresAt: r.expiresAt,
+    ...(r.reason !== undefined ? { reason: r.reason } : {}),
+    ...(r.message !== undefined ? { message: r.message } : {})
+  }
+}
+
+function hashToShard (id: string, shards: number): number {
+  let h = 0
+  for (let i = 0; i < id.length; i++) h = (h * 31 + id.charCodeAt(i)) | 0
+  return (h >>> 0) % shards
+}
+
+export class Session extends Actor<ClientRequest | SandboxStateNotice> {
+  private readonly tenant: string
+
+  constructor (private readonly o: SessionOptions) {
+    super()
+    this.tenant = o.principal.tenant
+  }
+
+  preStart (): void {
+    this.o.directory().tell({ type: 'subscribe', tenant: this.tenant, ref: this.self })
+  }
+
+  receive (m: ClientRequest | SandboxStateNotice): unknown {
+    if (m === null || typeof m !== 'object') throw createError(ErrorCodes.INVALID_ARGUMENT, 'a request is an object with a type')
+    switch (m.type) {
+      case 'sandbox-state':
+        this.o.notify(m)
+        return undefined
+      case 'create':
+        this.authorize('sandbox:create')
+        return this.ctx.answerLater(this.create(m))
+      case 'info':
+        this.authorize('sandbox:read')
+        return this.ctx.answerLater(this.record(m.id).then(toView))
+      case 'list':
+        this.authorize('sandbox:read')
+        return this.ctx.answerLater(this.o.directory().ask<SandboxRecord[]>({
+          type: 'list', tenant: this.tenant,
+          ...(m.labels !== undefined ? { labels: m.labels } : {}),
+          ...(m.state !== undefined ? { state: m.state } : {}),
+          ...(m.limit !== undefined ? { limit: m.limit } : {})
+        }).then((rs) => rs.map(toView)))
+      case 'kill':
+        this.authorize('sandbox:exec')
+        return this.ctx.answerLater(this.forward(m.id, { type: 'kill' }))
+      case 'exec':
+        this.authorize('sandbox:exec')
+        return this.ctx.answerLater(this.forward<OutputPage>(m.id, { type: 'exec', execId: m.execId, argv: m.argv, ...(m.opts !== undefined ? { opts: m.opts } : {}) }, SessionDefaults.readMarginMs + 2000))
+      case 'read':
+        this.authorize('sandbox:exec')
+        return this.ctx.answerLater(this.forward<OutputPage>(m.id, {
+          type: 'read', execId: m.execId, fromSeq: m.fromSeq,
+          ...(m.maxBytes !== undefined ? { maxBytes: m.maxBytes } : {}),
+          ...(m.waitMs !== undefined ? { waitMs: m.waitMs } : {})
+        }, (m.waitMs ?? 2000) + SessionDefaults.readMarginMs))
+      case 'exec-kill':
+        this.authorize('sandbox:exec')
+        return this.ctx.answerLater(this.forward(m.id, { type: 'exec-kill', execId: m.execId }))
+      case 'files':
+        this.authorize(m.op === 'read' ? 'sandbox:read' : 'sandbox:exec')
+        return this.ctx.answerLater(this.forward(m.id, { type: 'files', op: m.op, path: m.path, ...(m.data !== undefined ? { data: m.data } : {}) }, 60_000))
+      case 'token-create':
+        this.authorize('admin')
+        return this.ctx.answerLater(this.o.iam().ask({ type: 'create-key', tenant: m.tenant, scopes: m.scopes }))
+      case 'nodes':
+        this.authorize('admin')
+        return this.ctx.answerLater(this.o.registry().ask<NodeStatus[]>({ type: 'nodes' }))
+      default:
+        throw createError(ErrorCodes.INVALID_ARGUMENT, `unknown request type ${String((m as { type?: unknown }).type)}`)
+    }
+  }
+
+  private authorize (scope: Scope): void {
+    authorize(this.o.principal, scope)
+  }
+
+  /** The tenant's record of a sandbox; another tenant's id is NOT_FOUND, like a missing one. */
+  private record (id: unknown): Promise<SandboxRecord> {
+    if (typeof id !== 'string' || id.length === 0 || id.length > 64) return Promise.reject(createError(ErrorCodes.NOT_FOUND, `no sandbox ${String(id)}`))
+    return this.o.directory().ask<SandboxRecord>({ type: 'get', tenant: this.tenant, id })
+  }
+
+  /** Sends a message to a sandbox actor on its node, after checking the tenant owns it. */
+  private async forward<R = unknown> (id: string, message: SandboxMessage, timeoutMs = 10_000): Promise<R> {
+    const r = await this.record(id)
+    if (r.state === 'gone' || r.state === 'failed' || r.state === 'lost') {
+      throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${id} is ${r.state}${r.reason !== undefined ? ` (${r.reason})` : ''}`, { id, state: r.state, ...(r.reason !== undefined ? { reason: r.reason } : {}) })
+    }
+    const ref = this.ctx.system.refFor<SandboxMessage>(r.address)
+    if (ref === undefined) throw createError(ErrorCodes.SANDBOX_GONE, `the node of sandbox ${id} is not connected`, { id, state: 'lost' })
+    return await ref.ask<R>(message, { timeoutMs })
+  }
+
+  private async create (m: Extract<ClientRequest, { type: 'create' }>): Promise<SandboxView | SandboxView[]> {
+    const spec = parseSandboxSpec(m.spec)
+    const count = m.count ?? 1
+    if (!Number.isInteger(count) || count < 1 || count > SessionDefaults.maxBatch) {
+      throw createError(ErrorCodes.INVALID_ARGUMENT, `count must be an integer in [1, ${SessionDefaults.maxBatch}]`, { field: 'count' })
+    }
+    const deadline = Date.now() + (typeof m.deadlineMs === 'number' && m.deadlineMs >= 0 ? Math.min(m.deadlineMs, 120_000) : SessionDefaults.placementDeadlineMs)
+    await this.o.iam().ask({ type: 'admit', tenant: this.tenant, n: count })
+    const req: PlacementRequest = {
+      backend: spec.backend,
+      cpus: spec.limits.cpus,
+      memoryMiB: spec.limits.memoryMiB,
+      layers: spec.image === undefined ? [] : [spec.image.base, ...(spec.image.workspace !== undefined ? [spec.image.workspace] : []), ...(spec.image.tools ?? [])]
+    }
+    const ids = Array.from({ length: count }, () => newId())
+    const shards = this.o.shards()
+    const placed = await Promise.allSettled(ids.map((id) =>
+      shards[hashToShard(id, shards.length)]!.ask<{ nodeId: string }>({ type: 'place', req, deadline }, { timeoutMs: deadline - Date.now() + 5000 })))
+
+    // Group by node: one create message per node, whatever the batch size.
+    const byNode = new Map<string, CreateItem[]>()
+    const outcomes = new Map<string, SandboxRecord | Error>()
+    placed.forEach((p, i) => {
+      const id = ids[i]!
+      if (p.status === 'rejected') { outcomes.set(id, p.reason as Error); return }
+      let items = byNode.get(p.value.nodeId)
+      if (items === undefined) { items = []; byNode.set(p.value.nodeId, items) }
+      items.push({ id, tenant: this.tenant, spec })
+    })
+    await Promise.all([...byNode].map(async ([nodeId, items]) => {
+      let results: CreateOutcome[]
+      try {
+        const agent = this.ctx.system.refFor<NodeMessage>(`${nodeId}/agent`)
+        if (agent === undefined) throw createError(ErrorCodes.NO_CAPACITY, `node ${nodeId} is not connected`)
+        results = await agent.ask<CreateOutcome[]>({ type: 'create', items }, { timeoutMs: SessionDefaults.nodeCreateTimeoutMs })
+      } catch (err) {
+        results = items.map((it) => ({ id: it.id, error: { code: isWarrenError(err) ? err.code : ErrorCodes.INTERNAL, message: (err as Error).message } }))
+      }
+      for (const r of results) {
+        if ('error' in r) {
+          outcomes.set(r.id, fromWireError(r.error))
+          shards[hashToShard(r.id, shards.length)]!.tell({ type: 'release', nodeId, req })
+        } else {
+          outcomes.set(r.id, this.recordFor(r.id, nodeId, r.address, spec, req))
+        }
+      }
+    }))
+
+    const records: SandboxRecord[] = []
+    let firstError: Error | undefined
+    for (const id of ids) {
+      const o = outcomes.get(id)
+      if (o instanceof Error || o === undefined) firstError ??= o ?? new Error('lost outcome')
+      else records.push(o)
+    }
+    const failed = count - records.length
+    if (failed > 0) this.o.iam().tell({ type: 'release', tenant: this.tenant, n: failed })
+    if (records.length > 0) this.o.directory().tell({ type: 'add', records })
+    if (firstError !== undefined) {
+      // All or nothing: a batch that cannot be created whole is not left half made.
+      for (const r of records) this.ctx.system.refFor<SandboxMessage>(r.address)?.tell({ type: 'kill' })
+      throw firstError
+    }
+    const views = records.map(toView)
+    return m.count === undefined ? views[0]! : views
+  }
+
+  private recordFor (id: string, nodeId: string, address: string, spec: SandboxSpec, req: PlacementRequest): SandboxRecord {
+    const now = Date.now()
+    return { id, tenant: this.tenant, nodeId, address, state: 'ready', backend: spec.backend, labels: spec.labels, createdAt: now, expiresAt: now + spec.ttlMs, req }
+  }
+}
+
+export function createSession (options: SessionOptions): () => Session {
+  return () => new Session(options)
+}

@@ -1,0 +1,102 @@
+/**
+ * NodeAgent: the actor on each machine that turns "create these sandboxes" into sandbox actors,
+ * children of a dynamic supervisor (temporary: a crashed sandbox is reclaimed, never revived).
+ * It answers creates in batches, so 5,000 creations a second cost hundreds of messages, not
+ * thousands.
+ */
+import { Actor, type Ref } from '../../actors/index.js'
+import type { Backend, BackendKind } from '../../backends/types.js'
+import { createError, ErrorCodes, toWireError, type WireError } from '../../errors.js'
+import { createDynamicSupervisor, type DynamicSupervisorMessage } from '../../supervisors/index.js'
+import type { NodeCapacity } from '../placement/index.js'
+import { Sandbox, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage } from '../sandbox/index.js'
+import type { SandboxSpec } from '../spec.js'
+
+/** One sandbox to create: the id and tenant come from the control plane. */
+export interface CreateItem { id: string, tenant: string, spec: SandboxSpec }
+
+/** One answer per item, in order. */
+export type CreateOutcome = { id: string, address: string } | { id: string, error: WireError }
+
+export type NodeMessage =
+  | { type: 'create', items: CreateItem[] }
+  | { type: 'kill', id: string }
+  | { type: 'list' }
+  | { type: 'capacity' }
+
+export interface NodeAgentOptions {
+  nodeId: string
+  capacity: NodeCapacity
+  backends: Partial<Record<BackendKind, Backend>>
+  /** Where sandbox state changes go (the control link forwards them to the control plane). */
+  report: (event: SandboxEvent) => void
+  maxSandboxes?: number
+}
+
+/** Sandbox actors are named by id, so any process can address one as `${nodeId}/sb-${id}`. */
+export function sandboxAddress (nodeId: string, sandboxId: string): string {
+  return `${nodeId}/sb-${sandboxId}`
+}
+
+export class NodeAgent extends Actor<NodeMessage> {
+  private sandboxes!: Ref<DynamicSupervisorMessage<SandboxArgs>>
+  private readonly live = new Map<string, Ref<SandboxMessage>>()
+
+  constructor (private readonly o: NodeAgentOptions) { super() }
+
+  preStart (): void {
+    this.sandboxes = this.ctx.spawn(createDynamicSupervisor<SandboxArgs, SandboxMessage>({
+      child: {
+        start: (args) => new Sandbox(args),
+        spawn: (args) => ({ name: `sb-${args.id}`, mailbox: { capacity: 1000 } }),
+        restart: 'temporary',
+        shutdown: 10_000
+      },
+      maxChildren: this.o.maxSandboxes ?? 100_000
+    }), { name: 'sandboxes', mailbox: { capacity: 100_000 } })
+  }
+
+  receive (m: NodeMessage): unknown {
+    switch (m.type) {
+      case 'create': return this.ctx.answerLater(this.create(m.items))
+      case 'kill': {
+        const ref = this.live.get(m.id)
+        if (ref === undefined) throw createError(ErrorCodes.NOT_FOUND, `no sandbox ${m.id} on ${this.o.nodeId}`)
+        return this.ctx.answerLater(ref.ask({ type: 'kill' }))
+      }
+      case 'list': return this.ctx.answerLater(Promise.all([...this.live.values()].map((r) => r.ask<SandboxInfo>({ type: 'info' }).catch(() => undefined))))
+      case 'capacity': return this.o.capacity
+    }
+  }
+
+  private async create (items: CreateItem[]): Promise<CreateOutcome[]> {
+    return await Promise.all(items.map(async (item): Promise<CreateOutcome> => {
+      try {
+        const backend = this.o.backends[item.spec.backend]
+        if (backend === undefined) throw createError(ErrorCodes.UNSUPPORTED, `node ${this.o.nodeId} has no ${item.spec.backend} backend`)
+        const args: SandboxArgs = {
+          id: item.id,
+          tenant: item.tenant,
+          spec: item.spec,
+          backend,
+          report: (event) => {
+            if (event.state === 'gone' || event.state === 'failed') this.live.delete(event.id)
+            this.o.report(event)
+          }
+        }
+        const ref = await this.sandboxes.ask<Ref<SandboxMessage>>({ type: 'start-child', args })
+        this.live.set(item.id, ref)
+        // `info` queues behind preStart: when it answers, the backend has made the sandbox.
+        const info = await ref.ask<SandboxInfo>({ type: 'info' }, { timeoutMs: 60_000 })
+        if (info.state !== 'ready') throw createError(ErrorCodes.INTERNAL, `sandbox ${item.id} failed to start: ${info.message ?? info.state}`)
+        return { id: item.id, address: ref.address }
+      } catch (err) {
+        return { id: item.id, error: toWireError(err) }
+      }
+    }))
+  }
+}
+
+export function createNodeAgent (options: NodeAgentOptions): () => NodeAgent {
+  return () => new NodeAgent(options)
+}

@@ -1,0 +1,117 @@
+/**
+ * The output of one command, kept as numbered chunks until the consumer has seen them.
+ *
+ * Reading is pulling: `read(fromSeq)` returns what there is from `fromSeq` on, and asking for
+ * `fromSeq` acknowledges everything before it, which is then freed. That one rule gives credit
+ * flow control (nothing is sent that was not asked for), bounded memory (the command's output
+ * cap bounds what is held), and resume after a dropped connection (ask again from the last
+ * number seen + 1: no chunk lost, none duplicated).
+ */
+import type { ExecResult } from '../../backends/types.js'
+
+export type StreamName = 'stdout' | 'stderr'
+
+export interface OutputChunk {
+  seq: number
+  stream: StreamName
+  data: Uint8Array
+}
+
+/** One pull's answer. `result` is set once the command has ended and every chunk was read. */
+export interface OutputPage {
+  chunks: OutputChunk[]
+  /** The seq to ask for next. */
+  nextSeq: number
+  result?: ExecResult
+}
+
+export class ExecOutput {
+  private chunks: OutputChunk[] = []
+  private nextSeq = 0
+  private result: ExecResult | undefined
+  private waiters: Array<{ fromSeq: number, maxBytes: number, resolve: (page: OutputPage) => void }> = []
+  /** When the consumer last pulled; finished outputs nobody reads are dropped after a while. */
+  lastReadAt = Date.now()
+
+  /** Appends a chunk and wakes readers waiting for it. */
+  append (stream: StreamName, data: Uint8Array): void {
+    if (data.byteLength === 0) return
+    this.chunks.push({ seq: this.nextSeq++, stream, data })
+    this.wake()
+  }
+
+  /** Records how the command ended. */
+  finish (result: ExecResult): void {
+    this.result = result
+    this.wake()
+  }
+
+  get finished (): boolean { return this.result !== undefined }
+
+  /** True once the command ended and the consumer acknowledged every chunk. */
+  get drained (): boolean { return this.result !== undefined && this.chunks.length === 0 }
+
+  /**
+   * Returns the chunks from `fromSeq` (at most about `maxBytes`), waiting for at least one when
+   * there are none yet. Everything before `fromSeq` counts as received and is freed.
+   */
+  read (fromSeq: number, maxBytes: number, waitMs: number): Promise<OutputPage> {
+    this.lastReadAt = Date.now()
+    this.ack(fromSeq)
+    const page = this.page(fromSeq, maxBytes)
+    if (page !== undefined) return Promise.resolve(page)
+    return new Promise((resolve) => {
+      // A silent command must not hold a request open past the caller's timeout: after
+      // `waitMs` the answer is an empty page and the consumer asks again.
+      const waiter = {
+        fromSeq,
+        maxBytes,
+        resolve: (p: OutputPage) => { clearTimeout(timer); resolve(p) }
+      }
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w !== waiter)
+        resolve({ chunks: [], nextSeq: fromSeq })
+      }, waitMs)
+      this.waiters.push(waiter)
+    })
+  }
+
+  /** Answers every waiting reader (used when the sandbox goes away). */
+  close (result: ExecResult): void {
+    if (this.result === undefined) this.result = result
+    this.wake()
+  }
+
+  private ack (fromSeq: number): void {
+    let drop = 0
+    while (drop < this.chunks.length && this.chunks[drop]!.seq < fromSeq) drop++
+    if (drop > 0) this.chunks = this.chunks.slice(drop)
+  }
+
+  private page (fromSeq: number, maxBytes: number): OutputPage | undefined {
+    const out: OutputChunk[] = []
+    let bytes = 0
+    for (const c of this.chunks) {
+      if (c.seq < fromSeq) continue
+      if (out.length > 0 && bytes + c.data.byteLength > maxBytes) break
+      out.push(c)
+      bytes += c.data.byteLength
+    }
+    const nextSeq = out.length > 0 ? out[out.length - 1]!.seq + 1 : Math.max(fromSeq, 0)
+    const all = nextSeq >= this.nextSeq
+    if (out.length > 0) return all && this.result !== undefined ? { chunks: out, nextSeq, result: this.result } : { chunks: out, nextSeq }
+    if (this.result !== undefined) return { chunks: [], nextSeq: this.nextSeq, result: this.result }
+    return undefined
+  }
+
+  private wake (): void {
+    if (this.waiters.length === 0) return
+    const still: typeof this.waiters = []
+    for (const w of this.waiters) {
+      const page = this.page(w.fromSeq, w.maxBytes)
+      if (page !== undefined) w.resolve(page)
+      else still.push(w)
+    }
+    this.waiters = still
+  }
+}

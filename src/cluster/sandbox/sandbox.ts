@@ -1,0 +1,252 @@
+/**
+ * Sandbox: one isolated environment, as an actor on its node. It drives its backend through
+ * `creating → ready → stopping → gone`, or to `failed` with a reason, and reports every change.
+ *
+ * Commands run concurrently (the actor never waits on one), each with its own ExecOutput that
+ * consumers pull from by sequence number. The sandbox ends on kill, TTL, idle timeout or
+ * failure; whichever way, postStop kills the backend sandbox, so nothing outlives the actor.
+ */
+import { Actor, type ExitReason } from '../../actors/index.js'
+import type { Backend, ExecResult, SandboxHandle } from '../../backends/types.js'
+import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
+import { parseArgv, type SandboxSpec } from '../spec.js'
+import { ExecOutput } from './exec-output.js'
+
+export type SandboxState = 'creating' | 'ready' | 'stopping' | 'gone' | 'failed'
+
+/** Why a sandbox ended. */
+export type EndReason = 'killed' | 'ttl' | 'idle' | 'failed' | 'node-shutdown' | 'lost' | 'oom'
+
+export interface SandboxInfo {
+  id: string
+  tenant: string
+  state: SandboxState
+  backend: SandboxSpec['backend']
+  labels: Record<string, string>
+  createdAt: number
+  expiresAt: number
+  reason?: EndReason
+  message?: string
+}
+
+/** What a sandbox tells its node (and through it the control plane) when its state changes. */
+export interface SandboxEvent {
+  id: string
+  tenant: string
+  state: SandboxState
+  reason?: EndReason
+  message?: string
+}
+
+/** Exec options as they cross the wire (no callbacks: output is pulled). */
+export interface WireExecOptions {
+  stdin?: Uint8Array
+  env?: Record<string, string>
+  timeoutMs?: number
+  maxOutputBytes?: number
+}
+
+export type SandboxMessage =
+  | { type: 'exec', execId: string, argv: string[], opts?: WireExecOptions }
+  | { type: 'read', execId: string, fromSeq: number, maxBytes?: number, waitMs?: number }
+  | { type: 'exec-kill', execId: string }
+  | { type: 'info' }
+  | { type: 'kill', reason?: EndReason }
+  | { type: 'files', op: 'read' | 'write', path: string, data?: Uint8Array }
+  | { type: 'expire', reason: 'ttl' | 'idle' }
+  | { type: 'sweep' }
+
+export const SandboxDefaults = {
+  maxConcurrentExecs: 64,
+  /** Finished outputs nobody pulls are dropped after this long. */
+  outputRetentionMs: 5 * 60_000,
+  /** Largest page one `read` returns. */
+  maxPageBytes: 1024 * 1024,
+  /** Longest a `read` waits for output before answering with an empty page. */
+  maxReadWaitMs: 2000,
+  maxExecIdLength: 64
+}
+
+export interface SandboxArgs {
+  id: string
+  tenant: string
+  spec: SandboxSpec
+  backend: Backend
+  report: (event: SandboxEvent) => void
+}
+
+interface RunningExec { output: ExecOutput, abort: AbortController }
+
+export class Sandbox extends Actor<SandboxMessage> {
+  private state: SandboxState = 'creating'
+  private handle: SandboxHandle | undefined
+  private readonly execs = new Map<string, RunningExec>()
+  private readonly createdAt = Date.now()
+  private lastExecAt = Date.now()
+  private endReason: EndReason | undefined
+  private endMessage: string | undefined
+
+  constructor (private readonly args: SandboxArgs) { super() }
+
+  async preStart (): Promise<void> {
+    const { spec } = this.args
+    try {
+      this.handle = await this.args.backend.create({ env: spec.env })
+    } catch (err) {
+      this.endReason = 'failed'
+      this.endMessage = err instanceof Error ? err.message : String(err)
+      this.setState('failed')
+      this.ctx.stop('normal')
+      return
+    }
+    this.setState('ready')
+    this.ctx.setTimer('ttl', spec.ttlMs, { type: 'expire', reason: 'ttl' })
+    const sweepMs = Math.min(60_000, spec.idleTimeoutMs > 0 ? Math.max(10, spec.idleTimeoutMs / 4) : 60_000)
+    this.ctx.setTimer('sweep', sweepMs, { type: 'sweep' }, { repeat: true })
+  }
+
+  receive (m: SandboxMessage): unknown {
+    switch (m.type) {
+      case 'exec': {
+        // Starting a command answers with its first page, so a short command costs one round trip.
+        const { execId } = this.exec(m.execId, m.argv, m.opts ?? {})
+        return this.read(execId, 0, undefined, undefined)
+      }
+      case 'read': return this.read(m.execId, m.fromSeq, m.maxBytes, m.waitMs)
+      case 'exec-kill': {
+        this.execs.get(m.execId)?.abort.abort()
+        return true
+      }
+      case 'info': return this.info()
+      case 'kill':
+        this.end(m.reason ?? 'killed')
+        return true
+      case 'files': return this.files(m)
+      case 'expire':
+        this.end(m.reason)
+        return undefined
+      case 'sweep':
+        this.sweep()
+        return undefined
+    }
+  }
+
+  /** Starts a command and answers at once; its output is pulled with `read`. */
+  private exec (execId: unknown, argvIn: unknown, opts: WireExecOptions): { execId: string } {
+    this.requireReady()
+    if (typeof execId !== 'string' || execId.length === 0 || execId.length > SandboxDefaults.maxExecIdLength) {
+      throw createError(ErrorCodes.INVALID_ARGUMENT, 'execId must be a short string', { field: 'execId' })
+    }
+    if (this.execs.has(execId)) return { execId } // a retried request after a reconnect: already running
+    const running = [...this.execs.values()].filter((e) => !e.output.finished).length
+    if (running >= SandboxDefaults.maxConcurrentExecs) {
+      throw createError(ErrorCodes.OVERLOADED, `sandbox ${this.args.id} runs ${running} commands already`, { retryAfterMs: 100 })
+    }
+    const argv = parseArgv(argvIn)
+    const output = new ExecOutput()
+    const abort = new AbortController()
+    this.execs.set(execId, { output, abort })
+    this.lastExecAt = Date.now()
+    const started = Date.now()
+    this.args.backend.exec(this.handle!, argv, {
+      ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}),
+      ...(opts.env !== undefined ? { env: opts.env } : {}),
+      ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
+      ...(opts.maxOutputBytes !== undefined ? { maxOutputBytes: opts.maxOutputBytes } : {}),
+      onStdout: (chunk) => output.append('stdout', chunk),
+      onStderr: (chunk) => output.append('stderr', chunk),
+      signal: abort.signal
+    }).then(
+      (result) => output.finish(result),
+      (err: unknown) => {
+        // The command could not run at all: report it as a result so the reader always ends.
+        const message = err instanceof Error ? err.message : String(err)
+        output.append('stderr', new TextEncoder().encode(`warren: ${isWarrenError(err) ? err.code + ': ' : ''}${message}\n`))
+        output.finish({ exitCode: isWarrenError(err, ErrorCodes.NOT_FOUND) ? 127 : 126, durationMs: Date.now() - started, truncated: false, message })
+      }
+    ).finally(() => { this.lastExecAt = Date.now() })
+    return { execId }
+  }
+
+  /** Answers (deferred) with an OutputPage; waiting for output never blocks other messages. */
+  private read (execId: string, fromSeq: unknown, maxBytes: unknown, waitMs: unknown): void {
+    const exec = this.execs.get(execId)
+    if (exec === undefined) throw createError(ErrorCodes.NOT_FOUND, `no command ${execId} in sandbox ${this.args.id}`)
+    if (typeof fromSeq !== 'number' || !Number.isInteger(fromSeq) || fromSeq < 0) {
+      throw createError(ErrorCodes.INVALID_ARGUMENT, 'fromSeq must be an integer >= 0', { field: 'fromSeq' })
+    }
+    const limit = typeof maxBytes === 'number' && maxBytes > 0 ? Math.min(maxBytes, SandboxDefaults.maxPageBytes) : SandboxDefaults.maxPageBytes
+    const wait = typeof waitMs === 'number' && waitMs >= 0 ? Math.min(waitMs, SandboxDefaults.maxReadWaitMs) : SandboxDefaults.maxReadWaitMs
+    this.ctx.answerLater(exec.output.read(fromSeq, limit, wait).then((page) => {
+      if (exec.output.drained) this.execs.delete(execId)
+      return page
+    }))
+  }
+
+  private async files (m: Extract<SandboxMessage, { type: 'files' }>): Promise<unknown> {
+    this.requireReady()
+    if (m.op === 'read') return await this.args.backend.files.read(this.handle!, m.path)
+    if (!(m.data instanceof Uint8Array)) throw createError(ErrorCodes.INVALID_ARGUMENT, 'data must be bytes', { field: 'data' })
+    await this.args.backend.files.write(this.handle!, m.path, m.data)
+    return true
+  }
+
+  info (): SandboxInfo {
+    return {
+      id: this.args.id,
+      tenant: this.args.tenant,
+      state: this.state,
+      backend: this.args.spec.backend,
+      labels: this.args.spec.labels,
+      createdAt: this.createdAt,
+      expiresAt: this.createdAt + this.args.spec.ttlMs,
+      ...(this.endReason !== undefined ? { reason: this.endReason } : {}),
+      ...(this.endMessage !== undefined ? { message: this.endMessage } : {})
+    }
+  }
+
+  private sweep (): void {
+    const now = Date.now()
+    const idle = this.args.spec.idleTimeoutMs
+    const busy = [...this.execs.values()].some((e) => !e.output.finished)
+    if (idle > 0 && !busy && now - this.lastExecAt >= idle) { this.end('idle'); return }
+    for (const [id, e] of this.execs) {
+      if (e.output.finished && now - e.output.lastReadAt > SandboxDefaults.outputRetentionMs) this.execs.delete(id)
+    }
+  }
+
+  private requireReady (): void {
+    if (this.state !== 'ready') {
+      throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${this.args.id} is ${this.state}`, { id: this.args.id, state: this.state })
+    }
+  }
+
+  private end (reason: EndReason): void {
+    if (this.state === 'stopping' || this.state === 'gone' || this.state === 'failed') return
+    this.endReason = reason
+    this.setState('stopping')
+    this.ctx.stop('normal')
+  }
+
+  private setState (state: SandboxState): void {
+    this.state = state
+    this.args.report({
+      id: this.args.id,
+      tenant: this.args.tenant,
+      state,
+      ...(this.endReason !== undefined ? { reason: this.endReason } : {}),
+      ...(this.endMessage !== undefined ? { message: this.endMessage } : {})
+    })
+  }
+
+  /** Reclaim: runs however the actor ends, including a crash or a node shutdown. */
+  async postStop (reason: ExitReason): Promise<void> {
+    if (this.endReason === undefined) this.endReason = reason === 'shutdown' ? 'node-shutdown' : reason === 'normal' ? 'killed' : 'failed'
+    const gone: ExecResult = { exitCode: 137, durationMs: 0, truncated: false, reason: 'killed', message: `sandbox ended: ${this.endReason}` }
+    for (const e of this.execs.values()) { e.abort.abort(); e.output.close(gone) }
+    if (this.handle !== undefined) {
+      try { await this.args.backend.kill(this.handle) } catch { /* the backend reclaims on close as well */ }
+    }
+    if (this.state !== 'failed') this.setState('gone')
+  }
+}
