@@ -1,0 +1,116 @@
+/**
+ * The control plane's supervision tree (DESIGN.md, "Supervision"):
+ *
+ *   root (one_for_one)
+ *   ├── iam
+ *   ├── registry
+ *   ├── placement (one_for_one) ── shard-0 … shard-k
+ *   ├── directory
+ *   └── gateway ── session per connection (temporary)
+ *
+ * Siblings find each other by name (`cp/iam`, …), looked up on every use, so a restarted
+ * actor is found again without anyone holding a stale Ref.
+ */
+import { join } from 'node:path'
+import { ActorSystem, type Ref } from '../../actors/index.js'
+import { createSupervisor, type ChildSpec } from '../../supervisors/index.js'
+import type { LinkOptionsInput } from '../../transport/index.js'
+import { createIam, IamStore, type IamMessage, type Scope } from '../iam/index.js'
+import { createPlacementShard, type ShardMessage } from '../placement/index.js'
+import { createDirectory, type DirectoryMessage } from './directory.js'
+import { createGateway } from './gateway.js'
+import { createRegistry, type RegistryMessage } from './registry.js'
+
+/** The control plane's actor system name: nodes address `cp/registry` and `cp/directory`. */
+export const CONTROL_PLANE = 'cp'
+
+export const ControlPlaneDefaults = {
+  port: 7100,
+  host: '127.0.0.1',
+  shards: 4,
+  heartbeatTimeoutMs: 3000
+}
+
+export interface ControlPlaneOptions {
+  /** 0 picks a free port. */
+  port?: number
+  host?: string
+  /** Where the IAM store persists; undefined keeps it in memory. */
+  dataDir?: string
+  shards?: number
+  heartbeatTimeoutMs?: number
+  link?: LinkOptionsInput
+}
+
+export interface ControlPlane {
+  readonly system: ActorSystem
+  /** `ws://host:port` of the gateway. */
+  readonly url: string
+  /** The node join token (a fresh one each start). */
+  readonly joinToken: string
+  /** Issues an API key for a tenant. */
+  createToken (tenant: string, scopes: Scope[]): Promise<string>
+  /** Stops everything, newest first. */
+  close (): Promise<void>
+}
+
+export async function startControlPlane (options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  const o = { ...ControlPlaneDefaults, ...options }
+  const system = new ActorSystem({ name: CONTROL_PLANE })
+  const store = new IamStore(options.dataDir === undefined ? undefined : join(options.dataDir, 'iam.json'))
+  const joinToken = store.rotateJoinToken()
+
+  const ref = <M>(name: string) => (): Ref<M> => {
+    const r = system.lookup<M>(`${CONTROL_PLANE}/${name}`)
+    if (r === undefined) throw new Error(`${name} is not running`)
+    return r
+  }
+  const iam = ref<IamMessage>('iam')
+  const registry = ref<RegistryMessage>('registry')
+  const directory = ref<DirectoryMessage>('directory')
+  const shardRefs = Array.from({ length: o.shards }, (_, i) => ref<ShardMessage>(`shard-${i}`))
+  const shards = (): Ref<ShardMessage>[] => shardRefs.map((get) => get())
+
+  let url = ''
+  const big = { mailbox: { capacity: 100_000 } }
+  const children: ChildSpec[] = [
+    { id: 'iam', start: createIam(store), spawn: { name: 'iam', ...big } },
+    { id: 'registry', start: createRegistry({ shards, directory, heartbeatTimeoutMs: o.heartbeatTimeoutMs }), spawn: { name: 'registry', ...big } },
+    {
+      id: 'placement',
+      shutdown: 'infinity',
+      start: createSupervisor({
+        children: Array.from({ length: o.shards }, (_, i): ChildSpec => ({
+          id: `shard-${i}`, start: createPlacementShard({ peers: shards }), spawn: { name: `shard-${i}`, ...big }
+        }))
+      }),
+      spawn: { name: 'placement' }
+    },
+    { id: 'directory', start: createDirectory({ shards, iam }), spawn: { name: 'directory', ...big } },
+    {
+      id: 'gateway',
+      shutdown: 'infinity',
+      start: createGateway({
+        port: o.port, host: o.host, iam, shards, directory, registry,
+        ...(options.link !== undefined ? { link: options.link } : {}),
+        onListening: (u) => { url = u }
+      }),
+      spawn: { name: 'gateway' }
+    }
+  ]
+  const root = system.spawn(createSupervisor({ strategy: 'one_for_one', intensity: { maxRestarts: 5, periodMs: 10_000 }, children }), { name: 'root' })
+  // The gateway's preStart listens; its first answered message means it is up (or it failed).
+  await ref<{ type: 'url' }>('gateway')().ask({ type: 'url' }, { timeoutMs: 10_000 })
+  if (url === '') throw new Error('the gateway did not start')
+
+  return {
+    system,
+    get url () { return url },
+    joinToken,
+    createToken: (tenant, scopes) => iam().ask<string>({ type: 'create-key', tenant, scopes }),
+    async close () {
+      await system.stop(root, 15_000)
+      await system.shutdown(1000)
+    }
+  }
+}

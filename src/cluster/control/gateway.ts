@@ -1,0 +1,120 @@
+/**
+ * Gateway: the control plane's WebSocket server. Every connection authenticates first: a user
+ * key (`wrn_…`) gets a Session actor (a temporary child: it ends with its connection, the
+ * sandboxes it made do not); a node join token (`wrnj_…`) gets a node link that may reach
+ * only the registry and the directory. Nodes are reached back through their links by address
+ * (`${nodeId}/…`).
+ */
+import { Actor, type Ref } from '../../actors/index.js'
+import { createError, ErrorCodes } from '../../errors.js'
+import { createLinkServer, exposeSystem, routeRemote, type Link, type LinkHandler, type LinkOptionsInput, type LinkServer } from '../../transport/index.js'
+import type { IamMessage, Principal } from '../iam/index.js'
+import type { ShardMessage } from '../placement/index.js'
+import type { DirectoryMessage } from './directory.js'
+import type { RegistryMessage } from './registry.js'
+import { createSession, type ClientRequest } from './session.js'
+
+export interface GatewayOptions {
+  port: number
+  host?: string
+  iam: () => Ref<IamMessage>
+  shards: () => Ref<ShardMessage>[]
+  directory: () => Ref<DirectoryMessage>
+  registry: () => Ref<RegistryMessage>
+  /** Link tunables (heartbeats, frame limits), mostly for tests. */
+  link?: LinkOptionsInput
+  /** Told the URL once listening. */
+  onListening?: (url: string, port: number) => void
+}
+
+type Peer = { kind: 'user', principal: Principal } | { kind: 'node' }
+
+export type GatewayMessage = { type: 'url' } | { type: 'links' }
+
+/** The address the SDK sends its requests to, and where session notices go on the SDK side. */
+export const SESSION_ADDRESS = 'session'
+export const CLIENT_ADDRESS = 'client'
+
+export class Gateway extends Actor<GatewayMessage> {
+  private server: LinkServer | undefined
+  private readonly nodeLinks = new Map<string, Link>()
+  private unroute: (() => void) | undefined
+
+  constructor (private readonly o: GatewayOptions) { super() }
+
+  async preStart (): Promise<void> {
+    const system = this.ctx.system
+    this.unroute = routeRemote(system, (name) => this.nodeLinks.get(name))
+    this.server = createLinkServer({
+      ...(this.o.link ?? {}),
+      port: this.o.port,
+      ...(this.o.host !== undefined ? { host: this.o.host } : {}),
+      authenticate: (token) => this.authenticate(token),
+      handler: (link) => (link.principal as Peer).kind === 'node' ? this.nodeHandler(link) : this.userHandler(link)
+    })
+    const port = await this.server.listen()
+    this.o.onListening?.(this.server.url, port)
+  }
+
+  receive (m: GatewayMessage): unknown {
+    switch (m.type) {
+      case 'url': return this.server?.url
+      case 'links': return { nodes: [...this.nodeLinks.keys()], total: this.server?.links.size ?? 0 }
+    }
+  }
+
+  private async authenticate (token: string): Promise<Peer | null> {
+    if (token.startsWith('wrnj_')) {
+      return await this.o.iam().ask<boolean>({ type: 'check-join', token }) ? { kind: 'node' } : null
+    }
+    const principal = await this.o.iam().ask<Principal | null>({ type: 'authenticate', token })
+    return principal === null ? null : { kind: 'user', principal }
+  }
+
+  private userHandler (link: Link): LinkHandler {
+    const principal = (link.principal as Extract<Peer, { kind: 'user' }>).principal
+    const session = this.ctx.spawn(createSession({
+      principal,
+      iam: this.o.iam,
+      shards: this.o.shards,
+      directory: this.o.directory,
+      registry: this.o.registry,
+      notify: (notice) => { if (link.state !== 'closed') { try { link.tell(CLIENT_ADDRESS, notice) } catch { /* bounded buffer full: notices are best effort */ } } }
+    }), { mailbox: { capacity: 10_000 } })
+    link.on('close', () => { void this.ctx.system.stop(session) })
+    return {
+      request: (_to, message, _from, _link, timeoutMs) => session.ask(message as ClientRequest, { timeoutMs: timeoutMs ?? 120_000 }),
+      tell: (_to, message) => { session.tell(message as ClientRequest) }
+    }
+  }
+
+  private nodeHandler (link: Link): LinkHandler {
+    const system = this.ctx.system
+    const allowed = new Set([this.o.registry().address, this.o.directory().address])
+    const exposed = exposeSystem(system, { allow: (address) => allowed.has(address) })
+    return {
+      ...exposed,
+      request: (to, message, from, l, timeoutMs) => {
+        const m = message as RegistryMessage
+        if (m !== null && typeof m === 'object' && m.type === 'join') {
+          if (typeof m.nodeId !== 'string' || !/^[a-zA-Z0-9_.-]{1,64}$/.test(m.nodeId) || m.nodeId === system.name) {
+            throw createError(ErrorCodes.INVALID_ARGUMENT, 'nodeId must be 1-64 of [a-zA-Z0-9_.-]')
+          }
+          // The newest link of a node wins: a restarted agent replaces its dead predecessor.
+          this.nodeLinks.set(m.nodeId, l)
+          l.once('close', () => { if (this.nodeLinks.get(m.nodeId) === l) this.nodeLinks.delete(m.nodeId) })
+        }
+        return exposed.request!(to, message, from, l, timeoutMs)
+      }
+    }
+  }
+
+  async postStop (): Promise<void> {
+    this.unroute?.()
+    await this.server?.close()
+  }
+}
+
+export function createGateway (options: GatewayOptions): () => Gateway {
+  return () => new Gateway(options)
+}

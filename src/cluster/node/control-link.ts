@@ -1,0 +1,109 @@
+/**
+ * ControlLink: the node's connection to the control plane. It dials with the join token,
+ * joins the registry (again after every new session, and whenever the registry says the node
+ * was declared lost), heartbeats, and forwards sandbox end events in small batches. The
+ * underlying link reconnects with backoff on its own; this actor only re-joins.
+ */
+import { Actor } from '../../actors/index.js'
+import { createLinkClient, exposeSystem, type LinkClient, type LinkOptionsInput } from '../../transport/index.js'
+import type { NodeCapacity } from '../placement/index.js'
+import type { SandboxEvent } from '../sandbox/index.js'
+
+export type ControlLinkMessage =
+  | { type: 'event', event: SandboxEvent }
+  | { type: 'heartbeat' }
+  | { type: 'flush' }
+  | { type: 'join' }
+  | { type: 'status' }
+
+export interface ControlLinkOptions {
+  url: string
+  joinToken: string
+  nodeId: string
+  capacity: NodeCapacity
+  /** Address of the control plane's registry and directory. */
+  registry: string
+  directory: string
+  heartbeatEveryMs?: number
+  link?: LinkOptionsInput
+  /** Called once the node has joined (tests and `warren node` wait for it). */
+  onJoined?: () => void
+}
+
+export class ControlLink extends Actor<ControlLinkMessage> {
+  private link: LinkClient | undefined
+  private pending: SandboxEvent[] = []
+  private joined = false
+
+  constructor (private readonly o: ControlLinkOptions) { super() }
+
+  preStart (): void {
+    const system = this.ctx.system
+    const nodeId = this.o.nodeId
+    // The control plane may reach the node agent and its sandboxes, nothing else.
+    const exposed = exposeSystem(system, { allow: (address) => address === `${nodeId}/agent` || address.startsWith(`${nodeId}/sb-`) })
+    this.link = createLinkClient({ ...(this.o.link ?? {}), url: this.o.url, token: this.o.joinToken, handler: exposed })
+    this.link.on('open', ({ resumed }) => { if (!resumed || !this.joined) this.self.tell({ type: 'join' }) })
+    this.link.on('close', (reason) => this.ctx.fail(reason ?? new Error('control link closed')))
+    const every = this.o.heartbeatEveryMs ?? 500
+    this.ctx.setTimer('heartbeat', every, { type: 'heartbeat' }, { repeat: true })
+  }
+
+  receive (m: ControlLinkMessage): unknown {
+    switch (m.type) {
+      case 'join':
+        this.ctx.answerLater(this.join())
+        return undefined
+      case 'heartbeat':
+        if (!this.joined || this.link?.state !== 'open') return undefined
+        this.link.request<{ rejoin: boolean }>(this.o.registry, { type: 'heartbeat', nodeId: this.o.nodeId }, { timeoutMs: 5000 })
+          .then((r) => { if (r.rejoin) this.self.tell({ type: 'join' }) }, () => {})
+        return undefined
+      case 'event':
+        // Ready is implied by the create's answer; only ends travel, so the wire carries one event per sandbox.
+        if (m.event.state !== 'gone' && m.event.state !== 'failed') return undefined
+        this.pending.push(m.event)
+        if (this.pending.length === 1) this.ctx.setTimer('flush', 20, { type: 'flush' })
+        if (this.pending.length >= 1000) this.flush()
+        return undefined
+      case 'flush':
+        this.flush()
+        return undefined
+      case 'status':
+        return { joined: this.joined, state: this.link?.state }
+    }
+  }
+
+  private async join (): Promise<void> {
+    if (this.link === undefined) return
+    try {
+      await this.link.request(this.o.registry, { type: 'join', nodeId: this.o.nodeId, capacity: this.o.capacity }, { timeoutMs: 10_000 })
+      const first = !this.joined
+      this.joined = true
+      if (first) this.o.onJoined?.()
+    } catch {
+      this.ctx.setTimer('rejoin', 500, { type: 'join' })
+    }
+  }
+
+  private flush (): void {
+    this.ctx.cancelTimer('flush')
+    if (this.pending.length === 0 || this.link === undefined) return
+    const events = this.pending
+    this.pending = []
+    try {
+      this.link.tell(this.o.directory, { type: 'events', nodeId: this.o.nodeId, events })
+    } catch {
+      // Link closed for good: the control plane will declare this node lost and reclaim its records.
+    }
+  }
+
+  postStop (): void {
+    this.flush()
+    this.link?.close()
+  }
+}
+
+export function createControlLink (options: ControlLinkOptions): () => ControlLink {
+  return () => new ControlLink(options)
+}

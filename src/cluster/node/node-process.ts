@@ -1,0 +1,102 @@
+/**
+ * A node: the agent on one machine (DESIGN.md, "Supervision"):
+ *
+ *   node root (one_for_one)
+ *   ├── agent ── sandboxes (dynamic, temporary children) ── sandbox per id
+ *   └── control (link to the control plane; restarted with backoff when it closes)
+ *
+ * Backends are resources of the node process, made before the tree and closed after it.
+ */
+import { hostname } from 'node:os'
+import { ActorSystem, type Ref } from '../../actors/index.js'
+import { createFunctionBackend } from '../../backends/function/index.js'
+import type { Backend, BackendKind } from '../../backends/types.js'
+import { createSupervisor } from '../../supervisors/index.js'
+import type { LinkOptionsInput } from '../../transport/index.js'
+import type { NodeCapacity } from '../placement/index.js'
+import { createControlLink, type ControlLinkMessage } from './control-link.js'
+import { createNodeAgent } from './node-agent.js'
+import { cpus, totalmem } from 'node:os'
+
+export interface NodeOptions {
+  /** Control plane URL (`ws://…`). */
+  url: string
+  joinToken: string
+  /** Stable across restarts so a restarted agent rejoins as the same node. */
+  nodeId?: string
+  functionsDir?: string | null
+  capacity?: Partial<NodeCapacity>
+  heartbeatEveryMs?: number
+  link?: LinkOptionsInput
+}
+
+export interface NodeProcess {
+  readonly nodeId: string
+  readonly system: ActorSystem
+  close (): Promise<void>
+}
+
+export function defaultNodeId (): string {
+  return `node-${hostname().replace(/[^a-zA-Z0-9_.-]/g, '-').slice(0, 40)}`
+}
+
+/** Starts a node and resolves once it has joined the control plane. */
+export async function startNode (options: NodeOptions): Promise<NodeProcess> {
+  const nodeId = options.nodeId ?? defaultNodeId()
+  const system = new ActorSystem({ name: nodeId })
+  const backends: Partial<Record<BackendKind, Backend>> = {
+    function: createFunctionBackend({ functionsDir: options.functionsDir ?? null })
+  }
+  const capacity: NodeCapacity = {
+    cpus: cpus().length,
+    memoryMiB: Math.floor(totalmem() / 1024 / 1024),
+    cpuOvercommit: 64,
+    memoryOvercommit: 16,
+    maxSandboxes: { function: 100_000 },
+    backends: Object.keys(backends) as BackendKind[],
+    ...options.capacity
+  }
+  let joined!: () => void
+  const joinedOnce = new Promise<void>((resolve) => { joined = resolve })
+  const root = system.spawn(createSupervisor({
+    strategy: 'one_for_one',
+    intensity: { maxRestarts: 10, periodMs: 10_000 },
+    children: [
+      {
+        id: 'agent',
+        start: createNodeAgent({ nodeId, capacity, backends, report: (event) => control()?.tell({ type: 'event', event }) }),
+        spawn: { name: 'agent', mailbox: { capacity: 100_000 } },
+        shutdown: 'infinity'
+      },
+      {
+        id: 'control',
+        start: createControlLink({
+          url: options.url,
+          joinToken: options.joinToken,
+          nodeId,
+          capacity,
+          registry: 'cp/registry',
+          directory: 'cp/directory',
+          ...(options.heartbeatEveryMs !== undefined ? { heartbeatEveryMs: options.heartbeatEveryMs } : {}),
+          ...(options.link !== undefined ? { link: options.link } : {}),
+          onJoined: () => joined()
+        }),
+        spawn: { name: 'control', mailbox: { capacity: 100_000 } },
+        backoff: { minMs: 200, maxMs: 10_000, resetAfterMs: 30_000 }
+      }
+    ]
+  }), { name: 'root' })
+  function control (): Ref<ControlLinkMessage> | undefined {
+    return system.lookup<ControlLinkMessage>(`${nodeId}/control`)
+  }
+  await joinedOnce
+  return {
+    nodeId,
+    system,
+    async close () {
+      await system.stop(root, 15_000)
+      await system.shutdown(1000)
+      await Promise.all(Object.values(backends).map((b) => b.close().catch(() => {})))
+    }
+  }
+}

@@ -1,0 +1,181 @@
+/**
+ * The client a trainer imports. One WebSocket link to a gateway, which reconnects on its own
+ * (resuming the same session), and an actor system on the trainer's side that holds one actor
+ * per sandbox handle.
+ *
+ *   const client = await connect({ url, token })
+ *   const sb = await client.create({ backend: 'function' })
+ *   const r = await sb.exec(['js', 'console.log(6*7)'])
+ */
+import { nanoid } from 'nanoid'
+import { ActorSystem } from '../actors/index.js'
+import { CLIENT_ADDRESS, SESSION_ADDRESS, type ClientRequest, type SandboxStateNotice, type SandboxView } from '../cluster/index.js'
+import { createError, ErrorCodes } from '../errors.js'
+import { createLinkClient, type LinkClient, type LinkOptionsInput } from '../transport/index.js'
+import { resolveConfig } from './config.js'
+import type { ExecTransport } from './exec.js'
+import { Sandbox, SandboxHandleActor, type HandleMessage } from './sandbox.js'
+import { startWorkerClient, type WorkerClient } from './worker.js'
+
+export interface ConnectOptions {
+  /** Gateway URL; default WARREN_URL, then ~/.warren/config.json. */
+  url?: string
+  /** API key; default WARREN_TOKEN, then ~/.warren/config.json. */
+  token?: string
+  /** How long the first connection may take. */
+  connectTimeoutMs?: number
+  /** Default time limit of a request. */
+  requestTimeoutMs?: number
+  link?: LinkOptionsInput
+}
+
+/** A sandbox spec as the SDK takes it (validated by the control plane). */
+export interface CreateSpec {
+  backend?: 'function' | 'container' | 'microvm' | 'fullvm'
+  ttlMs?: number
+  idleTimeoutMs?: number
+  labels?: Record<string, string>
+  limits?: { cpus?: number, memoryMiB?: number, diskMiB?: number, pids?: number }
+  env?: Record<string, string>
+  image?: { base: string, workspace?: string, tools?: string[] }
+  /** How long to wait for capacity before WARREN_ERR_NO_CAPACITY. */
+  deadlineMs?: number
+}
+
+export const ClientDefaults = { connectTimeoutMs: 10_000, requestTimeoutMs: 30_000 }
+
+export class Client {
+  private readonly system = new ActorSystem({ name: `sdk-${nanoid(8)}` })
+  private readonly handles = new Map<string, Sandbox>()
+  private reconnectWaiters: Array<() => void> = []
+  private readonly transport: ExecTransport
+
+  private constructor (readonly link: LinkClient, private readonly requestTimeoutMs: number, private readonly config: { url: string, token: string }) {
+    this.transport = {
+      request: (message, timeoutMs) => this.link.request(SESSION_ADDRESS, message, { timeoutMs }),
+      reconnected: () => new Promise((resolve) => this.reconnectWaiters.push(resolve))
+    }
+    link.on('open', () => {
+      const waiters = this.reconnectWaiters
+      this.reconnectWaiters = []
+      for (const w of waiters) w()
+    })
+  }
+
+  /** @internal use `connect` */
+  static async open (options: ConnectOptions = {}): Promise<Client> {
+    const { url, token } = resolveConfig({
+      ...(options.url !== undefined ? { url: options.url } : {}),
+      ...(options.token !== undefined ? { token: options.token } : {})
+    })
+    let client: Client | undefined
+    const link = createLinkClient({
+      ...(options.link ?? {}),
+      url,
+      token,
+      handler: {
+        tell: (to, message) => { if (to === CLIENT_ADDRESS) client?.onNotice(message as SandboxStateNotice) }
+      }
+    })
+    client = new Client(link, options.requestTimeoutMs ?? ClientDefaults.requestTimeoutMs, { url, token })
+    const timeoutMs = options.connectTimeoutMs ?? ClientDefaults.connectTimeoutMs
+    let timer: NodeJS.Timeout | undefined
+    try {
+      await Promise.race([
+        link.connect(),
+        new Promise((_resolve, reject) => {
+          timer = setTimeout(() => reject(createError(ErrorCodes.CONNECTION_CLOSED, `could not reach ${url} within ${timeoutMs} ms`)), timeoutMs)
+        })
+      ])
+    } catch (err) {
+      link.close()
+      await client.system.shutdown(0)
+      throw err
+    } finally {
+      clearTimeout(timer)
+    }
+    return client
+  }
+
+  /** Creates one sandbox and waits until it is ready. */
+  async create (spec: CreateSpec = {}): Promise<Sandbox> {
+    const { deadlineMs, ...rest } = spec
+    const view = await this.request<SandboxView>({ type: 'create', spec: rest, ...(deadlineMs !== undefined ? { deadlineMs } : {}) }, (deadlineMs ?? 10_000) + this.requestTimeoutMs)
+    return this.handleFor(view)
+  }
+
+  /**
+   * Creates `count` sandboxes of one spec in one request (batched on the wire). All or nothing:
+   * when any cannot be made, none is left behind and the first error is thrown.
+   */
+  async createMany (count: number, spec: CreateSpec = {}): Promise<Sandbox[]> {
+    const { deadlineMs, ...rest } = spec
+    const views = await this.request<SandboxView[]>({ type: 'create', spec: rest, count, ...(deadlineMs !== undefined ? { deadlineMs } : {}) }, (deadlineMs ?? 10_000) + this.requestTimeoutMs * 2)
+    return views.map((v) => this.handleFor(v))
+  }
+
+  /** Finds a sandbox again by id (e.g. after a restart of the trainer). */
+  async attach (id: string): Promise<Sandbox> {
+    const view = await this.request<SandboxView>({ type: 'info', id })
+    return this.handleFor(view)
+  }
+
+  /** The tenant's sandboxes, filtered by labels and state. */
+  async list (filter: { labels?: Record<string, string>, state?: SandboxView['state'], limit?: number } = {}): Promise<SandboxView[]> {
+    return await this.request<SandboxView[]>({ type: 'list', ...filter })
+  }
+
+  /** Admin: issues an API key for a tenant. */
+  async createToken (tenant: string, scopes: string[]): Promise<string> {
+    return await this.request<string>({ type: 'token-create', tenant, scopes } as ClientRequest)
+  }
+
+  /** Admin: the nodes and their health. */
+  async nodes (): Promise<unknown[]> {
+    return await this.request<unknown[]>({ type: 'nodes' })
+  }
+
+  /** Sends one request to the session. */
+  request<R> (message: ClientRequest, timeoutMs = this.requestTimeoutMs): Promise<R> {
+    return this.link.request<R>(SESSION_ADDRESS, message, { timeoutMs })
+  }
+
+  /**
+   * Runs a second client, for the same control plane and key, in a worker thread (comlink), so
+   * the calling thread never blocks on it. `terminate()` ends it.
+   */
+  async worker (): Promise<WorkerClient> {
+    return await startWorkerClient(this.config.url, this.config.token)
+  }
+
+  /** Closes the connection. Sandboxes live on until their TTL or a kill. */
+  async close (): Promise<void> {
+    this.link.close()
+    await this.system.shutdown(0)
+  }
+
+  private handleFor (view: SandboxView): Sandbox {
+    const known = this.handles.get(view.id)
+    if (known !== undefined) return known
+    const actor = new SandboxHandleActor(view)
+    const ref = this.system.spawn<HandleMessage>(() => actor, { name: `sb-${view.id}`, mailbox: { capacity: 64, overflow: 'drop-oldest' } })
+    const handle = new Sandbox(this.transport, actor, ref)
+    this.handles.set(view.id, handle)
+    return handle
+  }
+
+  private onNotice (notice: SandboxStateNotice): void {
+    const handle = this.handles.get(notice.id)
+    if (handle === undefined) return
+    handle.ref.tell(notice)
+    if (notice.state === 'gone' || notice.state === 'failed' || notice.state === 'lost') this.handles.delete(notice.id)
+  }
+}
+
+/**
+ * Connects to a control plane.
+ * @param options url and token (default WARREN_URL / WARREN_TOKEN, then ~/.warren/config.json)
+ */
+export function connect (options: ConnectOptions = {}): Promise<Client> {
+  return Client.open(options)
+}

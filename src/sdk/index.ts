@@ -1,0 +1,6 @@
+/** The SDK: the public face of src/sdk, and the package's main export. */
+export { Client, ClientDefaults, connect, type ConnectOptions, type CreateSpec } from './client.js'
+export { configPath, resolveConfig, writeConfig, type WarrenConfig } from './config.js'
+export type { ExecChunk } from './exec.js'
+export { Sandbox, type CommandResult, type ExecHandle, type ExecOptions, type SandboxFilesApi } from './sandbox.js'
+export type { WorkerClient, WorkerClientApi } from './worker.js'

@@ -1,0 +1,159 @@
+/**
+ * A sandbox as the trainer holds it. Its state is kept by an actor on the trainer's side (the
+ * SDK's own actor system) that the control plane's notices update, so `state` is current
+ * without a round trip.
+ */
+import { nanoid } from 'nanoid'
+import { Actor, type Ref } from '../actors/index.js'
+import type { ExecResult } from '../backends/types.js'
+import type { OutputPage, SandboxStateNotice, SandboxView, WireExecOptions } from '../cluster/index.js'
+import { createError, ErrorCodes, isWarrenError } from '../errors.js'
+import { decodeAll, ExecDefaults, ExecPump, unsupportedStdin, type ExecChunk, type ExecTransport } from './exec.js'
+
+export interface ExecOptions {
+  stdin?: Uint8Array | string
+  env?: Record<string, string>
+  timeoutMs?: number
+  maxOutputBytes?: number
+  onStdout?: (chunk: Uint8Array) => void
+  onStderr?: (chunk: Uint8Array) => void
+}
+
+/** What `exec` resolves with. */
+export interface CommandResult extends ExecResult {
+  stdout: string
+  stderr: string
+}
+
+/** A running command from `spawn`: iterate its output, wait for its end, kill it. */
+export interface ExecHandle extends AsyncIterable<ExecChunk> {
+  readonly execId: string
+  wait (): Promise<ExecResult>
+  kill (): Promise<void>
+  /** Streams stdin to the command (backends with interactive stdin only). */
+  write (data: Uint8Array | string): Promise<void>
+  closeStdin (): Promise<void>
+}
+
+export type HandleMessage = SandboxStateNotice | { type: 'view' }
+
+/** The trainer-side actor of one sandbox: the latest view, updated by notices. */
+export class SandboxHandleActor extends Actor<HandleMessage> {
+  constructor (public view: SandboxView) { super() }
+  receive (m: HandleMessage): unknown {
+    if (m.type === 'view') return this.view
+    this.view = { ...this.view, state: m.state, ...(m.reason !== undefined ? { reason: m.reason } : {}), ...(m.message !== undefined ? { message: m.message } : {}) }
+    // An ended sandbox changes no more: the handle keeps its last view, the actor goes.
+    if (m.state === 'gone' || m.state === 'failed' || m.state === 'lost') this.ctx.stop()
+    return undefined
+  }
+}
+
+/** The SDK's files API. */
+export interface SandboxFilesApi {
+  write (path: string, data: Uint8Array | string): Promise<void>
+  read (path: string): Promise<Uint8Array>
+  list (path: string): Promise<unknown>
+  remove (path: string): Promise<void>
+}
+
+export class Sandbox {
+  readonly files: SandboxFilesApi
+
+  constructor (
+    private readonly t: ExecTransport,
+    private readonly actor: SandboxHandleActor,
+    /** @internal */ readonly ref: Ref<HandleMessage>
+  ) {
+    const op = async (op: string, path: string, data?: Uint8Array | string): Promise<unknown> => {
+      if (op === 'list' || op === 'remove') {
+        throw createError(ErrorCodes.UNSUPPORTED, `files.${op} is not offered by the ${this.actor.view.backend} backend`)
+      }
+      return await this.t.request({ type: 'files', id: this.id, op, path, ...(data !== undefined ? { data: typeof data === 'string' ? new TextEncoder().encode(data) : data } : {}) }, 60_000)
+    }
+    this.files = {
+      write: async (path, data) => { await op('write', path, data) },
+      read: async (path) => await op('read', path) as Uint8Array,
+      list: async (path) => await op('list', path),
+      remove: async (path) => { await op('remove', path) }
+    }
+  }
+
+  get id (): string { return this.actor.view.id }
+  /** The latest known state (`ready`, `gone`, `lost`, …), kept current by the control plane. */
+  get state (): SandboxView['state'] { return this.actor.view.state }
+  get labels (): Record<string, string> { return this.actor.view.labels }
+
+  /** Fetches the sandbox's record from the control plane. */
+  async info (): Promise<SandboxView> {
+    const view = await this.t.request<SandboxView>({ type: 'info', id: this.id }, 10_000)
+    this.actor.view = view
+    return view
+  }
+
+  /**
+   * Runs a command to its end and collects its output.
+   * @returns exit code, stdout, stderr (UTF-8), duration, truncated
+   */
+  async exec (argv: string[], opts: ExecOptions = {}): Promise<CommandResult> {
+    const out: Uint8Array[] = []
+    const err: Uint8Array[] = []
+    const pump = this.start(argv, opts, (c) => {
+      if (c.stream === 'stdout') { out.push(c.data); opts.onStdout?.(c.data) } else { err.push(c.data); opts.onStderr?.(c.data) }
+    })
+    const result = await pump.wait()
+    return { ...result, stdout: decodeAll(out), stderr: decodeAll(err) }
+  }
+
+  /** Starts a command and hands back its running handle. */
+  spawn (argv: string[], opts: Omit<ExecOptions, 'onStdout' | 'onStderr'> = {}): ExecHandle {
+    const pump = this.start(argv, opts, undefined)
+    const id = this.id
+    const t = this.t
+    return {
+      execId: pump.execId,
+      wait: () => pump.wait(),
+      kill: async () => { await t.request({ type: 'exec-kill', id, execId: pump.execId }, 10_000) },
+      write: async () => unsupportedStdin(),
+      closeStdin: async () => unsupportedStdin(),
+      [Symbol.asyncIterator]: () => ({
+        next: async () => {
+          const chunk = await pump.next()
+          return chunk === undefined ? { done: true, value: undefined } : { done: false, value: chunk }
+        }
+      })
+    }
+  }
+
+  /** Ends the sandbox. Killing one that has already ended is not an error. */
+  async kill (): Promise<void> {
+    try {
+      await this.t.request({ type: 'kill', id: this.id }, 15_000)
+    } catch (err) {
+      if (!isWarrenError(err, ErrorCodes.SANDBOX_GONE)) throw err
+    }
+  }
+
+  private start (argv: string[], opts: ExecOptions, onChunk: ((c: ExecChunk) => void) | undefined): ExecPump {
+    const execId = nanoid(16)
+    const pump = new ExecPump(this.t, this.id, execId, onChunk)
+    const wire: WireExecOptions = {
+      ...(opts.stdin !== undefined ? { stdin: typeof opts.stdin === 'string' ? new TextEncoder().encode(opts.stdin) : opts.stdin } : {}),
+      ...(opts.env !== undefined ? { env: opts.env } : {}),
+      ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
+      ...(opts.maxOutputBytes !== undefined ? { maxOutputBytes: opts.maxOutputBytes } : {})
+    }
+    const message = { type: 'exec', id: this.id, execId, argv, opts: wire }
+    // Starting is idempotent by execId, so a start lost with a socket is simply sent again.
+    const send = async (attempt: number): Promise<OutputPage> => {
+      try {
+        return await this.t.request<OutputPage>(message, ExecDefaults.readWaitMs + ExecDefaults.marginMs)
+      } catch (err) {
+        if (attempt < 5 && isWarrenError(err) && (err.code === ErrorCodes.ASK_TIMEOUT || err.code === ErrorCodes.CONNECTION_CLOSED)) return await send(attempt + 1)
+        throw err
+      }
+    }
+    send(0).then((first) => pump.start(first), (e: unknown) => pump.abort(e))
+    return pump
+  }
+}

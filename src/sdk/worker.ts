@@ -1,0 +1,48 @@
+/**
+ * `client.worker()`: the same client, run in a worker thread and reached through comlink, so a
+ * trainer's main loop (often busy with tensors) never blocks on sandbox traffic. The worker
+ * speaks in ids and plain results, since handles cannot cross threads.
+ */
+import { Worker } from 'node:worker_threads'
+import * as Comlink from 'comlink'
+// comlink's Node adapter ships as UMD without an ESM entry of its own.
+import nodeAdapter from 'comlink/dist/umd/node-adapter.js'
+import type { SandboxView } from '../cluster/index.js'
+import type { CreateSpec } from './client.js'
+import type { CommandResult, ExecOptions } from './sandbox.js'
+
+// The UMD module's default export is the adapter function; its typings describe a module object.
+const nodeEndpoint = nodeAdapter as unknown as (nep: unknown) => Comlink.Endpoint
+
+/** What the worker offers; every method is async across the thread boundary. */
+export interface WorkerClientApi {
+  create (spec?: CreateSpec): Promise<SandboxView>
+  createMany (count: number, spec?: CreateSpec): Promise<SandboxView[]>
+  exec (id: string, argv: string[], opts?: Omit<ExecOptions, 'onStdout' | 'onStderr'>): Promise<CommandResult>
+  info (id: string): Promise<SandboxView>
+  kill (id: string): Promise<void>
+  list (filter?: { labels?: Record<string, string>, state?: SandboxView['state'] }): Promise<SandboxView[]>
+  close (): Promise<void>
+}
+
+export interface WorkerClient {
+  /** The client in the worker. */
+  readonly api: Comlink.Remote<WorkerClientApi>
+  /** Closes the client and ends the thread. */
+  terminate (): Promise<void>
+}
+
+/** Starts a worker thread running a client for `url` and `token`. */
+export async function startWorkerClient (url: string, token: string): Promise<WorkerClient> {
+  const worker = new Worker(new URL('./worker-entry.js', import.meta.url), { workerData: { url, token } })
+  const failed = new Promise<never>((_resolve, reject) => worker.once('error', reject))
+  const ready = new Promise<void>((resolve) => worker.once('message', () => resolve()))
+  await Promise.race([ready, failed])
+  const api = Comlink.wrap<WorkerClientApi>(nodeEndpoint(worker))
+  return {
+    api,
+    async terminate () {
+      try { await api.close() } finally { await worker.terminate() }
+    }
+  }
+}
