@@ -1,0 +1,104 @@
+/**
+ * The client-side commands of `warren`: run, ps, exec, kill, token, nodes. Each takes its
+ * parsed arguments and returns the process exit code.
+ */
+import { connect, type Client } from '../sdk/index.js'
+import { isScope } from '../cluster/index.js'
+import { createError, ErrorCodes } from '../errors.js'
+
+export interface Out { stdout: NodeJS.WritableStream, stderr: NodeJS.WritableStream }
+const std: Out = { stdout: process.stdout, stderr: process.stderr }
+
+async function withClient<T> (fn: (c: Client) => Promise<T>): Promise<T> {
+  const client = await connect()
+  try { return await fn(client) } finally { await client.close() }
+}
+
+function parseLabels (pairs: string[] | undefined): Record<string, string> | undefined {
+  if (pairs === undefined || pairs.length === 0) return undefined
+  const out: Record<string, string> = {}
+  for (const p of pairs) {
+    const eq = p.indexOf('=')
+    if (eq <= 0) throw createError(ErrorCodes.INVALID_ARGUMENT, `--label takes key=value, got ${p}`)
+    out[p.slice(0, eq)] = p.slice(eq + 1)
+  }
+  return out
+}
+
+/** `warren run [--backend B] [--ttl MS] [--label k=v] -- CMD…`: create, stream, exit with the command's code, kill. */
+export async function run (cmd: string[], flags: { backend?: string, ttl?: string, label?: string[] }, out: Out = std): Promise<number> {
+  if (cmd.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren run [--backend B] [--ttl MS] -- CMD…')
+  return await withClient(async (client) => {
+    const labels = parseLabels(flags.label)
+    const sb = await client.create({
+      backend: (flags.backend ?? 'function') as 'function',
+      ...(flags.ttl !== undefined ? { ttlMs: Number(flags.ttl) } : {}),
+      ...(labels !== undefined ? { labels } : {})
+    })
+    try {
+      const r = await sb.exec(cmd, { onStdout: (b) => out.stdout.write(b), onStderr: (b) => out.stderr.write(b) })
+      if (r.truncated) out.stderr.write('warren: output truncated at the cap\n')
+      if (r.reason !== undefined) out.stderr.write(`warren: command ended: ${r.reason}${r.message !== undefined ? ` (${r.message})` : ''}\n`)
+      return r.exitCode
+    } finally {
+      await sb.kill()
+    }
+  })
+}
+
+/** `warren exec ID -- CMD…` */
+export async function exec (id: string | undefined, cmd: string[], out: Out = std): Promise<number> {
+  if (id === undefined || cmd.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren exec ID -- CMD…')
+  return await withClient(async (client) => {
+    const sb = await client.attach(id)
+    const r = await sb.exec(cmd, { onStdout: (b) => out.stdout.write(b), onStderr: (b) => out.stderr.write(b) })
+    return r.exitCode
+  })
+}
+
+/** `warren ps [--label k=v] [--state S]` */
+export async function ps (flags: { label?: string[], state?: string }, out: Out = std): Promise<number> {
+  return await withClient(async (client) => {
+    const labels = parseLabels(flags.label)
+    const list = await client.list({ ...(labels !== undefined ? { labels } : {}), ...(flags.state !== undefined ? { state: flags.state as 'ready' } : {}) })
+    const rows = [['ID', 'STATE', 'BACKEND', 'NODE', 'AGE', 'LABELS']]
+    for (const s of list) {
+      rows.push([s.id, s.state + (s.reason !== undefined ? `(${s.reason})` : ''), s.backend, s.nodeId, `${Math.round((Date.now() - s.createdAt) / 1000)}s`,
+        Object.entries(s.labels).map(([k, v]) => `${k}=${v}`).join(',')])
+    }
+    const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
+    for (const r of rows) out.stdout.write(r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd() + '\n')
+    return 0
+  })
+}
+
+/** `warren kill ID…` */
+export async function kill (ids: string[], out: Out = std): Promise<number> {
+  if (ids.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren kill ID…')
+  return await withClient(async (client) => {
+    for (const id of ids) {
+      await (await client.attach(id)).kill()
+      out.stdout.write(`${id}\n`)
+    }
+    return 0
+  })
+}
+
+/** `warren token create --tenant T --scopes a,b` */
+export async function tokenCreate (flags: { tenant?: string, scopes?: string }, out: Out = std): Promise<number> {
+  if (flags.tenant === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren token create --tenant T [--scopes sandbox:create,sandbox:exec,sandbox:read]')
+  const scopes = (flags.scopes ?? 'sandbox:create,sandbox:exec,sandbox:read').split(',').map((s) => s.trim()).filter((s) => s !== '')
+  for (const s of scopes) if (!isScope(s)) throw createError(ErrorCodes.INVALID_ARGUMENT, `unknown scope ${s}`)
+  return await withClient(async (client) => {
+    out.stdout.write(`${await client.createToken(flags.tenant!, scopes)}\n`)
+    return 0
+  })
+}
+
+/** `warren nodes` */
+export async function nodes (out: Out = std): Promise<number> {
+  return await withClient(async (client) => {
+    out.stdout.write(JSON.stringify(await client.nodes(), null, 2) + '\n')
+    return 0
+  })
+}

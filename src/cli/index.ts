@@ -1,0 +1,85 @@
+/**
+ * The `warren` command.
+ *
+ *   warren up [--port 7100] [--host 127.0.0.1] [--data-dir DIR] [--functions-dir DIR]
+ *   warren node --join URL --token JOIN_TOKEN [--node-id ID]
+ *   warren run [--backend function] [--ttl MS] [--label k=v] -- CMD…
+ *   warren ps [--label k=v] [--state S]
+ *   warren exec ID -- CMD…
+ *   warren kill ID…
+ *   warren token create --tenant T [--scopes a,b]
+ *   warren nodes
+ */
+import { parseArgs } from 'node:util'
+import { isWarrenError } from '../errors.js'
+import * as commands from './commands.js'
+import * as servers from './servers.js'
+
+const USAGE = `usage: warren <command>
+  up [--port 7100] [--host 127.0.0.1] [--data-dir DIR] [--functions-dir DIR]
+                                     control plane + a local node in one process
+  node --join URL --token T          join a control plane as a node
+  run [--backend B] [--ttl MS] -- CMD…   create, run, stream output, exit with its code, kill
+  ps [--label k=v] [--state S]       list your sandboxes
+  exec ID -- CMD…                    run a command in a sandbox
+  kill ID…                           end sandboxes
+  token create --tenant T [--scopes a,b]   issue an API key (admin)
+  nodes                              the cluster's nodes (admin)
+`
+
+/** Splits `args` at `--`: flags before, the command after. */
+function splitCommand (args: string[]): [string[], string[]] {
+  const i = args.indexOf('--')
+  return i < 0 ? [args, []] : [args.slice(0, i), args.slice(i + 1)]
+}
+
+export async function main (argv: string[]): Promise<number> {
+  const [command, ...rest] = argv
+  const [before, cmd] = splitCommand(rest)
+  const parse = <T extends Record<string, { type: 'string' | 'boolean', multiple?: boolean }>>(options: T) =>
+    parseArgs({ args: before, options, allowPositionals: true, strict: true })
+  try {
+    switch (command) {
+      case 'up': {
+        const { values } = parse({ port: { type: 'string' }, host: { type: 'string' }, 'data-dir': { type: 'string' }, 'functions-dir': { type: 'string' }, shards: { type: 'string' } })
+        return await servers.up(values)
+      }
+      case 'node': {
+        const { values } = parse({ join: { type: 'string' }, token: { type: 'string' }, 'node-id': { type: 'string' }, 'data-dir': { type: 'string' }, 'functions-dir': { type: 'string' } })
+        return await servers.node(values)
+      }
+      case 'run': {
+        const { values } = parse({ backend: { type: 'string' }, ttl: { type: 'string' }, label: { type: 'string', multiple: true } })
+        return await commands.run(cmd, values)
+      }
+      case 'ps': {
+        const { values } = parse({ label: { type: 'string', multiple: true }, state: { type: 'string' } })
+        return await commands.ps(values)
+      }
+      case 'exec': {
+        const { positionals } = parse({})
+        return await commands.exec(positionals[0], cmd)
+      }
+      case 'kill': {
+        const { positionals } = parse({})
+        return await commands.kill(positionals)
+      }
+      case 'token': {
+        const { values, positionals } = parse({ tenant: { type: 'string' }, scopes: { type: 'string' } })
+        if (positionals[0] !== 'create') break
+        return await commands.tokenCreate(values)
+      }
+      case 'nodes':
+        return await commands.nodes()
+      case undefined: case 'help': case '--help': case '-h':
+        process.stdout.write(USAGE)
+        return 0
+    }
+    process.stderr.write(USAGE)
+    return 2
+  } catch (err) {
+    const code = isWarrenError(err) ? `${err.code}: ` : ''
+    process.stderr.write(`warren: ${code}${err instanceof Error ? err.message : String(err)}\n`)
+    return isWarrenError(err) ? 1 : 2
+  }
+}

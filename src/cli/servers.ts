@@ -1,0 +1,86 @@
+/**
+ * The long-running commands: `warren up` (control plane and a local node in one process) and
+ * `warren node` (a node joining a control plane). Both stop cleanly on SIGINT or SIGTERM.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { homedir } from 'node:os'
+import { join } from 'node:path'
+import { nanoid } from 'nanoid'
+import { ControlPlaneDefaults, defaultNodeId, startControlPlane, startNode, type NodeProcess } from '../cluster/index.js'
+import { createError, ErrorCodes } from '../errors.js'
+import { configPath, writeConfig } from '../sdk/index.js'
+
+function waitForSignal (): Promise<string> {
+  return new Promise((resolve) => {
+    const on = (sig: string): void => { process.off('SIGINT', on); process.off('SIGTERM', on); resolve(sig) }
+    process.on('SIGINT', on)
+    process.on('SIGTERM', on)
+  })
+}
+
+/** A node id kept in the data directory, so a restarted node rejoins as itself. */
+function persistentNodeId (dataDir: string): string {
+  const file = join(dataDir, 'node-id')
+  try {
+    return readFileSync(file, 'utf8').trim()
+  } catch {
+    const id = `${defaultNodeId()}-${nanoid(6).replace(/[^a-zA-Z0-9]/g, 'x')}`
+    mkdirSync(dataDir, { recursive: true })
+    writeFileSync(file, id + '\n')
+    return id
+  }
+}
+
+export interface UpFlags { port?: string, host?: string, 'data-dir'?: string, 'functions-dir'?: string, shards?: string }
+
+/** `warren up`: prints the URL and an admin token, writes ~/.warren/config.json (0600), runs until a signal. */
+export async function up (flags: UpFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
+  const dataDir = flags['data-dir'] ?? join(homedir(), '.warren', 'data')
+  const port = flags.port !== undefined ? Number(flags.port) : ControlPlaneDefaults.port
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw createError(ErrorCodes.INVALID_ARGUMENT, `--port must be 0-65535, got ${flags.port}`)
+  const cp = await startControlPlane({
+    port,
+    host: flags.host ?? ControlPlaneDefaults.host,
+    dataDir,
+    ...(flags.shards !== undefined ? { shards: Number(flags.shards) } : {})
+  })
+  let node: NodeProcess | undefined
+  try {
+    node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null })
+    const token = await cp.createToken('admin', ['admin'])
+    const written = writeConfig({ url: cp.url, token })
+    process.stdout.write([
+      `warren is up: control plane and node ${node.nodeId} in one process`,
+      `  url:        ${cp.url}`,
+      `  token:      ${token}`,
+      `  join token: ${cp.joinToken}   (warren node --join ${cp.url} --token …)`,
+      `  config:     ${written}`,
+      'Ctrl-C stops it.', ''
+    ].join('\n'))
+    await until
+    process.stdout.write('warren: stopping\n')
+  } finally {
+    await node?.close()
+    await cp.close()
+  }
+  return 0
+}
+
+export interface NodeFlags { join?: string, token?: string, 'node-id'?: string, 'data-dir'?: string, 'functions-dir'?: string }
+
+/** `warren node --join URL --token T`: joins and runs until a signal. */
+export async function node (flags: NodeFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
+  if (flags.join === undefined || flags.token === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren node --join URL --token JOIN_TOKEN [--node-id ID]')
+  const dataDir = flags['data-dir'] ?? join(homedir(), '.warren', 'node')
+  const n = await startNode({
+    url: flags.join,
+    joinToken: flags.token,
+    nodeId: flags['node-id'] ?? persistentNodeId(dataDir),
+    functionsDir: flags['functions-dir'] ?? null
+  })
+  process.stdout.write(`warren node ${n.nodeId} joined ${flags.join}\n`)
+  try { await until } finally { await n.close() }
+  return 0
+}
+
+export { configPath }
