@@ -1,0 +1,46 @@
+/**
+ * A real cluster for tests: the control plane in this process, node agents as child processes
+ * started through the real CLI (`warren node`), so killing one with SIGKILL is a real crash.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from '../../src/cluster/index.js'
+
+const here = dirname(fileURLToPath(import.meta.url))
+export const repoRoot = join(here, '..', '..', '..')
+export const functionsDir = join(here, 'fixtures', 'functions')
+
+export async function startTestControlPlane (options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  return await startControlPlane({ port: 0, heartbeatTimeoutMs: 1500, ...options })
+}
+
+export interface NodeChild { proc: ChildProcess, nodeId: string, kill (signal?: NodeJS.Signals): Promise<void> }
+
+/** Starts `warren node` in a child process and resolves once it has joined. */
+export function spawnNode (cp: ControlPlane, nodeId: string, dataDir: string): Promise<NodeChild> {
+  const proc = spawn(process.execPath, [join(repoRoot, 'bin', 'warren.js'), 'node', '--join', cp.url, '--token', cp.joinToken, '--node-id', nodeId, '--data-dir', dataDir, '--functions-dir', functionsDir], {
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()))
+  const child: NodeChild = {
+    proc,
+    nodeId,
+    async kill (signal = 'SIGTERM') {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal)
+      await exited
+    }
+  }
+  return new Promise((resolve, reject) => {
+    let out = ''
+    const timer = setTimeout(() => { void child.kill('SIGKILL'); reject(new Error(`node ${nodeId} did not join: ${out}`)) }, 20_000)
+    proc.stdout!.on('data', (b: Buffer) => {
+      out += b.toString()
+      if (out.includes('joined')) { clearTimeout(timer); resolve(child) }
+    })
+    proc.stderr!.on('data', (b: Buffer) => { out += b.toString() })
+    proc.once('exit', (code) => { clearTimeout(timer); reject(new Error(`node ${nodeId} exited with ${code}: ${out}`)) })
+  })
+}
+
+export const ALL_SCOPES = ['sandbox:create', 'sandbox:exec', 'sandbox:read'] as const
