@@ -34,7 +34,16 @@ export const SpecDefaults = {
   ttlMs: 3_600_000,
   maxTtlMs: 7 * 24 * 3_600_000,
   idleTimeoutMs: 0,
-  limits: { cpus: 1, memoryMiB: 512, diskMiB: 1024, pids: 512 } satisfies SandboxLimits,
+  /**
+   * What a sandbox reserves when its spec names no limits. A function call borrows a shared
+   * worker for milliseconds, so it reserves a sliver; the others reserve what a task needs.
+   */
+  limits: {
+    function: { cpus: 0.01, memoryMiB: 16, diskMiB: 0, pids: 1 },
+    container: { cpus: 1, memoryMiB: 512, diskMiB: 1024, pids: 512 },
+    microvm: { cpus: 1, memoryMiB: 512, diskMiB: 1024, pids: 4096 },
+    fullvm: { cpus: 2, memoryMiB: 2048, diskMiB: 8192, pids: 32_768 }
+  } satisfies Record<BackendKind, SandboxLimits>,
   maxLabels: 32,
   maxLabelLength: 256,
   maxEnv: 256,
@@ -86,12 +95,12 @@ export function parseSandboxSpec (input: unknown): SandboxSpec {
   }
   const limitsIn = input.limits ?? {}
   if (!isPlainObject(limitsIn)) bad('limits', 'must be an object')
-  for (const key of Object.keys(limitsIn)) if (!(key in SpecDefaults.limits)) bad(`limits.${key}`, 'is not a known limit')
-  const d = SpecDefaults.limits
+  const d = SpecDefaults.limits[backend as BackendKind]
+  for (const key of Object.keys(limitsIn)) if (!(key in d)) bad(`limits.${key}`, 'is not a known limit')
   const limits: SandboxLimits = {
     cpus: positiveNumber(limitsIn.cpus, 'limits.cpus', d.cpus, 1024),
     memoryMiB: positiveNumber(limitsIn.memoryMiB, 'limits.memoryMiB', d.memoryMiB, 16 * 1024 * 1024),
-    diskMiB: positiveNumber(limitsIn.diskMiB, 'limits.diskMiB', d.diskMiB, 64 * 1024 * 1024),
+    diskMiB: limitsIn.diskMiB === undefined ? d.diskMiB : positiveNumber(limitsIn.diskMiB, 'limits.diskMiB', d.diskMiB, 64 * 1024 * 1024),
     pids: positiveNumber(limitsIn.pids, 'limits.pids', d.pids, 4_194_304)
   }
   const idle = input.idleTimeoutMs

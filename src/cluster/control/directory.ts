@@ -44,8 +44,10 @@ export type DirectoryMessage =
   | { type: 'count' }
 
 export const DirectoryDefaults = {
-  /** Ended sandboxes stay visible (state gone/failed/lost, with a reason) this long. */
-  endedRetentionMs: 10 * 60_000,
+  /** Ended sandboxes stay visible (state gone/failed/lost, with a reason) this long… */
+  endedRetentionMs: 5 * 60_000,
+  /** …and at most this many of them, oldest forgotten first, so memory stays flat under churn. */
+  maxEnded: 20_000,
   maxList: 10_000,
   sweepEveryMs: 10_000
 }
@@ -61,6 +63,8 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
   private readonly records = new Map<string, SandboxRecord>()
   private readonly byNode = new Map<string, Set<string>>()
   private readonly subscribers = new Map<string, Set<Ref>>()
+  /** Ended sandbox ids, oldest first (FIFO; ids may repeat harmlessly if one is already gone). */
+  private ended: string[] = []
 
   constructor (private readonly o: DirectoryOptions) { super() }
 
@@ -119,12 +123,14 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
       }
       case 'sweep': {
         const cutoff = Date.now() - DirectoryDefaults.endedRetentionMs
-        for (const [id, r] of this.records) {
-          if (r.endedAt !== undefined && r.endedAt < cutoff) {
-            this.records.delete(id)
-            this.byNode.get(r.nodeId)?.delete(id)
-          }
+        let drop = 0
+        while (drop < this.ended.length) {
+          const r = this.records.get(this.ended[drop]!)
+          if (r !== undefined && r.endedAt! >= cutoff) break
+          if (r !== undefined) this.forget(r)
+          drop++
         }
+        this.ended = this.ended.slice(drop)
         return undefined
       }
       case 'count':
@@ -136,10 +142,22 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
     for (const set of this.subscribers.values()) set.delete(ref)
   }
 
+  private forget (r: SandboxRecord): void {
+    this.records.delete(r.id)
+    const onNode = this.byNode.get(r.nodeId)
+    onNode?.delete(r.id)
+    if (onNode?.size === 0) this.byNode.delete(r.nodeId)
+  }
+
   private transition (r: SandboxRecord, state: RecordState): void {
     r.state = state
     if (TERMINAL.has(state)) {
       r.endedAt = Date.now()
+      this.ended.push(r.id)
+      if (this.ended.length > DirectoryDefaults.maxEnded) {
+        const oldest = this.records.get(this.ended.shift()!)
+        if (oldest !== undefined) this.forget(oldest)
+      }
       const shards = this.o.shards()
       shards[shardOf(r.nodeId, shards.length)]!.tell({ type: 'release', nodeId: r.nodeId, req: r.req })
       this.o.iam().tell({ type: 'release', tenant: r.tenant })

@@ -1,0 +1,83 @@
+import { availableParallelism } from 'node:os'
+
+/** Memory and stack limits of each worker thread (piscina / worker_threads `resourceLimits`). */
+export interface WorkerResourceLimits {
+  /** Main heap; a call that needs more ends with reason 'oom'. */
+  maxOldGenerationSizeMb?: number
+  /** Nursery heap; small values make GC frequent, large ones waste memory per worker. */
+  maxYoungGenerationSizeMb?: number
+  /** Space for compiled code. */
+  codeRangeSizeMb?: number
+  /** Stack of the worker's main thread; deep recursion beyond it is a RangeError. */
+  stackSizeMb?: number
+}
+
+/** Options of `createFunctionBackend`; every field defaults to `FunctionBackendDefaults`. */
+export interface FunctionBackendOptions {
+  /** Where function modules live (`NAME.js` / `NAME.mjs`); null means only the built-in `js`. */
+  functionsDir?: string | null
+  /**
+   * Modules (paths or file URLs) each worker imports when it starts, e.g. heavy libraries that
+   * many functions share. A preload that throws is a worker start failure (see the supervisor).
+   */
+  preload?: readonly string[]
+  /** Workers kept alive even when idle; at least 1 so a crash is always replaced. */
+  minThreads?: number
+  /** Most workers, hence most calls running at once on this node. */
+  maxThreads?: number
+  /** An idle worker above `minThreads` is stopped after this long. */
+  idleTimeoutMs?: number
+  /** Calls waiting for a worker beyond this are refused with WARREN_ERR_OVERLOADED. */
+  maxQueue?: number
+  /** Limits of each worker. */
+  resourceLimits?: WorkerResourceLimits
+  /** Time limit of a call when `exec` gives none. */
+  timeoutMs?: number
+  /**
+   * After a timeout or kill the function's `ctx.signal` aborts; a function that has not ended
+   * this long after is stopped by terminating its worker.
+   */
+  abortGraceMs?: number
+  /** Output cap (stdout + stderr) of a call when `exec` gives none. */
+  maxOutputBytes?: number
+  /** First wait before a broken pool is rebuilt; doubles on each consecutive failure. */
+  restartBackoffMs?: number
+  /** Longest wait between rebuilds of a broken pool. */
+  restartBackoffMaxMs?: number
+}
+
+/** The defaults of every option, in one place (like piscina's `kDefaultOptions`). */
+export const FunctionBackendDefaults = Object.freeze({
+  functionsDir: null as string | null,
+  preload: Object.freeze([]) as readonly string[],
+  minThreads: 1,
+  maxThreads: Math.max(1, availableParallelism()),
+  idleTimeoutMs: 30_000,
+  maxQueue: 1024,
+  resourceLimits: Object.freeze({
+    maxOldGenerationSizeMb: 256,
+    maxYoungGenerationSizeMb: 32,
+    stackSizeMb: 4
+  }) as Readonly<WorkerResourceLimits>,
+  timeoutMs: 30_000,
+  abortGraceMs: 100,
+  maxOutputBytes: 16 * 1024 * 1024,
+  restartBackoffMs: 100,
+  restartBackoffMaxMs: 30_000
+})
+
+/** Options with every default filled in. */
+export type ResolvedFunctionBackendOptions = {
+  -readonly [K in keyof typeof FunctionBackendDefaults]: (typeof FunctionBackendDefaults)[K]
+}
+
+/** Lays `options` over the defaults, ignoring fields given as undefined. */
+export function resolveOptions (options: FunctionBackendOptions = {}): ResolvedFunctionBackendOptions {
+  const out: ResolvedFunctionBackendOptions = { ...FunctionBackendDefaults }
+  for (const [key, value] of Object.entries(options)) {
+    // A field given as undefined keeps its default, as with piscina's options.
+    if (value !== undefined && key in out) (out as Record<string, unknown>)[key] = value
+  }
+  out.resourceLimits = { ...FunctionBackendDefaults.resourceLimits, ...options.resourceLimits }
+  return out
+}

@@ -1,0 +1,50 @@
+/**
+ * A function worker (loaded by `entry.cts`, piscina's `filename`). At start it imports the
+ * preload modules and tells the supervisor it is ready; then piscina hands it one call at a
+ * time (concurrentTasksPerWorker 1), so whatever goes wrong in the worker belongs to that call.
+ */
+import { parentPort, workerData } from 'node:worker_threads'
+import { ExitCodes } from '../exit-codes.js'
+import { READY_MESSAGE, type WorkerBootData, type WorkerReply, type WorkerTask } from '../protocol.js'
+import { openCallIo } from './io.js'
+import { runJs } from './run-js.js'
+import { runModule } from './run-module.js'
+
+const boot = workerData as WorkerBootData
+
+// A preload that throws fails the worker's start; the supervisor counts that as a start failure.
+for (const url of boot.preload) await import(url)
+parentPort?.postMessage(READY_MESSAGE)
+
+/** Unhandled rejections of the current call; undefined between calls. */
+let current: unknown[] | undefined
+
+process.on('unhandledRejection', (reason) => {
+  if (current !== undefined) {
+    current.push(reason)
+    return
+  }
+  // Between calls it belongs to no one: crash as Node would, and the pool replaces the worker.
+  throw reason
+})
+
+/** Runs one call (the piscina task handler). */
+export default async function handleCall (task: WorkerTask): Promise<WorkerReply> {
+  const io = openCallIo(task.port, task.maxOutputBytes)
+  const rejections: unknown[] = []
+  current = rejections
+  try {
+    if (task.op === 'js') {
+      const outcome = await runJs(task, io, rejections)
+      return outcome.timedOut
+        ? { exitCode: outcome.exitCode, truncated: io.truncated, reason: 'timeout' }
+        : { exitCode: outcome.exitCode, truncated: io.truncated }
+    }
+    if (task.op === 'module') return { exitCode: await runModule(task, io, rejections), truncated: io.truncated }
+    io.stderr.write(`warren: unknown task ${JSON.stringify((task as { op?: unknown }).op)}\n`)
+    return { exitCode: ExitCodes.CANNOT_EXECUTE, truncated: io.truncated }
+  } finally {
+    current = undefined
+    io.close()
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * The one interface every sandbox backend answers (DESIGN.md, "Sandboxes and backends"):
+ * function, container, microvm and fullvm. A sandbox actor drives its backend only through
+ * these calls, so the actor does not care which kind of isolation it got.
+ *
+ * Kept to what all four can honestly promise. Errors are `WarrenError`s with stable codes:
+ * `WARREN_ERR_SANDBOX_GONE` for a killed or unknown sandbox, `WARREN_ERR_UNSUPPORTED` for an
+ * operation a backend cannot do, `WARREN_ERR_BACKEND_UNAVAILABLE` when it cannot run work now.
+ */
+
+/** The four kinds of sandbox warren offers. */
+export type BackendKind = 'function' | 'container' | 'microvm' | 'fullvm'
+
+/** What a caller asks for when it creates a sandbox. Backends grow their own fields later. */
+export interface SandboxSpec {
+  /** Environment every command in the sandbox starts with; `ExecOptions.env` is laid over it. */
+  env?: Record<string, string>
+}
+
+/** A created sandbox, as its backend hands it out. Opaque apart from these fields. */
+export interface SandboxHandle {
+  /** Unique among the backend's live sandboxes. */
+  readonly id: string
+  /** The backend that made it; a handle only works with that backend. */
+  readonly kind: BackendKind
+}
+
+/** How one command runs. Every field is optional; backends document their defaults. */
+export interface ExecOptions {
+  /** Bytes given to the command as its standard input. */
+  stdin?: Uint8Array
+  /** Variables laid over the sandbox's environment for this command only. */
+  env?: Record<string, string>
+  /** Wall-clock limit; when it passes the command is cut with exit code 124, reason 'timeout'. */
+  timeoutMs?: number
+  /** Cap on stdout + stderr bytes together; the rest is dropped and the result says `truncated`. */
+  maxOutputBytes?: number
+  /**
+   * Receives standard output as it is written, in order, before `exec` resolves. A callback that
+   * throws cuts the command and `exec` rejects with what it threw.
+   */
+  onStdout?: (chunk: Uint8Array) => void
+  /** Receives standard error the same way as `onStdout`; order between the two is kept. */
+  onStderr?: (chunk: Uint8Array) => void
+  /** Aborting it cuts the command: exit code 137, reason 'killed'. */
+  signal?: AbortSignal
+}
+
+/** Why a command ended other than by finishing on its own. */
+export type ExecEndReason = 'timeout' | 'killed' | 'crashed' | 'oom'
+
+/** How a command ended. */
+export interface ExecResult {
+  /** 0–255, as from a process; see each backend for the codes it reserves. */
+  exitCode: number
+  /** Time from `exec` being called to the command ending. */
+  durationMs: number
+  /** True when output beyond `maxOutputBytes` was dropped. */
+  truncated: boolean
+  /** Set when the command did not end on its own. */
+  reason?: ExecEndReason
+  /** A human explanation that goes with `reason` (e.g. the crash message). */
+  message?: string
+}
+
+/** File access inside a sandbox. Backends without a file system reject with WARREN_ERR_UNSUPPORTED. */
+export interface SandboxFiles {
+  /** Reads a whole file; the path is resolved inside the sandbox, never outside it. */
+  read (handle: SandboxHandle, path: string): Promise<Uint8Array>
+  /** Creates or replaces a file inside the sandbox. */
+  write (handle: SandboxHandle, path: string, data: Uint8Array): Promise<void>
+}
+
+/** A backend: makes sandboxes of one kind and runs commands in them. */
+export interface Backend {
+  /** Which kind of sandbox this backend makes. */
+  readonly kind: BackendKind
+  /** Makes a ready sandbox. */
+  create (spec?: SandboxSpec): Promise<SandboxHandle>
+  /**
+   * Runs one command to its end, streaming its output through the callbacks in `opts`.
+   * Resolves with how it ended (a non-zero exit is a result, not an error); rejects only when
+   * the command could not be run at all.
+   */
+  exec (handle: SandboxHandle, argv: readonly string[], opts?: ExecOptions): Promise<ExecResult>
+  /** File operations; see `SandboxFiles`. */
+  readonly files: SandboxFiles
+  /** Ends the sandbox and every command running in it (reason 'killed'). Idempotent. */
+  kill (handle: SandboxHandle): Promise<void>
+  /** Kills every sandbox and releases the backend's resources. Later calls reject. */
+  close (): Promise<void>
+}
