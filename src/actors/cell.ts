@@ -126,6 +126,11 @@ export class ActorCell implements Runnable, ActorContext {
     return this.current?.reply ?? NO_REPLY
   }
 
+  answerLater (work: PromiseLike<unknown>): void {
+    const reply = this.defer()
+    work.then((value) => reply.resolve(value), (err: unknown) => reply.reject(err))
+  }
+
   setTimer (key: string, ms: number, message: unknown, options?: { repeat?: boolean }): void {
     if (this.state === 'stopping' || this.state === 'stopped') return
     this.cancelTimer(key)

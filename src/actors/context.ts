@@ -42,6 +42,11 @@ export interface ActorContext<M = unknown> {
    * the returned ReplyTo does nothing.
    */
   defer (): ReplyTo
+  /**
+   * Answers the message being handled with `work`'s outcome once it settles, while the actor
+   * goes on with other messages (`defer` plus piping). A rejection is the answer, never a failure.
+   */
+  answerLater (work: PromiseLike<unknown>): void
   /** Sends `message` to self after `ms` (repeating when asked); a timer with the same key is replaced. */
   setTimer (key: string, ms: number, message: M, options?: { repeat?: boolean }): void
   /** Cancels a timer; no-op when there is none. */

@@ -16,7 +16,7 @@ import * as commands from './commands.js'
 import * as servers from './servers.js'
 
 const USAGE = `usage: warren <command>
-  up [--port 7100] [--host 127.0.0.1] [--data-dir DIR] [--functions-dir DIR]
+  up [--port 7100] [--host 127.0.0.1] [--data-dir DIR] [--functions-dir DIR] [--no-local-node]
                                      control plane + a local node in one process
   node --join URL --token T          join a control plane as a node
   run [--backend B] [--ttl MS] -- CMD…   create, run, stream output, exit with its code, kill
@@ -41,7 +41,7 @@ export async function main (argv: string[]): Promise<number> {
   try {
     switch (command) {
       case 'up': {
-        const { values } = parse({ port: { type: 'string' }, host: { type: 'string' }, 'data-dir': { type: 'string' }, 'functions-dir': { type: 'string' }, shards: { type: 'string' } })
+        const { values } = parse({ port: { type: 'string' }, host: { type: 'string' }, 'data-dir': { type: 'string' }, 'functions-dir': { type: 'string' }, shards: { type: 'string' }, 'no-local-node': { type: 'boolean' } })
         return await servers.up(values)
       }
       case 'node': {

@@ -31,7 +31,7 @@ function persistentNodeId (dataDir: string): string {
   }
 }
 
-export interface UpFlags { port?: string, host?: string, 'data-dir'?: string, 'functions-dir'?: string, shards?: string }
+export interface UpFlags { port?: string, host?: string, 'data-dir'?: string, 'functions-dir'?: string, shards?: string, 'no-local-node'?: boolean }
 
 /** `warren up`: prints the URL and an admin token, writes ~/.warren/config.json (0600), runs until a signal. */
 export async function up (flags: UpFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
@@ -46,11 +46,13 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   })
   let node: NodeProcess | undefined
   try {
-    node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null })
+    if (flags['no-local-node'] !== true) {
+      node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null })
+    }
     const token = await cp.createToken('admin', ['admin'])
     const written = writeConfig({ url: cp.url, token })
     process.stdout.write([
-      `warren is up: control plane and node ${node.nodeId} in one process`,
+      node !== undefined ? `warren is up: control plane and node ${node.nodeId} in one process` : 'warren is up: control plane only (nodes join with warren node)',
       `  url:        ${cp.url}`,
       `  token:      ${token}`,
       `  join token: ${cp.joinToken}   (warren node --join ${cp.url} --token …)`,
