@@ -1,0 +1,85 @@
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { startNode } from '../../src/cluster/index.js'
+import { ErrorCodes, isWarrenError } from '../../src/errors.js'
+import { connect, type Client } from '../../src/sdk/index.js'
+import { ALL_SCOPES, functionsDir, startTestControlPlane } from '../cluster/harness.js'
+import { timed, waitFor } from '../support/index.js'
+
+/** A control plane and one node in this process, and a connected client. */
+async function cluster (defer: (fn: () => unknown) => void, link = {}): Promise<Client> {
+  const cp = await startTestControlPlane({ link })
+  defer(() => cp.close())
+  const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'local', functionsDir })
+  defer(() => node.close())
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
+  defer(() => client.close())
+  return client
+}
+
+test('spawn: output arrives as an async iterable, in order, then wait() gives the result', timed(30_000, async (defer) => {
+  const client = await cluster(defer)
+  const sb = await client.create({})
+  const h = sb.spawn(['stream', '20', '1000', '1'])
+  let n = 0
+  for await (const chunk of h) {
+    assert.is(chunk.stream, 'stdout')
+    assert.is(chunk.data.byteLength, 1000)
+    assert.is(chunk.data[0], n % 251)
+    n++
+  }
+  assert.is(n, 20)
+  assert.is((await h.wait()).exitCode, 0)
+}))
+
+test('spawn: kill ends a running command', timed(30_000, async (defer) => {
+  const client = await cluster(defer)
+  const sb = await client.create({})
+  const h = sb.spawn(['stream', '100000', '10', '5'])
+  const first = await h[Symbol.asyncIterator]().next()
+  assert.not.ok(first.done)
+  await h.kill()
+  const r = await h.wait()
+  assert.is.not(r.exitCode, 0)
+}))
+
+test('exec options: stdin and env reach the command; a timeout cuts it with 124', timed(30_000, async (defer) => {
+  const client = await cluster(defer)
+  const sb = await client.create({ env: { BASE: 'b' } })
+  const r = await sb.exec(['js', 'while (true) {}'], { timeoutMs: 300 })
+  assert.is(r.exitCode, 124)
+  assert.is(r.reason, 'timeout')
+  const capped = await sb.exec(['stream', '100', '1024'], { maxOutputBytes: 10_000 })
+  assert.ok(capped.truncated)
+  assert.ok(capped.stdout.length <= 10_000)
+}))
+
+test('files on the function backend answer WARREN_ERR_UNSUPPORTED; stdin streaming too', timed(30_000, async (defer) => {
+  const client = await cluster(defer)
+  const sb = await client.create({})
+  for (const call of [() => sb.files.write('/x', 'data'), () => sb.files.read('/x'), () => sb.files.list('/'), () => sb.files.remove('/x')]) {
+    assert.ok(isWarrenError(await call().catch((e: unknown) => e), ErrorCodes.UNSUPPORTED))
+  }
+  const h = sb.spawn(['js', '1'])
+  assert.ok(isWarrenError(await h.write('x').catch((e: unknown) => e), ErrorCodes.UNSUPPORTED))
+  await h.wait()
+}))
+
+test('idle timeout: a sandbox with no exec for idleTimeoutMs ends with reason idle', timed(30_000, async (defer) => {
+  const client = await cluster(defer)
+  const sb = await client.create({ idleTimeoutMs: 200 })
+  await sb.exec(['js', '1'])
+  await waitFor(() => sb.state === 'gone', 10_000, 'idle expiry')
+  assert.is((await sb.info()).reason, 'idle')
+}))
+
+test('overload crosses the wire as WARREN_ERR_OVERLOADED', timed(30_000, async (defer) => {
+  const client = await cluster(defer, { maxIncomingRequests: 2 })
+  const sb = await client.create({})
+  const results = await Promise.allSettled(Array.from({ length: 20 }, () => client.request({ type: 'info', id: sb.id })))
+  const refused = results.filter((r) => r.status === 'rejected' && isWarrenError(r.reason, ErrorCodes.OVERLOADED))
+  assert.ok(refused.length > 0, 'some requests were refused')
+  assert.ok(results.some((r) => r.status === 'fulfilled'), 'the rest were served')
+}))
+
+test.run()
