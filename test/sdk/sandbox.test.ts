@@ -79,6 +79,7 @@ test('overload crosses the wire as WARREN_ERR_OVERLOADED', timed(30_000, async (
   const results = await Promise.allSettled(Array.from({ length: 20 }, () => client.request({ type: 'info', id: sb.id })))
   const refused = results.filter((r) => r.status === 'rejected' && isWarrenError(r.reason, ErrorCodes.OVERLOADED))
   assert.ok(refused.length > 0, 'some requests were refused')
+  for (const r of refused) assert.type((r as PromiseRejectedResult).reason.details?.retryAfterMs, 'number')
   assert.ok(results.some((r) => r.status === 'fulfilled'), 'the rest were served')
 }))
 

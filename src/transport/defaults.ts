@@ -1,0 +1,122 @@
+/**
+ * Every default of the transport, in one object (like piscina's `kDefaults`), so a reader sees
+ * all the knobs at once and a test can override exactly the ones it needs.
+ */
+import { createError, ErrorCodes } from '../errors.js'
+
+/** Reconnect backoff of a client link: delay n = min(maxDelayMs, minDelayMs * factor^n) ± jitter. */
+export interface ReconnectOptions {
+  /** Delay before the first reconnect attempt. */
+  minDelayMs: number
+  /** Ceiling of the delay, however many attempts failed. */
+  maxDelayMs: number
+  /** Growth of the delay per failed attempt. */
+  factor: number
+  /** Fraction of the delay randomised away (0 = none, 0.5 = delay * [0.5, 1]). */
+  jitter: number
+  /** Consecutive failed attempts after which the link closes for good. */
+  maxAttempts: number
+}
+
+/** The tunables of a link, client or server side. Each option of `createLinkServer`/`createLinkClient` falls back to these. */
+export interface LinkOptions {
+  /** Largest encoded frame, in bytes, sent or accepted. Larger: `WARREN_ERR_FRAME_TOO_LARGE`. */
+  maxFrameBytes: number
+  /**
+   * Largest WebSocket message (ws `maxPayload`). A message holds several coalesced frames. ws
+   * closes the connection (code 1009) on a larger one before it is buffered, so no error frame
+   * can precede that close. Must be at least `maxFrameBytes` and `batchBytes`.
+   */
+  maxMessageBytes: number
+  /** A batch of coalesced frames is sent as soon as it holds this many bytes, without waiting for the tick's end. */
+  batchBytes: number
+  /** Above this many buffered bytes, writes and tells return false until 'drain'. */
+  highWaterMark: number
+  /** 'drain' is emitted once buffered bytes fall to this level. */
+  lowWaterMark: number
+  /** Hard cap on buffered outgoing bytes (socket + queued): beyond it sends throw `WARREN_ERR_OVERLOADED`. */
+  maxBufferedBytes: number
+  /** Default time a request waits for its reply. */
+  askTimeoutMs: number
+  /** Requests this side may have waiting for a reply at once; more reject with `WARREN_ERR_OVERLOADED`. */
+  maxInflightRequests: number
+  /** Requests from the peer being handled at once; more are answered with `WARREN_ERR_OVERLOADED`. */
+  maxIncomingRequests: number
+  /** Open streams per direction (this side producing, and this side consuming). */
+  maxStreams: number
+  /** Credit window a consumer grants, in payload bytes (credit is counted in bytes, not chunks). */
+  streamWindowBytes: number
+  /** Largest payload of one data frame; larger writes are split. */
+  streamChunkBytes: number
+  /** The consumer acknowledges (and so re-grants credit) after consuming this fraction of its window. */
+  streamAckFraction: number
+  /**
+   * How far past its credit a producer that ignores `write() === false` may go before `write`
+   * throws `WARREN_ERR_OVERLOADED`: the safety net that keeps a careless producer bounded.
+   */
+  streamOverrunBytes: number
+  /** A heartbeat tick: a ping is sent when nothing was heard from the peer during one. */
+  heartbeatIntervalMs: number
+  /** Nothing heard for this long: the peer is dead and the socket is terminated (detected within timeout + interval). */
+  heartbeatTimeoutMs: number
+  /** Time allowed from socket open to a completed auth handshake. */
+  authTimeoutMs: number
+  /** Server: how long a session whose socket dropped waits for its client to resume it. */
+  sessionLingerMs: number
+  /** Client: backoff between reconnect attempts. */
+  reconnect: ReconnectOptions
+}
+
+const KiB = 1024
+const MiB = 1024 * KiB
+
+/** The defaults; frozen so nobody changes them for everyone by accident. */
+export const transportDefaults: Readonly<LinkOptions> = Object.freeze({
+  maxFrameBytes: 1 * MiB,
+  maxMessageBytes: 8 * MiB,
+  batchBytes: 256 * KiB,
+  highWaterMark: 1 * MiB,
+  lowWaterMark: 256 * KiB,
+  maxBufferedBytes: 64 * MiB,
+  askTimeoutMs: 5000,
+  maxInflightRequests: 4096,
+  maxIncomingRequests: 4096,
+  maxStreams: 256,
+  streamWindowBytes: 1 * MiB,
+  streamChunkBytes: 256 * KiB,
+  streamAckFraction: 0.25,
+  streamOverrunBytes: 1 * MiB,
+  heartbeatIntervalMs: 5000,
+  heartbeatTimeoutMs: 15_000,
+  authTimeoutMs: 10_000,
+  sessionLingerMs: 30_000,
+  reconnect: Object.freeze({ minDelayMs: 100, maxDelayMs: 10_000, factor: 2, jitter: 0.5, maxAttempts: Infinity })
+})
+
+/** Partial options as callers pass them; `reconnect` may itself be partial. */
+export type LinkOptionsInput = Partial<Omit<LinkOptions, 'reconnect'>> & { reconnect?: Partial<ReconnectOptions> }
+
+/**
+ * Merges caller options over the defaults and checks the relations between them, so a bad
+ * combination fails at creation instead of as a mysterious stall later.
+ * @throws WARREN_ERR_INVALID_ARGUMENT on an inconsistent combination
+ */
+export function resolveLinkOptions (input: LinkOptionsInput = {}): LinkOptions {
+  const defined = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) as LinkOptionsInput
+  const o: LinkOptions = { ...transportDefaults, ...defined, reconnect: { ...transportDefaults.reconnect, ...input.reconnect } }
+  const problems: string[] = []
+  if (o.maxMessageBytes < o.maxFrameBytes) problems.push('maxMessageBytes < maxFrameBytes')
+  if (o.maxMessageBytes < o.batchBytes) problems.push('maxMessageBytes < batchBytes')
+  if (o.lowWaterMark > o.highWaterMark) problems.push('lowWaterMark > highWaterMark')
+  if (o.maxBufferedBytes < o.highWaterMark) problems.push('maxBufferedBytes < highWaterMark')
+  // A data frame is the chunk plus a small header; leave room for it.
+  if (o.streamChunkBytes + 256 > o.maxFrameBytes) problems.push('streamChunkBytes + 256 > maxFrameBytes')
+  if (o.streamWindowBytes <= 0) problems.push('streamWindowBytes <= 0')
+  if (!(o.streamAckFraction > 0 && o.streamAckFraction <= 1)) problems.push('streamAckFraction outside (0, 1]')
+  if (o.heartbeatTimeoutMs < o.heartbeatIntervalMs) problems.push('heartbeatTimeoutMs < heartbeatIntervalMs')
+  if (o.reconnect.minDelayMs > o.reconnect.maxDelayMs) problems.push('reconnect.minDelayMs > reconnect.maxDelayMs')
+  if (problems.length > 0) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, `inconsistent link options: ${problems.join('; ')}`, { problems })
+  }
+  return o
+}

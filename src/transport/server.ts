@@ -1,0 +1,225 @@
+/**
+ * The accepting side: a WebSocket server whose sockets must authenticate before anything else.
+ *
+ * Handshake: the first frame of a socket must be `auth {token, session?}`. The server calls the
+ * pluggable `authenticate(token)`; until it answers, any other frame is refused with
+ * WARREN_ERR_UNAUTHENTICATED and the socket closed, so nothing is acted on for an unknown peer.
+ * A known `session` id (server-issued, unguessable) resumes that session; an unknown one starts
+ * a new session. The answer is `welcome {session, resumed, streams}`.
+ *
+ * A session whose socket drops waits `sessionLingerMs` for its client to come back.
+ */
+import { EventEmitter } from 'node:events'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { nanoid } from 'nanoid'
+import { WebSocket, WebSocketServer } from 'ws'
+import { createError, ErrorCodes, toWireError, type WarrenError } from '../errors.js'
+import { createCodec, type Codec } from './codec.js'
+import { resolveLinkOptions, type LinkOptions, type LinkOptionsInput } from './defaults.js'
+import { FrameProblem, parseFrame } from './frames.js'
+import { LinkCore, type Link, type LinkHandler } from './link.js'
+
+/** Close code sent with a refused handshake (4000-4999 are for applications). */
+export const CLOSE_UNAUTHENTICATED = 4401
+
+export interface LinkServerOptions extends LinkOptionsInput {
+  /**
+   * Checks a token. Returns the principal (any value but null/undefined) to accept, null or
+   * undefined to refuse; a throw also refuses.
+   */
+  authenticate: (token: string) => unknown
+  /** Handler for every session, or a function choosing one per session. */
+  handler?: LinkHandler | ((link: Link) => LinkHandler | undefined)
+  /** Port to listen on; 0 (default) picks a free one. Ignored with `server`. */
+  port?: number
+  /** Interface to listen on; default all. Ignored with `server`. */
+  host?: string
+  /** Share an existing HTTP server instead of listening. */
+  server?: Server
+  /** Only accept WebSocket upgrades on this path. */
+  path?: string
+}
+
+export interface LinkServerEvents {
+  /** A new session was authenticated (emitted before its 'open', so listeners see that too). */
+  link: [link: Link]
+  /** A handshake was refused. */
+  refused: [reason: WarrenError]
+}
+
+export interface LinkServer extends EventEmitter<LinkServerEvents> {
+  /** The port listened on (after `listen`). */
+  readonly port: number
+  /** `ws://host:port/path` of this server (after `listen`). */
+  readonly url: string
+  /** Live sessions (open or waiting for a resume). */
+  readonly links: ReadonlySet<Link>
+  /**
+   * Starts listening.
+   * @returns the port
+   */
+  listen (): Promise<number>
+  /** Ends every session (without `bye`, so clients may come back to a restarted server) and stops listening. */
+  close (): Promise<void>
+}
+
+class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
+  private readonly o: LinkOptions
+  private readonly codec: Codec
+  private readonly http: Server
+  private readonly ownsHttp: boolean
+  private readonly wss: WebSocketServer
+  private readonly sessions = new Map<string, LinkCore>()
+  private readonly lingering = new Map<LinkCore, NodeJS.Timeout>()
+  private readonly live = new Set<Link>()
+
+  constructor (private readonly options: LinkServerOptions) {
+    super()
+    this.o = resolveLinkOptions(options)
+    this.codec = createCodec(this.o.maxFrameBytes)
+    this.ownsHttp = options.server === undefined
+    this.http = options.server ?? createServer((_req, res) => {
+      res.writeHead(426, { 'content-type': 'text/plain' })
+      res.end('warren link: WebSocket only\n')
+    })
+    this.wss = new WebSocketServer({
+      server: this.http,
+      path: options.path,
+      maxPayload: this.o.maxMessageBytes,
+      perMessageDeflate: false
+    })
+    this.wss.on('connection', (ws) => this.onConnection(ws))
+    // Errors of the listening socket surface through listen(); nothing here may throw unhandled.
+    this.wss.on('error', () => {})
+  }
+
+  get port (): number {
+    const a = this.http.address()
+    return a !== null && typeof a === 'object' ? (a as AddressInfo).port : 0
+  }
+
+  get url (): string {
+    const a = this.http.address() as AddressInfo | null
+    const host = a === null || a.address === '::' || a.address === '0.0.0.0' ? '127.0.0.1' : a.family === 'IPv6' ? `[${a.address}]` : a.address
+    return `ws://${host}:${this.port}${this.options.path ?? ''}`
+  }
+
+  get links (): ReadonlySet<Link> { return this.live }
+
+  listen (): Promise<number> {
+    if (!this.ownsHttp || this.http.listening) return Promise.resolve(this.port)
+    return new Promise((resolve, reject) => {
+      this.http.once('error', reject)
+      this.http.listen(this.options.port ?? 0, this.options.host, () => {
+        this.http.off('error', reject)
+        resolve(this.port)
+      })
+    })
+  }
+
+  async close (): Promise<void> {
+    const reason = createError(ErrorCodes.CONNECTION_CLOSED, 'the server is shutting down')
+    for (const link of [...this.sessions.values()]) link.shutdown(reason, false)
+    for (const ws of this.wss.clients) ws.terminate()
+    await new Promise<void>((resolve) => this.wss.close(() => resolve()))
+    if (this.ownsHttp && this.http.listening) {
+      await new Promise<void>((resolve) => this.http.close(() => resolve()))
+    }
+  }
+
+  private onConnection (ws: WebSocket): void {
+    // ws emits 'error' before 'close' on protocol errors; without a listener that would crash the process.
+    ws.on('error', () => {})
+    let authenticating = false
+    const refuse = (message: string): void => {
+      const err = createError(ErrorCodes.UNAUTHENTICATED, message)
+      clearTimeout(timer)
+      ws.off('message', onMessage)
+      this.emit('refused', err)
+      if (ws.readyState !== WebSocket.OPEN) return
+      try { ws.send(this.codec.encode({ k: 'error', err: toWireError(err) })) } catch { /* cannot fail for this small frame */ }
+      ws.close(CLOSE_UNAUTHENTICATED, 'unauthenticated')
+    }
+    const timer = setTimeout(() => refuse(`no authentication within ${this.o.authTimeoutMs} ms`), this.o.authTimeoutMs)
+    ws.once('close', () => clearTimeout(timer))
+    const onMessage = (data: Buffer, isBinary: boolean): void => {
+      if (authenticating) return refuse('frame before authentication completed')
+      let frame
+      try {
+        const { values } = isBinary ? this.codec.decode(data) : { values: [] }
+        frame = values.length === 1 ? parseFrame(values[0]) : undefined
+      } catch {
+        frame = undefined
+      }
+      if (frame === undefined || frame instanceof FrameProblem || frame.k !== 'auth') {
+        return refuse('the first frame must be a single auth frame')
+      }
+      if (data.length > this.o.maxFrameBytes) return refuse('auth frame too large')
+      authenticating = true
+      const { token, session } = frame
+      Promise.resolve()
+        .then(() => this.options.authenticate(token))
+        .then(
+          (principal) => {
+            if (ws.readyState !== WebSocket.OPEN) return
+            if (principal === null || principal === undefined) return refuse('token refused')
+            clearTimeout(timer)
+            ws.off('message', onMessage)
+            this.admit(ws, principal, session)
+          },
+          () => refuse('token refused')
+        )
+    }
+    ws.on('message', onMessage)
+  }
+
+  private admit (ws: WebSocket, principal: unknown, session: string | undefined): void {
+    const existing = session === undefined ? undefined : this.sessions.get(session)
+    if (existing !== undefined && existing.state !== 'closed') {
+      const t = this.lingering.get(existing)
+      if (t !== undefined) clearTimeout(t)
+      this.lingering.delete(existing)
+      ws.send(this.codec.encode({ k: 'welcome', session: existing.sessionId, resumed: true, streams: existing.positions() }))
+      existing.attach(ws, true, true)
+      return
+    }
+    const link: LinkCore = new LinkCore(this.o, this.codec, {
+      detached: () => this.onDetached(link),
+      closed: () => this.onClosed(link)
+    }, { sessionId: nanoid(), principal, handler: undefined })
+    const h = this.options.handler
+    link.setHandler(typeof h === 'function' ? h(link) : h)
+    this.sessions.set(link.sessionId, link)
+    this.live.add(link)
+    ws.send(this.codec.encode({ k: 'welcome', session: link.sessionId, resumed: false, streams: [] }))
+    this.emit('link', link)
+    link.attach(ws, false, false)
+  }
+
+  private onDetached (link: LinkCore): void {
+    const reason = createError(ErrorCodes.CONNECTION_CLOSED, `session not resumed within ${this.o.sessionLingerMs} ms`)
+    if (this.o.sessionLingerMs <= 0) {
+      link.shutdown(reason, false)
+      return
+    }
+    this.lingering.set(link, setTimeout(() => link.shutdown(reason, false), this.o.sessionLingerMs))
+  }
+
+  private onClosed (link: LinkCore): void {
+    const t = this.lingering.get(link)
+    if (t !== undefined) clearTimeout(t)
+    this.lingering.delete(link)
+    this.sessions.delete(link.sessionId)
+    this.live.delete(link)
+  }
+}
+
+/**
+ * Creates a link server (call `listen()` to start accepting).
+ * @param options `authenticate`, the handler, where to listen, and any link option
+ * @throws WARREN_ERR_INVALID_ARGUMENT on inconsistent options
+ */
+export function createLinkServer (options: LinkServerOptions): LinkServer {
+  return new Server_(options)
+}

@@ -1,0 +1,109 @@
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { ErrorCodes, isWarrenError } from '../../src/errors.js'
+import { CLOSE_UNAUTHENTICATED, createLinkClient, type Link } from '../../src/transport/index.js'
+import { timed, waitFor } from '../support/index.js'
+import { connect, once, PRINCIPAL, rawPeer, rejection, startServer, TOKEN } from './helpers.js'
+
+test('a valid token is accepted: the session carries the principal and serves requests', timed(5000, async (defer) => {
+  const server = await startServer(defer, { handler: { request: (to, m) => ({ to, m }) } })
+  const seen: Link[] = []
+  server.on('link', (l) => seen.push(l))
+  const client = await connect(defer, server)
+  assert.is(client.state, 'open')
+  assert.is(seen.length, 1)
+  assert.equal(seen[0]!.principal, PRINCIPAL)
+  assert.is(seen[0]!.sessionId, client.sessionId)
+  assert.equal(await client.request('sys/x', 1), { to: 'sys/x', m: 1 })
+}))
+
+test('async authenticate is awaited', timed(5000, async (defer) => {
+  const server = await startServer(defer, {
+    authenticate: async (t) => { await new Promise((r) => setTimeout(r, 20)); return t === TOKEN ? { who: 'async' } : null }
+  })
+  await connect(defer, server)
+  assert.equal([...server.links][0]!.principal, { who: 'async' })
+}))
+
+test('a bad token is refused with UNAUTHENTICATED and the client does not retry', timed(5000, async (defer) => {
+  const server = await startServer(defer)
+  const refused: unknown[] = []
+  server.on('refused', (e) => refused.push(e))
+  const client = createLinkClient({ url: server.url, token: 'wrong', reconnect: { minDelayMs: 1, maxDelayMs: 5 } })
+  defer(() => client.close())
+  let reconnects = 0
+  client.on('reconnect', () => reconnects++)
+  const err = await rejection(client.connect())
+  assert.is(err.code, ErrorCodes.UNAUTHENTICATED)
+  assert.is(client.state, 'closed')
+  assert.is(reconnects, 0)
+  assert.is(refused.length, 1)
+  assert.is(server.links.size, 0)
+  const late = await rejection(client.request('sys/x', 1))
+  assert.is(late.code, ErrorCodes.CONNECTION_CLOSED)
+}))
+
+test('authenticate throwing refuses too', timed(5000, async (defer) => {
+  const server = await startServer(defer, { authenticate: () => { throw new Error('iam down') } })
+  const client = createLinkClient({ url: server.url, token: TOKEN })
+  defer(() => client.close())
+  assert.is((await rejection(client.connect())).code, ErrorCodes.UNAUTHENTICATED)
+}))
+
+test('any frame before auth gets UNAUTHENTICATED and the socket is closed, unacted on', timed(5000, async (defer) => {
+  let told = 0
+  let asked = 0
+  const server = await startServer(defer, { handler: { tell: () => { told++ }, request: () => { asked++ } } })
+  for (const first of [{ k: 'tell', to: 'sys/a', m: 1 }, { k: 'request', id: 1, to: 'sys/a', m: 1 }, { k: 'ping' }, { k: 'bogus' }]) {
+    const peer = await rawPeer(defer, server.url)
+    peer.send(first)
+    const err = await peer.frame((f) => f.k === 'error')
+    assert.is((err.err as { code: string }).code, ErrorCodes.UNAUTHENTICATED)
+    assert.is(await peer.closed, CLOSE_UNAUTHENTICATED)
+  }
+  const garbage = await rawPeer(defer, server.url)
+  garbage.sendBytes(Buffer.from([0xc1, 0xff, 0x00]))
+  assert.is(await garbage.closed, CLOSE_UNAUTHENTICATED)
+  assert.is(told, 0)
+  assert.is(asked, 0)
+  assert.is(server.links.size, 0)
+}))
+
+test('a frame sent while authenticate is still deciding is refused, and the late yes admits nobody', timed(5000, async (defer) => {
+  let release!: (v: unknown) => void
+  const decided = new Promise((resolve) => { release = resolve })
+  let told = 0
+  const server = await startServer(defer, { authenticate: () => decided, handler: { tell: () => { told++ } } })
+  const peer = await rawPeer(defer, server.url)
+  peer.send({ k: 'auth', token: TOKEN })
+  peer.send({ k: 'tell', to: 'sys/a', m: 'sneaky' })
+  const err = await peer.frame((f) => f.k === 'error')
+  assert.is((err.err as { code: string }).code, ErrorCodes.UNAUTHENTICATED)
+  await peer.closed
+  release(PRINCIPAL)
+  await new Promise((r) => setTimeout(r, 20))
+  assert.is(server.links.size, 0)
+  assert.is(told, 0)
+}))
+
+test('a socket that never authenticates is closed after authTimeoutMs', timed(5000, async (defer) => {
+  const server = await startServer(defer, { authTimeoutMs: 100 })
+  const peer = await rawPeer(defer, server.url)
+  assert.is(await peer.closed, CLOSE_UNAUTHENTICATED)
+  assert.ok(peer.frames.some((f) => f.k === 'error' && (f.err as { code: string }).code === ErrorCodes.UNAUTHENTICATED))
+}))
+
+test('the server link is told the client closed for good (bye), and rejects its own pending requests', timed(5000, async (defer) => {
+  const server = await startServer(defer)
+  const client = await connect(defer, server, { handler: { request: () => new Promise(() => {}) } })
+  const link = await waitFor(() => [...server.links][0])
+  const pending = link.request('client/x', 1)
+  const closed = once(link, 'close')
+  client.close()
+  await closed
+  const err = await rejection(pending)
+  assert.ok(isWarrenError(err, ErrorCodes.CONNECTION_CLOSED))
+  assert.is(server.links.size, 0)
+}))
+
+test.run()
