@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import type { IamMessage } from '../../src/cluster/index.js'
+import type { ControlPlane, IamMessage } from '../../src/cluster/index.js'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
-import { connect } from '../../src/sdk/index.js'
+import { connect, type Client } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
 import { ALL_SCOPES, spawnNode, startTestControlPlane } from './harness.js'
 
@@ -16,13 +16,20 @@ function tempDir (defer: (fn: () => unknown) => void): string {
   return dir
 }
 
-test('create, exec, list by label, kill — through real node processes', timed(60_000, async (defer) => {
+/** A control plane here, one node process `n1`, and a client of tenant `t1`. */
+async function clusterWithNode (defer: (fn: () => unknown) => void): Promise<{ cp: ControlPlane, client: Client, token: string }> {
   const cp = await startTestControlPlane()
   defer(() => cp.close())
   const node = await spawnNode(cp, 'n1', tempDir(defer))
   defer(() => node.kill())
-  const client = await connect({ url: cp.url, token: await cp.createToken('t1', [...ALL_SCOPES]) })
+  const token = await cp.createToken('t1', [...ALL_SCOPES])
+  const client = await connect({ url: cp.url, token })
   defer(() => client.close())
+  return { cp, client, token }
+}
+
+test('create, exec, list by label, kill — through real node processes', timed(60_000, async (defer) => {
+  const { client } = await clusterWithNode(defer)
 
   const sb = await client.create({ backend: 'function', ttlMs: 600_000, labels: { run: 'r1' } })
   assert.is(sb.state, 'ready')
@@ -40,12 +47,7 @@ test('create, exec, list by label, kill — through real node processes', timed(
 }))
 
 test('bad input: BAD_SPEC names the field, FORBIDDEN without scope, QUOTA over quota, UNAUTHENTICATED closes', timed(60_000, async (defer) => {
-  const cp = await startTestControlPlane()
-  defer(() => cp.close())
-  const node = await spawnNode(cp, 'n1', tempDir(defer))
-  defer(() => node.kill())
-  const client = await connect({ url: cp.url, token: await cp.createToken('t1', [...ALL_SCOPES]) })
-  defer(() => client.close())
+  const { cp, client } = await clusterWithNode(defer)
 
   const bad = await client.create({ backend: 'teleporter' as 'function' }).catch((e: unknown) => e)
   assert.ok(isWarrenError(bad, ErrorCodes.BAD_SPEC))
@@ -96,13 +98,7 @@ test('tenant isolation: B cannot see, exec in or kill A\'s sandboxes', timed(60_
 }))
 
 test('sandboxes outlive their client; a socket killed mid-exec resumes byte-exact; attach works', timed(90_000, async (defer) => {
-  const cp = await startTestControlPlane()
-  defer(() => cp.close())
-  const node = await spawnNode(cp, 'n1', tempDir(defer))
-  defer(() => node.kill())
-  const token = await cp.createToken('t1', [...ALL_SCOPES])
-  const client = await connect({ url: cp.url, token })
-  defer(() => client.close())
+  const { cp, client, token } = await clusterWithNode(defer)
   const sb = await client.create({})
 
   const count = 200
@@ -163,12 +159,7 @@ test('kill -9 a node: its sandboxes are lost within the heartbeat timeout, nothi
 }))
 
 test('TTL ends a sandbox with reason ttl; exec on it then says SANDBOX_GONE', timed(30_000, async (defer) => {
-  const cp = await startTestControlPlane()
-  defer(() => cp.close())
-  const node = await spawnNode(cp, 'n1', tempDir(defer))
-  defer(() => node.kill())
-  const client = await connect({ url: cp.url, token: await cp.createToken('t1', [...ALL_SCOPES]) })
-  defer(() => client.close())
+  const { client } = await clusterWithNode(defer)
   const sb = await client.create({ ttlMs: 300 })
   await waitFor(() => sb.state === 'gone', 10_000, 'ttl expiry')
   assert.is((await sb.info()).reason, 'ttl')
@@ -176,12 +167,7 @@ test('TTL ends a sandbox with reason ttl; exec on it then says SANDBOX_GONE', ti
 }))
 
 test('client.worker(): the client in a worker thread through comlink', timed(60_000, async (defer) => {
-  const cp = await startTestControlPlane()
-  defer(() => cp.close())
-  const node = await spawnNode(cp, 'n1', tempDir(defer))
-  defer(() => node.kill())
-  const client = await connect({ url: cp.url, token: await cp.createToken('t1', [...ALL_SCOPES]) })
-  defer(() => client.close())
+  const { client } = await clusterWithNode(defer)
   const w = await client.worker()
   defer(() => w.terminate())
   const view = await w.api.create({ labels: { via: 'worker' } })
