@@ -11,10 +11,28 @@
 /** The four kinds of sandbox warren offers. */
 export type BackendKind = 'function' | 'container' | 'microvm' | 'fullvm'
 
-/** What a caller asks for when it creates a sandbox. Backends grow their own fields later. */
+/** What a caller asks for when it creates a sandbox. Each backend uses the fields it can honour. */
 export interface SandboxSpec {
+  /** The cluster's id of the sandbox (hostname, journal key); backends make one up without it. */
+  id?: string
   /** Environment every command in the sandbox starts with; `ExecOptions.env` is laid over it. */
   env?: Record<string, string>
+  /** Resource limits (container and VM backends). */
+  limits?: { cpus: number, memoryMiB: number, diskMiB: number, pids: number }
+  /** Layer stack, bottom first (container and VM backends): EROFS image digests or names. */
+  layers?: string[]
+  /**
+   * Opaque data the backend keeps with a durable sandbox and hands back from `adopt` after a
+   * node restart (the node stores the tenant and spec there).
+   */
+  meta?: unknown
+}
+
+/** A sandbox that outlived its node agent, found again by `adopt`. */
+export interface AdoptedSandbox {
+  handle: SandboxHandle
+  /** What was passed as `spec.meta` when it was created. */
+  meta: unknown
 }
 
 /** A created sandbox, as its backend hands it out. Opaque apart from these fields. */
@@ -77,6 +95,11 @@ export interface Backend {
   readonly kind: BackendKind
   /** Makes a ready sandbox. */
   create (spec?: SandboxSpec): Promise<SandboxHandle>
+  /**
+   * Backends whose sandboxes outlive the node agent (containers, VMs): finds the ones still
+   * alive after a restart and reclaims the leftovers of the rest. Called once, before `create`.
+   */
+  adopt? (): Promise<AdoptedSandbox[]>
   /**
    * Runs one command to its end, streaming its output through the callbacks in `opts`.
    * Resolves with how it ended (a non-zero exit is a result, not an error); rejects only when

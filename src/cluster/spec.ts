@@ -4,6 +4,7 @@
  */
 import type { BackendKind } from '../backends/types.js'
 import { createError, ErrorCodes } from '../errors.js'
+import type { PlacementRequest } from './placement/index.js'
 
 export const BACKEND_KINDS: readonly BackendKind[] = ['function', 'container', 'microvm', 'fullvm']
 
@@ -134,4 +135,10 @@ export function parseArgv (input: unknown): string[] {
   }
   if (input.length > 4096 || bytes > 1024 * 1024) throw createError(ErrorCodes.INVALID_ARGUMENT, 'argv is too large', { field: 'argv' })
   return input as string[]
+}
+
+/** What placing a sandbox of this spec reserves on a node. */
+export function placementRequestOf (spec: SandboxSpec): PlacementRequest {
+  const layers = spec.image === undefined ? [] : [spec.image.base, ...(spec.image.workspace !== undefined ? [spec.image.workspace] : []), ...(spec.image.tools ?? [])]
+  return { backend: spec.backend, cpus: spec.limits.cpus, memoryMiB: spec.limits.memoryMiB, layers }
 }

@@ -7,7 +7,9 @@
 import { Actor, type ExitReason, type Ref } from '../../actors/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
 import type { IamMessage } from '../iam/index.js'
+import type { SandboxSummary } from '../node/index.js'
 import type { PlacementRequest, ShardMessage } from '../placement/index.js'
+import { placementRequestOf } from '../spec.js'
 import type { EndReason, SandboxEvent, SandboxState } from '../sandbox/index.js'
 import { shardOf } from './registry.js'
 
@@ -37,6 +39,7 @@ export type DirectoryMessage =
   | { type: 'add', records: SandboxRecord[] }
   | { type: 'events', nodeId: string, events: SandboxEvent[] }
   | { type: 'node-lost', nodeId: string }
+  | { type: 'node-sandboxes', nodeId: string, sandboxes: SandboxSummary[] }
   | { type: 'get', tenant: string, id: string }
   | { type: 'list', tenant: string, labels?: Record<string, string>, state?: RecordState, limit?: number }
   | { type: 'subscribe', tenant: string, ref: Ref }
@@ -97,6 +100,9 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
           if (r !== undefined && !TERMINAL.has(r.state)) { r.reason = 'lost'; this.transition(r, 'lost') }
         }
         return undefined
+      case 'node-sandboxes':
+        this.reconcile(m.nodeId, m.sandboxes)
+        return undefined
       case 'get': {
         const r = this.records.get(m.id)
         if (r === undefined || r.tenant !== m.tenant) throw createError(ErrorCodes.NOT_FOUND, `no sandbox ${String(m.id)}`)
@@ -142,6 +148,45 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
     for (const set of this.subscribers.values()) set.delete(ref)
   }
 
+  /**
+   * A node (re)joined with the sandboxes it runs. Records of sandboxes it still runs come back
+   * to `ready` (a node restart is not a sandbox's end: its reservation and quota are taken
+   * again); records it no longer runs end as `lost`; sandboxes this directory never heard of
+   * (the control plane restarted) get their records back.
+   */
+  private reconcile (nodeId: string, sandboxes: SandboxSummary[]): void {
+    const running = new Set<string>()
+    const shards = this.o.shards()
+    for (const s of sandboxes) {
+      running.add(s.id)
+      let r = this.records.get(s.id)
+      if (r !== undefined && r.nodeId !== nodeId) continue // another node's: not this node's to claim
+      if (r === undefined) {
+        r = {
+          id: s.id, tenant: s.tenant, nodeId, address: s.address, state: 'lost', backend: s.spec.backend, labels: s.spec.labels,
+          createdAt: s.createdAt, expiresAt: s.createdAt + s.spec.ttlMs, req: placementRequestOf(s.spec)
+        }
+        this.records.set(r.id, r)
+        let set = this.byNode.get(nodeId)
+        if (set === undefined) { set = new Set(); this.byNode.set(nodeId, set) }
+        set.add(r.id)
+      }
+      if (TERMINAL.has(r.state)) {
+        shards[shardOf(nodeId, shards.length)]!.tell({ type: 'reserve', nodeId, req: r.req })
+        this.o.iam().tell({ type: 'adopt', tenant: r.tenant })
+        delete r.reason
+        delete r.endedAt
+        r.address = s.address
+        r.state = 'ready'
+        this.notify(r)
+      }
+    }
+    for (const id of this.byNode.get(nodeId) ?? []) {
+      const r = this.records.get(id)
+      if (r !== undefined && !running.has(id) && !TERMINAL.has(r.state)) { r.reason = 'lost'; this.transition(r, 'lost') }
+    }
+  }
+
   private forget (r: SandboxRecord): void {
     this.records.delete(r.id)
     const onNode = this.byNode.get(r.nodeId)
@@ -162,7 +207,11 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
       shards[shardOf(r.nodeId, shards.length)]!.tell({ type: 'release', nodeId: r.nodeId, req: r.req })
       this.o.iam().tell({ type: 'release', tenant: r.tenant })
     }
-    const notice: SandboxStateNotice = { type: 'sandbox-state', id: r.id, state, ...(r.reason !== undefined ? { reason: r.reason } : {}), ...(r.message !== undefined ? { message: r.message } : {}) }
+    this.notify(r)
+  }
+
+  private notify (r: SandboxRecord): void {
+    const notice: SandboxStateNotice = { type: 'sandbox-state', id: r.id, state: r.state, ...(r.reason !== undefined ? { reason: r.reason } : {}), ...(r.message !== undefined ? { message: r.message } : {}) }
     for (const ref of this.subscribers.get(r.tenant) ?? []) ref.tell(notice)
   }
 }

@@ -6,6 +6,7 @@
  */
 import { Actor, type Ref } from '../../actors/index.js'
 import type { NodeCapacity, ShardMessage } from '../placement/index.js'
+import type { SandboxSummary } from '../node/index.js'
 import type { DirectoryMessage } from './directory.js'
 
 export const RegistryDefaults = {
@@ -14,7 +15,7 @@ export const RegistryDefaults = {
 }
 
 export type RegistryMessage =
-  | { type: 'join', nodeId: string, capacity: NodeCapacity, layers?: string[] }
+  | { type: 'join', nodeId: string, capacity: NodeCapacity, layers?: string[], sandboxes?: SandboxSummary[] }
   | { type: 'heartbeat', nodeId: string, layers?: string[] }
   | { type: 'check' }
   | { type: 'nodes' }
@@ -60,6 +61,7 @@ export class Registry extends Actor<RegistryMessage> {
         const shard = shardOf(m.nodeId, shards.length)
         this.members.set(m.nodeId, { id: m.nodeId, capacity: m.capacity, lastSeen: this.now(), alive: true, shard })
         shards[shard]!.tell({ type: 'node-up', id: m.nodeId, capacity: m.capacity, ...(m.layers !== undefined ? { layers: m.layers } : {}) })
+        this.o.directory().tell({ type: 'node-sandboxes', nodeId: m.nodeId, sandboxes: Array.isArray(m.sandboxes) ? m.sandboxes : [] })
         return { shard, heartbeatTimeoutMs: this.timeoutMs }
       }
       case 'heartbeat': {

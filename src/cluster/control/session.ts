@@ -11,7 +11,7 @@ import { authorize, type IamMessage, type Principal, type Scope } from '../iam/i
 import type { CreateItem, CreateOutcome, NodeMessage } from '../node/index.js'
 import type { PlacementRequest, ShardMessage } from '../placement/index.js'
 import type { OutputPage, SandboxMessage, WireExecOptions } from '../sandbox/index.js'
-import { parseSandboxSpec, type SandboxSpec } from '../spec.js'
+import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.js'
 import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
 import type { NodeStatus, RegistryMessage } from './registry.js'
 
@@ -169,12 +169,7 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
     }
     const deadline = Date.now() + (typeof m.deadlineMs === 'number' && m.deadlineMs >= 0 ? Math.min(m.deadlineMs, 120_000) : SessionDefaults.placementDeadlineMs)
     await this.o.iam().ask({ type: 'admit', tenant: this.tenant, n: count })
-    const req: PlacementRequest = {
-      backend: spec.backend,
-      cpus: spec.limits.cpus,
-      memoryMiB: spec.limits.memoryMiB,
-      layers: spec.image === undefined ? [] : [spec.image.base, ...(spec.image.workspace !== undefined ? [spec.image.workspace] : []), ...(spec.image.tools ?? [])]
-    }
+    const req = placementRequestOf(spec)
     const ids = Array.from({ length: count }, () => newId())
     const shards = this.o.shards()
     const placed = await Promise.allSettled(ids.map((id) =>

@@ -8,6 +8,7 @@ export type IamMessage =
   | { type: 'authenticate', token: unknown }
   | { type: 'admit', tenant: string, n: number }
   | { type: 'release', tenant: string, n?: number }
+  | { type: 'adopt', tenant: string }
   | { type: 'create-key', tenant: string, scopes: Scope[] }
   | { type: 'revoke-key', keyId: string }
   | { type: 'set-quotas', tenant: string, quotas: Partial<Quotas> }
@@ -21,6 +22,7 @@ export class Iam extends Actor<IamMessage> {
       case 'authenticate': return this.store.authenticate(m.token) ?? null
       case 'admit': this.store.admitCreate(m.tenant, m.n); return true
       case 'release': this.store.release(m.tenant, m.n ?? 1); return undefined
+      case 'adopt': this.store.countAdopted(m.tenant); return undefined
       case 'create-key': return this.store.createKey(m.tenant, m.scopes)
       case 'revoke-key': return this.store.revokeKey(m.keyId)
       case 'set-quotas': this.store.upsertTenant(m.tenant, m.quotas); return true

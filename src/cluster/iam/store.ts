@@ -144,6 +144,11 @@ export class IamStore {
     this.live.set(tenant, live + n)
   }
 
+  /** A sandbox that outlived a restart counts again, whatever the quotas say: it already exists. */
+  countAdopted (tenant: string): void {
+    this.live.set(tenant, (this.live.get(tenant) ?? 0) + 1)
+  }
+
   /** A tenant's sandbox ended (or its creation failed): it no longer counts. */
   release (tenant: string, n = 1): void {
     this.live.set(tenant, Math.max(0, (this.live.get(tenant) ?? 0) - n))

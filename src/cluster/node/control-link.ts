@@ -8,6 +8,7 @@ import { Actor } from '../../actors/index.js'
 import { createLinkClient, exposeSystem, type LinkClient, type LinkOptionsInput } from '../../transport/index.js'
 import type { NodeCapacity } from '../placement/index.js'
 import type { SandboxEvent } from '../sandbox/index.js'
+import type { NodeMessage, SandboxSummary } from './node-agent.js'
 
 export type ControlLinkMessage =
   | { type: 'event', event: SandboxEvent }
@@ -77,7 +78,11 @@ export class ControlLink extends Actor<ControlLinkMessage> {
   private async join (): Promise<void> {
     if (this.link === undefined) return
     try {
-      await this.link.request(this.o.registry, { type: 'join', nodeId: this.o.nodeId, capacity: this.o.capacity }, { timeoutMs: 10_000 })
+      // The sandboxes this node runs (some perhaps adopted after a restart) travel with the
+      // join, so the control plane's records match the node again.
+      const agent = this.ctx.system.lookup<NodeMessage>(`${this.o.nodeId}/agent`)
+      const sandboxes = agent === undefined ? [] : await agent.ask<SandboxSummary[]>({ type: 'summaries' }, { timeoutMs: 60_000 })
+      await this.link.request(this.o.registry, { type: 'join', nodeId: this.o.nodeId, capacity: this.o.capacity, sandboxes }, { timeoutMs: 10_000 })
       const first = !this.joined
       this.joined = true
       if (first) this.o.onJoined?.()

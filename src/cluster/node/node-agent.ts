@@ -9,7 +9,7 @@ import type { Backend, BackendKind } from '../../backends/types.js'
 import { createError, ErrorCodes, toWireError, type WireError } from '../../errors.js'
 import { createDynamicSupervisor, type DynamicSupervisorMessage } from '../../supervisors/index.js'
 import type { NodeCapacity } from '../placement/index.js'
-import { Sandbox, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage } from '../sandbox/index.js'
+import { Sandbox, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage, type SandboxMeta } from '../sandbox/index.js'
 import type { SandboxSpec } from '../spec.js'
 
 /** One sandbox to create: the id and tenant come from the control plane. */
@@ -22,7 +22,17 @@ export type NodeMessage =
   | { type: 'create', items: CreateItem[] }
   | { type: 'kill', id: string }
   | { type: 'list' }
+  | { type: 'summaries' }
   | { type: 'capacity' }
+
+/** What the control plane needs to know of a live sandbox to rebuild its record (after a restart of either side). */
+export interface SandboxSummary {
+  id: string
+  tenant: string
+  address: string
+  spec: SandboxSpec
+  createdAt: number
+}
 
 export interface NodeAgentOptions {
   nodeId: string
@@ -40,11 +50,11 @@ export function sandboxAddress (nodeId: string, sandboxId: string): string {
 
 export class NodeAgent extends Actor<NodeMessage> {
   private sandboxes!: Ref<DynamicSupervisorMessage<SandboxArgs>>
-  private readonly live = new Map<string, Ref<SandboxMessage>>()
+  private readonly live = new Map<string, { ref: Ref<SandboxMessage>, tenant: string, spec: SandboxSpec, createdAt: number }>()
 
   constructor (private readonly o: NodeAgentOptions) { super() }
 
-  preStart (): void {
+  async preStart (): Promise<void> {
     this.sandboxes = this.ctx.spawn(createDynamicSupervisor<SandboxArgs, SandboxMessage>({
       child: {
         start: (args) => new Sandbox(args),
@@ -54,17 +64,35 @@ export class NodeAgent extends Actor<NodeMessage> {
       },
       maxChildren: this.o.maxSandboxes ?? 100_000
     }), { name: 'sandboxes', mailbox: { capacity: 100_000 } })
+    await this.adoptSurvivors()
+  }
+
+  /** Sandboxes of durable backends that outlived the previous agent get their actors back. */
+  private async adoptSurvivors (): Promise<void> {
+    for (const backend of Object.values(this.o.backends)) {
+      if (backend?.adopt === undefined) continue
+      for (const { handle, meta } of await backend.adopt()) {
+        const m = meta as SandboxMeta
+        try {
+          await this.start({ id: handle.id, tenant: m.tenant, spec: m.spec }, backend, { handle, createdAt: m.createdAt })
+        } catch {
+          await backend.kill(handle).catch(() => {})
+        }
+      }
+    }
   }
 
   receive (m: NodeMessage): unknown {
     switch (m.type) {
       case 'create': return this.ctx.answerLater(this.create(m.items))
       case 'kill': {
-        const ref = this.live.get(m.id)
-        if (ref === undefined) throw createError(ErrorCodes.NOT_FOUND, `no sandbox ${m.id} on ${this.o.nodeId}`)
-        return this.ctx.answerLater(ref.ask({ type: 'kill' }))
+        const entry = this.live.get(m.id)
+        if (entry === undefined) throw createError(ErrorCodes.NOT_FOUND, `no sandbox ${m.id} on ${this.o.nodeId}`)
+        return this.ctx.answerLater(entry.ref.ask({ type: 'kill' }))
       }
-      case 'list': return this.ctx.answerLater(Promise.all([...this.live.values()].map((r) => r.ask<SandboxInfo>({ type: 'info' }).catch(() => undefined))))
+      case 'list': return this.ctx.answerLater(Promise.all([...this.live.values()].map((e) => e.ref.ask<SandboxInfo>({ type: 'info' }).catch(() => undefined))))
+      case 'summaries':
+        return [...this.live].map(([id, e]): SandboxSummary => ({ id, tenant: e.tenant, address: e.ref.address, spec: e.spec, createdAt: e.createdAt }))
       case 'capacity': return this.o.capacity
     }
   }
@@ -74,26 +102,33 @@ export class NodeAgent extends Actor<NodeMessage> {
       try {
         const backend = this.o.backends[item.spec.backend]
         if (backend === undefined) throw createError(ErrorCodes.UNSUPPORTED, `node ${this.o.nodeId} has no ${item.spec.backend} backend`)
-        const args: SandboxArgs = {
-          id: item.id,
-          tenant: item.tenant,
-          spec: item.spec,
-          backend,
-          report: (event) => {
-            if (event.state === 'gone' || event.state === 'failed') this.live.delete(event.id)
-            this.o.report(event)
-          }
-        }
-        const ref = await this.sandboxes.ask<Ref<SandboxMessage>>({ type: 'start-child', args })
-        this.live.set(item.id, ref)
-        // `info` queues behind preStart: when it answers, the backend has made the sandbox.
-        const info = await ref.ask<SandboxInfo>({ type: 'info' }, { timeoutMs: 60_000 })
-        if (info.state !== 'ready') throw createError(ErrorCodes.INTERNAL, `sandbox ${item.id} failed to start: ${info.message ?? info.state}`)
-        return { id: item.id, address: ref.address }
+        return { id: item.id, address: await this.start(item, backend, undefined) }
       } catch (err) {
         return { id: item.id, error: toWireError(err) }
       }
     }))
+  }
+
+  /** Starts a sandbox actor and waits until its backend sandbox is ready; returns its address. */
+  private async start (item: CreateItem, backend: Backend, adopted: SandboxArgs['adopted']): Promise<string> {
+    const createdAt = adopted?.createdAt ?? Date.now()
+    const args: SandboxArgs = {
+      id: item.id,
+      tenant: item.tenant,
+      spec: item.spec,
+      backend,
+      report: (event) => {
+        if (event.state === 'gone' || event.state === 'failed') this.live.delete(event.id)
+        this.o.report(event)
+      },
+      ...(adopted !== undefined ? { adopted } : {})
+    }
+    const ref = await this.sandboxes.ask<Ref<SandboxMessage>>({ type: 'start-child', args })
+    this.live.set(item.id, { ref, tenant: item.tenant, spec: item.spec, createdAt })
+    // `info` queues behind preStart: when it answers, the backend has made the sandbox.
+    const info = await ref.ask<SandboxInfo>({ type: 'info' }, { timeoutMs: 60_000 })
+    if (info.state !== 'ready') throw createError(ErrorCodes.INTERNAL, `sandbox ${item.id} failed to start: ${info.message ?? info.state}`)
+    return ref.address
   }
 }
 

@@ -30,6 +30,7 @@ export type ShardMessage =
   | { type: 'node-lost', id: string }
   | { type: 'place', req: PlacementRequest, deadline: number, local?: boolean }
   | { type: 'release', nodeId: string, req: PlacementRequest }
+  | { type: 'reserve', nodeId: string, req: PlacementRequest }
   | { type: 'sweep' }
   | { type: 'stats' }
 
@@ -105,6 +106,12 @@ export class PlacementShard extends Actor<ShardMessage> {
       case 'release': {
         const node = this.nodes.get(m.nodeId)
         if (node !== undefined) { release(node, m.req); this.drainWaiting() }
+        return undefined
+      }
+      case 'reserve': {
+        // A sandbox placed before (adopted after a restart) takes its share again.
+        const node = this.nodes.get(m.nodeId)
+        if (node !== undefined) reserve(node, m.req)
         return undefined
       }
       case 'sweep':

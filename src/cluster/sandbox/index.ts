@@ -1,6 +1,6 @@
 /** Sandbox actors: the public face of src/cluster/sandbox. */
 export { ExecOutput, type OutputChunk, type OutputPage, type StreamName } from './exec-output.js'
 export {
-  Sandbox, SandboxDefaults,
+  Sandbox, SandboxDefaults, type SandboxMeta,
   type EndReason, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage, type SandboxState, type WireExecOptions
 } from './sandbox.js'

@@ -9,7 +9,7 @@
 import { Actor, type ExitReason } from '../../actors/index.js'
 import type { Backend, ExecResult, SandboxHandle } from '../../backends/types.js'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
-import { parseArgv, type SandboxSpec } from '../spec.js'
+import { parseArgv, placementRequestOf, type SandboxSpec } from '../spec.js'
 import { ExecOutput } from './exec-output.js'
 
 export type SandboxState = 'creating' | 'ready' | 'stopping' | 'gone' | 'failed'
@@ -73,7 +73,14 @@ export interface SandboxArgs {
   spec: SandboxSpec
   backend: Backend
   report: (event: SandboxEvent) => void
+  /** Set when the sandbox outlived a node restart: drive this handle instead of creating one. */
+  adopted?: { handle: SandboxHandle, createdAt: number }
 }
+
+/** What a durable backend keeps for the node, to rebuild the sandbox actor after a restart. */
+export interface SandboxMeta { tenant: string, spec: SandboxSpec, createdAt: number }
+
+
 
 interface RunningExec { output: ExecOutput, abort: AbortController }
 
@@ -81,17 +88,23 @@ export class Sandbox extends Actor<SandboxMessage> {
   private state: SandboxState = 'creating'
   private handle: SandboxHandle | undefined
   private readonly execs = new Map<string, RunningExec>()
-  private readonly createdAt = Date.now()
+  private readonly createdAt: number
   private lastExecAt = Date.now()
   private endReason: EndReason | undefined
   private endMessage: string | undefined
 
-  constructor (private readonly args: SandboxArgs) { super() }
+  constructor (private readonly args: SandboxArgs) {
+    super()
+    this.createdAt = args.adopted?.createdAt ?? Date.now()
+  }
 
   async preStart (): Promise<void> {
     const { spec } = this.args
     try {
-      this.handle = await this.args.backend.create({ env: spec.env })
+      const meta: SandboxMeta = { tenant: this.args.tenant, spec, createdAt: this.createdAt }
+      this.handle = this.args.adopted?.handle ?? await this.args.backend.create({
+        id: this.args.id, env: spec.env, limits: spec.limits, layers: placementRequestOf(spec).layers, meta
+      })
     } catch (err) {
       this.endReason = 'failed'
       this.endMessage = err instanceof Error ? err.message : String(err)
@@ -100,7 +113,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       return
     }
     this.setState('ready')
-    this.ctx.setTimer('ttl', spec.ttlMs, { type: 'expire', reason: 'ttl' })
+    this.ctx.setTimer('ttl', Math.max(0, this.createdAt + spec.ttlMs - Date.now()), { type: 'expire', reason: 'ttl' })
     const sweepMs = Math.min(60_000, spec.idleTimeoutMs > 0 ? Math.max(10, spec.idleTimeoutMs / 4) : 60_000)
     this.ctx.setTimer('sweep', sweepMs, { type: 'sweep' }, { repeat: true })
   }
