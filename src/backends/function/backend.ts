@@ -1,15 +1,19 @@
 /**
  * The function backend: sandboxes that are only a name and an environment (creating one starts
- * nothing), whose commands are calls of JavaScript functions in the node's shared, supervised
- * worker pool. argv[0] names the function; `js` is the built-in sandboxed evaluator.
+ * nothing), whose commands are calls of JavaScript functions. argv[0] names the function.
+ * Function modules (trusted) run in the node's shared, supervised worker pool; `js`, the
+ * built-in evaluator of untrusted code, runs in a pool of child processes (`js/`), because
+ * only a process boundary holds against every way of exhausting a V8 heap.
  */
 import { randomUUID } from 'node:crypto'
 import { pathToFileURL } from 'node:url'
 import { isAbsolute } from 'node:path'
 import { createError, ErrorCodes, type WarrenError } from '../../errors.js'
 import type { Backend, ExecOptions, ExecResult, SandboxHandle, SandboxSpec } from '../types.js'
-import { startCall, type CallTask, type RunningCall } from './call.js'
+import { startCall, type CallOptions, type CallTask, type RunningCall } from './call.js'
 import { resolveOptions, type FunctionBackendOptions, type ResolvedFunctionBackendOptions } from './defaults.js'
+import { startJsCall, type JsCallRequest } from './js/call.js'
+import { createJsPool, type JsPoolStatus } from './js/pool.js'
 import { createSupervisedPool, type PoolStatus } from './pool.js'
 import { createFunctionRegistry } from './registry.js'
 
@@ -24,7 +28,10 @@ export interface FunctionBackend extends Backend {
 
 /** A snapshot of the backend. */
 export interface FunctionBackendStatus {
+  /** The worker pool of function modules. */
   pool: PoolStatus
+  /** The process pool of `js` calls. */
+  js: JsPoolStatus
   /** Live sandboxes. */
   sandboxes: number
   /** Calls in flight (running or waiting for a worker). */
@@ -36,8 +43,11 @@ interface SandboxState {
   calls: Set<RunningCall>
 }
 
+/** What a call runs: a module on the worker pool, or untrusted source in a `js` process. */
+type Work = { kind: 'module', task: CallTask } | { kind: 'js', request: JsCallRequest }
+
 /**
- * Makes a function backend and its worker pool.
+ * Makes a function backend, its worker pool and its `js` process pool.
  * @param options see `FunctionBackendOptions`; defaults in `FunctionBackendDefaults`
  */
 export function createFunctionBackend (options: FunctionBackendOptions = {}): FunctionBackend {
@@ -51,6 +61,20 @@ export function createFunctionBackend (options: FunctionBackendOptions = {}): Fu
     maxQueue: opts.maxQueue,
     resourceLimits: opts.resourceLimits,
     preload: opts.preload.map((p) => isAbsolute(p) ? pathToFileURL(p).href : p),
+    restartBackoffMs: opts.restartBackoffMs,
+    restartBackoffMaxMs: opts.restartBackoffMaxMs
+  })
+  const jsPool = createJsPool({
+    minProcesses: opts.jsMinProcesses,
+    maxProcesses: opts.jsMaxProcesses,
+    callsPerProcess: opts.jsCallsPerProcess,
+    startTimeoutMs: opts.jsStartTimeoutMs,
+    idleTimeoutMs: opts.idleTimeoutMs,
+    maxQueue: opts.maxQueue,
+    heap: {
+      maxOldGenerationSizeMb: opts.resourceLimits.maxOldGenerationSizeMb,
+      maxYoungGenerationSizeMb: opts.resourceLimits.maxYoungGenerationSizeMb
+    },
     restartBackoffMs: opts.restartBackoffMs,
     restartBackoffMaxMs: opts.restartBackoffMaxMs
   })
@@ -70,16 +94,17 @@ export function createFunctionBackend (options: FunctionBackendOptions = {}): Fu
     return sandbox
   }
 
-  async function buildTask (argv: readonly string[], env: Record<string, string>, stdin: Uint8Array,
-    timeoutMs: number, maxOutputBytes: number): Promise<CallTask> {
+  async function buildWork (argv: readonly string[], env: Record<string, string>, stdin: Uint8Array,
+    timeoutMs: number, maxOutputBytes: number): Promise<Work> {
     const fn = await registry.resolve(argv[0]!)
-    const base = { stdin, env, timeoutMs, maxOutputBytes }
-    if (fn.kind === 'module') return { op: 'module', name: fn.name, url: fn.url, args: argv.slice(1), ...base }
+    if (fn.kind === 'module') {
+      return { kind: 'module', task: { op: 'module', name: fn.name, url: fn.url, args: argv.slice(1), stdin, env, timeoutMs, maxOutputBytes } }
+    }
     const source = argv[1]
     if (typeof source !== 'string') {
       throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: js SOURCE [ARG...]')
     }
-    return { op: 'js', source, args: argv.slice(2), ...base }
+    return { kind: 'js', request: { source, args: argv.slice(2), stdin, env } }
   }
 
   async function killSandbox (id: string): Promise<void> {
@@ -121,18 +146,19 @@ export function createFunctionBackend (options: FunctionBackendOptions = {}): Fu
       const stdin = execOpts.stdin === undefined ? new Uint8Array(0) : new Uint8Array(execOpts.stdin)
       const env = { ...sandbox.env, ...checkEnv(execOpts.env, 'env') }
 
-      const task = await buildTask(argv, env, stdin, timeoutMs, maxOutputBytes)
+      const work = await buildWork(argv, env, stdin, timeoutMs, maxOutputBytes)
       // The sandbox may have been killed while the function was looked up.
       if (sandboxes.get(handle.id) !== sandbox) throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${handle.id} is gone`, { id: handle.id })
 
-      const call = startCall(pool, task, {
+      const callOptions: CallOptions = {
         timeoutMs,
         maxOutputBytes,
         abortGraceMs: opts.abortGraceMs,
         onStdout: execOpts.onStdout,
         onStderr: execOpts.onStderr,
         signal: execOpts.signal
-      })
+      }
+      const call = work.kind === 'js' ? startJsCall(jsPool, work.request, callOptions) : startCall(pool, work.task, callOptions)
       sandbox.calls.add(call)
       try {
         return await call.result
@@ -159,7 +185,7 @@ export function createFunctionBackend (options: FunctionBackendOptions = {}): Fu
       if (closed) return
       closed = true
       await Promise.allSettled([...sandboxes.keys()].map(killSandbox))
-      await pool.close()
+      await Promise.all([pool.close(), jsPool.close()])
     },
 
     functions: async () => await registry.list(),
@@ -167,7 +193,7 @@ export function createFunctionBackend (options: FunctionBackendOptions = {}): Fu
     status () {
       let calls = 0
       for (const s of sandboxes.values()) calls += s.calls.size
-      return { pool: pool.status(), sandboxes: sandboxes.size, calls }
+      return { pool: pool.status(), js: jsPool.status(), sandboxes: sandboxes.size, calls }
     }
   }
 }
@@ -194,8 +220,17 @@ function validateOptions (o: ResolvedFunctionBackendOptions): void {
   if (!Number.isInteger(o.minThreads) || o.minThreads < 0) bad('minThreads must be an integer >= 0')
   if (!Number.isInteger(o.maxThreads) || o.maxThreads < 1) bad('maxThreads must be an integer >= 1')
   if (o.minThreads > o.maxThreads) bad('minThreads must not exceed maxThreads')
+  if (!Number.isInteger(o.jsMinProcesses) || o.jsMinProcesses < 0) bad('jsMinProcesses must be an integer >= 0')
+  if (!Number.isInteger(o.jsMaxProcesses) || o.jsMaxProcesses < 1) bad('jsMaxProcesses must be an integer >= 1')
+  if (o.jsMinProcesses > o.jsMaxProcesses) bad('jsMinProcesses must not exceed jsMaxProcesses')
+  if (!Number.isInteger(o.jsCallsPerProcess) || o.jsCallsPerProcess < 1) bad('jsCallsPerProcess must be an integer >= 1')
+  for (const key of ['maxOldGenerationSizeMb', 'maxYoungGenerationSizeMb'] as const) {
+    const v = o.resourceLimits[key]
+    // These become node flags of the js processes; a bad value would keep every one from starting.
+    if (v !== undefined && (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)) bad(`resourceLimits.${key} must be a positive number`)
+  }
   if (!Number.isInteger(o.maxQueue) || o.maxQueue < 1) bad('maxQueue must be an integer >= 1')
-  for (const key of ['timeoutMs', 'restartBackoffMs', 'restartBackoffMaxMs'] as const) checkPositive(o[key], key)
+  for (const key of ['timeoutMs', 'restartBackoffMs', 'restartBackoffMaxMs', 'jsStartTimeoutMs'] as const) checkPositive(o[key], key)
   if (typeof o.abortGraceMs !== 'number' || !(o.abortGraceMs >= 0) || o.abortGraceMs > MAX_TIMER_MS) bad('abortGraceMs must be 0..2^31-1')
   if (!Number.isInteger(o.maxOutputBytes) || o.maxOutputBytes < 0) bad('maxOutputBytes must be an integer >= 0')
 }

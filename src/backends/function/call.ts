@@ -10,10 +10,10 @@
 import { MessageChannel, receiveMessageOnPort } from 'node:worker_threads'
 import { isWarrenError, createError, ErrorCodes } from '../../errors.js'
 import type { ExecEndReason, ExecResult } from '../types.js'
-import { ExitCodes } from './exit-codes.js'
 import { createOutputBudget } from './output.js'
 import type { SupervisedPool } from './pool.js'
 import type { AbortPortMessage, WorkerPortMessage, WorkerTask } from './protocol.js'
+import { cutMessage, endedBy } from './result.js'
 
 /** A task as the backend builds it; the call adds the port. */
 export type CallTask = WorkerTask extends infer T ? T extends WorkerTask ? Omit<T, 'port'> : never : never
@@ -34,14 +34,6 @@ export interface RunningCall {
   readonly result: Promise<ExecResult>
   /** Cuts the call as killed (exit code 137). Idempotent; the first cut wins. */
   kill (): void
-}
-
-/** The exit code reported for each way a call can be cut or lost. */
-const EXIT_FOR: Record<ExecEndReason, number> = {
-  timeout: ExitCodes.TIMEOUT,
-  killed: ExitCodes.KILLED,
-  crashed: ExitCodes.CRASHED,
-  oom: ExitCodes.KILLED
 }
 
 /** Starts a call on `pool`. */
@@ -116,18 +108,11 @@ export function startCall (pool: SupervisedPool, task: CallTask, options: CallOp
 
     const durationMs = performance.now() - startedAt
     const truncated = budget.truncated || (outcome.ok && outcome.reply.truncated)
-    const end = (reason: ExecEndReason, message?: string): ExecResult =>
-      message === undefined
-        ? { exitCode: EXIT_FOR[reason], durationMs, truncated, reason }
-        : { exitCode: EXIT_FOR[reason], durationMs, truncated, reason, message }
+    const end = (reason: ExecEndReason, message?: string): ExecResult => endedBy(reason, durationMs, truncated, message)
 
     // A cut wins even if the function managed to return during its grace period.
-    if (cut !== undefined) return end(cut, cut === 'timeout' ? `timed out after ${options.timeoutMs} ms` : 'killed')
-    if (outcome.ok) {
-      return outcome.reply.reason === 'timeout'
-        ? end('timeout', `timed out after ${options.timeoutMs} ms`)
-        : { exitCode: outcome.reply.exitCode, durationMs, truncated }
-    }
+    if (cut !== undefined) return end(cut, cutMessage(cut, options.timeoutMs))
+    if (outcome.ok) return { exitCode: outcome.reply.exitCode, durationMs, truncated }
     const error = outcome.error
     if (isWarrenError(error)) throw error
     if ((error as NodeJS.ErrnoException | null)?.code === 'ERR_WORKER_OUT_OF_MEMORY') {

@@ -1,6 +1,11 @@
 import { availableParallelism } from 'node:os'
 
-/** Memory and stack limits of each worker thread (piscina / worker_threads `resourceLimits`). */
+/**
+ * Memory and stack limits of each worker thread (piscina / worker_threads `resourceLimits`).
+ * The two heap sizes also bound each `js` process (`--max-old-space-size`,
+ * `--max-semi-space-size`), where V8 enforces them exactly; the code range and stack sizes
+ * apply to worker threads only (a `js` process keeps V8's default stack of about 1 MB).
+ */
 export interface WorkerResourceLimits {
   /** Main heap; a call that needs more ends with reason 'oom'. */
   maxOldGenerationSizeMb?: number
@@ -23,26 +28,39 @@ export interface FunctionBackendOptions {
   preload?: readonly string[]
   /** Workers kept alive even when idle; at least 1 so a crash is always replaced. */
   minThreads?: number
-  /** Most workers, hence most calls running at once on this node. */
+  /** Most workers, hence most module calls running at once on this node. */
   maxThreads?: number
-  /** An idle worker above `minThreads` is stopped after this long. */
+  /**
+   * `js` child processes kept warm even when idle (each costs a Node process, some 40 MB).
+   * `js` runs untrusted code in processes, not worker threads, so that no allocation pattern
+   * can abort the node (see js/run-js.ts).
+   */
+  jsMinProcesses?: number
+  /** Most `js` processes, hence most `js` calls running at once on this node. */
+  jsMaxProcesses?: number
+  /** A `js` process is replaced after this many calls, so nothing builds up in it for ever. */
+  jsCallsPerProcess?: number
+  /** A `js` process not ready this long after its start is killed and counted as a failed start. */
+  jsStartTimeoutMs?: number
+  /** An idle worker above `minThreads` (or `js` process above `jsMinProcesses`) is stopped after this long. */
   idleTimeoutMs?: number
-  /** Calls waiting for a worker beyond this are refused with WARREN_ERR_OVERLOADED. */
+  /** Calls waiting for a worker (or a `js` process) beyond this are refused with WARREN_ERR_OVERLOADED. */
   maxQueue?: number
-  /** Limits of each worker. */
+  /** Limits of each worker, and the heap limits of each `js` process. */
   resourceLimits?: WorkerResourceLimits
   /** Time limit of a call when `exec` gives none. */
   timeoutMs?: number
   /**
    * After a timeout or kill the function's `ctx.signal` aborts; a function that has not ended
-   * this long after is stopped by terminating its worker.
+   * this long after is stopped by terminating its worker. A `js` call is killed at once on a
+   * kill; on a timeout its process has this long to report its own cut before it is killed.
    */
   abortGraceMs?: number
   /** Output cap (stdout + stderr) of a call when `exec` gives none. */
   maxOutputBytes?: number
-  /** First wait before a broken pool is rebuilt; doubles on each consecutive failure. */
+  /** First wait before a broken pool is rebuilt (or `js` processes started again); doubles on each consecutive failure. */
   restartBackoffMs?: number
-  /** Longest wait between rebuilds of a broken pool. */
+  /** Longest wait between rebuilds of a broken pool (or start attempts of `js` processes). */
   restartBackoffMaxMs?: number
 }
 
@@ -52,6 +70,10 @@ export const FunctionBackendDefaults = Object.freeze({
   preload: Object.freeze([]) as readonly string[],
   minThreads: 1,
   maxThreads: Math.max(1, availableParallelism()),
+  jsMinProcesses: 1,
+  jsMaxProcesses: Math.max(1, availableParallelism()),
+  jsCallsPerProcess: 10_000,
+  jsStartTimeoutMs: 20_000,
   idleTimeoutMs: 30_000,
   maxQueue: 1024,
   resourceLimits: Object.freeze({

@@ -8,12 +8,15 @@
  * rejects with WARREN_ERR_NOT_FOUND, as it rejects with WARREN_ERR_BACKEND_UNAVAILABLE when
  * the pool cannot run the call and WARREN_ERR_OVERLOADED when too many calls wait.
  *
- * Memory limits are worker resourceLimits, which Node enforces only on a best-effort basis:
- * some allocation patterns abort the whole process instead of the worker (see worker/run-js.ts).
+ * Untrusted code (`js`) runs in a pool of child processes whose V8 heap limit is exact: any
+ * way of exhausting it ends only that process, and the call with reason 'oom' (see js/). Function
+ * modules are trusted and run in worker threads, whose resourceLimits Node enforces only on a
+ * best-effort basis (nodejs/node#47224): some allocation patterns there abort the whole node.
  */
 export { createFunctionBackend, type FunctionBackend, type FunctionBackendStatus } from './backend.js'
 export { FunctionBackendDefaults, type FunctionBackendOptions, type WorkerResourceLimits } from './defaults.js'
 export { ExitCodes } from './exit-codes.js'
 export type { FunctionContext, FunctionHandler, OutputWriter } from './context.js'
 export type { PoolStatus } from './pool.js'
+export type { JsPoolStatus } from './js/pool.js'
 export { JS_FUNCTION } from './registry.js'

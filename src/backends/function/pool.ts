@@ -21,7 +21,10 @@ import { watchWorker } from './worker-watch.js'
 /** The compiled worker entry, next to this file in dist/ (see worker/entry.cts for why CommonJS). */
 const WORKER_URL = new URL('./worker/entry.cjs', import.meta.url)
 
-/** Worker flags the backend's safety depends on (see worker/run-js.ts). */
+/**
+ * Worker flags. `js` needed this one for its safety while it ran in these workers; it now runs
+ * in processes of its own (js/child.ts), and the flag stays so modules keep the Node they had.
+ */
 const WORKER_EXEC_ARGV = ['--experimental-vm-modules']
 
 /** How the supervised pool is built. */

@@ -1,5 +1,6 @@
 /**
- * The messages between the node's main thread and a function worker. A call travels as a
+ * The messages between the node's main thread and a function worker (function modules; `js`
+ * calls go to child processes, see js/protocol.ts). A call travels as a
  * piscina task carrying its own MessagePort; output and the abort request travel on that port,
  * so chunks reach the caller while the function runs instead of with the final reply.
  */
@@ -20,7 +21,7 @@ interface CallTaskBase {
   env: Record<string, string>
   /** Cap on stdout + stderr bytes together; the worker drops the rest. */
   maxOutputBytes: number
-  /** The call's time limit; the `js` sandbox also cuts its own evaluation at it. */
+  /** The call's time limit. */
   timeoutMs: number
 }
 
@@ -33,21 +34,13 @@ export interface ModuleTask extends CallTaskBase {
   url: string
 }
 
-/** Evaluate untrusted source in the `js` sandbox. */
-export interface JsTask extends CallTaskBase {
-  op: 'js'
-  source: string
-}
-
-export type WorkerTask = ModuleTask | JsTask
+export type WorkerTask = ModuleTask
 
 /** The worker's answer when a call ends without its worker dying. */
 export interface WorkerReply {
   exitCode: number
   /** True when the worker dropped output beyond the cap. */
   truncated: boolean
-  /** Set when the worker itself cut the call (the `js` sandbox's evaluation timeout). */
-  reason?: 'timeout'
 }
 
 /** Worker → main, on the call's port. */

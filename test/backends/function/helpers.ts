@@ -2,6 +2,7 @@
  * Helpers of the function backend tests: function modules written to a temporary directory
  * (real modules, loaded by real workers), output collectors, and backends closed by `defer`.
  */
+import { existsSync, readFileSync } from 'node:fs'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -117,4 +118,24 @@ export async function rejection (promise: Promise<unknown>): Promise<unknown> {
     return err
   }
   throw new Error('expected a rejection')
+}
+
+/**
+ * True while process `pid` exists and is not a zombie (a killed child whose parent has not
+ * reaped it yet, e.g. an orphan waiting for init, is dead for every purpose here).
+ */
+export function isAlive (pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
+  try {
+    // /proc/PID/stat: "PID (COMM) STATE …"; COMM may hold spaces and parentheses.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z'
+  } catch {
+    // No /proc (not Linux), or the process went away between the two looks.
+    return existsSync(`/proc/${pid}`) || process.platform !== 'linux'
+  }
 }

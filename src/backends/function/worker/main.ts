@@ -2,12 +2,12 @@
  * A function worker (loaded by `entry.cts`, piscina's `filename`). At start it imports the
  * preload modules and tells the supervisor it is ready; then piscina hands it one call at a
  * time (concurrentTasksPerWorker 1), so whatever goes wrong in the worker belongs to that call.
+ * It runs function modules only: untrusted `js` runs in child processes (see js/).
  */
 import { parentPort, workerData } from 'node:worker_threads'
 import { ExitCodes } from '../exit-codes.js'
 import { READY_MESSAGE, type WorkerBootData, type WorkerReply, type WorkerTask } from '../protocol.js'
 import { openCallIo } from './io.js'
-import { runJs } from './run-js.js'
 import { runModule } from './run-module.js'
 
 const boot = workerData as WorkerBootData
@@ -34,12 +34,6 @@ export default async function handleCall (task: WorkerTask): Promise<WorkerReply
   const rejections: unknown[] = []
   current = rejections
   try {
-    if (task.op === 'js') {
-      const outcome = await runJs(task, io, rejections)
-      return outcome.timedOut
-        ? { exitCode: outcome.exitCode, truncated: io.truncated, reason: 'timeout' }
-        : { exitCode: outcome.exitCode, truncated: io.truncated }
-    }
     if (task.op === 'module') return { exitCode: await runModule(task, io, rejections), truncated: io.truncated }
     io.stderr.write(`warren: unknown task ${JSON.stringify((task as { op?: unknown }).op)}\n`)
     return { exitCode: ExitCodes.CANNOT_EXECUTE, truncated: io.truncated }

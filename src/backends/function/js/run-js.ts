@@ -5,37 +5,44 @@
  *   `this.constructor.constructor` resolves inside the sandbox, not to the host's Function.
  * - `codeGeneration: { strings: false, wasm: false }`: eval, Function and friends throw.
  * - Nothing of Node is in the context (no process, require, timers, fs); the console, args,
- *   env and stdin globals are made inside the context by `js-prelude.ts`.
+ *   env and stdin globals are made inside the context by `prelude.ts`.
  * - `import()` is refused with an error made in the sandbox's realm. Without
- *   --experimental-vm-modules (which the pool gives every worker) Node rejects it with a host
+ *   --experimental-vm-modules (which every `js` child process gets) Node rejects it with a host
  *   error instead, whose constructor leads to the host's Function, so the runner refuses to run
  *   without that flag.
  * - `microtaskMode: 'afterEvaluate'`, so promise jobs run inside the time limit too.
- * - Time: vm `timeout` at the call's limit (the main thread's timer terminates the worker as a
- *   backstop). Memory: the worker's resourceLimits.
+ * - Time: vm `timeout` at the call's limit (the node's timer kills the process as a backstop).
+ *   Memory: the process's own V8 heap limit (`--max-old-space-size`).
  *
- * Known gap: resourceLimits are best effort in Node. Many small allocations end the worker with
- * ERR_WORKER_OUT_OF_MEMORY (reason 'oom'), but one structure grown past the limit in large
- * steps (`for (;;) a.push(i)`, an ever-growing Map or object) makes V8 abort the whole process
- * ("FATAL ERROR: Reached heap limit" / "CALL_AND_RETRY_LAST"; nodejs/node#47224). Closing it
- * needs process isolation (a child-process pool for `js`, or the container/microvm backends).
+ * It runs in a child process of its own (`child-main.ts`), never in the node's process: worker
+ * resourceLimits are best effort, and one structure grown past them in large steps
+ * (`for (;;) a.push(i)`, an ever-growing Map or object) makes V8 abort the whole process
+ * ("FATAL ERROR: Reached heap limit" / "CALL_AND_RETRY_LAST"; nodejs/node#47224). In a child
+ * that abort ends only the child, and the node reports the call as 'oom'.
  */
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { types } from 'node:util'
 import vm from 'node:vm'
+import type { OutputWriter } from '../context.js'
 import { ExitCodes } from '../exit-codes.js'
-import type { JsTask } from '../protocol.js'
-import type { CallIo } from './io.js'
-import { DESCRIBE_SOURCE, PRELUDE_SOURCE } from './js-prelude.js'
+import { DESCRIBE_SOURCE, PRELUDE_SOURCE } from './prelude.js'
+import type { JsRequest } from './protocol.js'
 
 type Install = (write: (fd: unknown, text: unknown) => void, argsJson: string, envJson: string, stdinText: string) => (value: unknown) => void
 
 type Evaluation = { kind: 'ok', value: unknown } | { kind: 'timeout' } | { kind: 'thrown', value: unknown }
 
-// Compiled once per worker; a Script is not tied to a context.
+// Compiled once per process; a Script is not tied to a context.
 const prelude = new vm.Script(PRELUDE_SOURCE, { filename: 'warren:js-prelude' })
 const describeScript = new vm.Script(DESCRIBE_SOURCE, { filename: 'warren:js-describe' })
 const drainScript = new vm.Script('void 0', { filename: 'warren:js-drain' })
+const typeErrorScript = new vm.Script('TypeError', { filename: 'warren:js-type-error' })
+
+/** Where a call's output goes (capped writers that stream to the node). */
+export interface JsOutput {
+  readonly stdout: OutputWriter
+  readonly stderr: OutputWriter
+}
 
 /** How a `js` call ended. */
 export interface JsOutcome {
@@ -46,12 +53,12 @@ export interface JsOutcome {
 /**
  * Runs `task.source` as a classic script (argv: `js SOURCE [ARG...]`; the script sees `args`,
  * `env`, `stdin` as a string, and `console`). Exit 0, or 1 when it throws or leaves an
- * unhandled rejection (printed to stderr). `rejections` collects the worker's unhandled
+ * unhandled rejection (printed to stderr). `rejections` collects the process's unhandled
  * rejections while this call is current.
  */
-export async function runJs (task: JsTask, io: CallIo, rejections: unknown[]): Promise<JsOutcome> {
+export async function runJs (task: JsRequest, io: JsOutput, rejections: unknown[]): Promise<JsOutcome> {
   if (!process.execArgv.includes('--experimental-vm-modules')) {
-    io.stderr.write('warren: js: refusing to run: this worker lacks --experimental-vm-modules, without which import() would hand the sandbox a host object\n')
+    io.stderr.write('warren: js: refusing to run: this process lacks --experimental-vm-modules, without which import() would hand the sandbox a host object\n')
     return { exitCode: ExitCodes.CANNOT_EXECUTE, timedOut: false }
   }
   const deadline = performance.now() + task.timeoutMs
@@ -69,14 +76,24 @@ export async function runJs (task: JsTask, io: CallIo, rejections: unknown[]): P
   }
   const install = prelude.runInContext(context) as Install
   const hold = install(write, JSON.stringify(task.args), JSON.stringify(task.env), Buffer.from(task.stdin).toString('utf8'))
-  const SandboxTypeError = vm.runInContext('TypeError', context) as TypeErrorConstructor
+  // Taken before the script runs, so it is the sandbox's real TypeError, not one the script put there.
+  const SandboxTypeError = typeErrorScript.runInContext(context) as TypeErrorConstructor
 
+  /** Set once the script tried import(): only then can sandbox jobs be queued after its evaluation. */
+  let imported = false
+  const refuseImport = (): never => {
+    imported = true
+    throw new SandboxTypeError('import() is not available in the js sandbox')
+  }
+  // import() can only come from a script whose text holds the keyword `import`: a keyword cannot
+  // be written with escapes (SyntaxError), and the sandbox cannot compile code at run time (no
+  // eval, Function or wasm). Only such a source needs the refusing callback, which costs a lot
+  // in Node 20 (registering it defeats V8's compilation cache: ~0.08 ms a call, most of a short
+  // call's compile). Every other script of the context is ours and holds no import().
+  const mayImport = task.source.includes('import')
   let script: vm.Script
   try {
-    script = new vm.Script(task.source, {
-      filename: 'js',
-      importModuleDynamically: () => { throw new SandboxTypeError('import() is not available in the js sandbox') }
-    })
+    script = new vm.Script(task.source, mayImport ? { filename: 'js', importModuleDynamically: refuseImport } : { filename: 'js' })
   } catch (err) {
     // A compile error is made by the host from the source text alone; show it without host frames.
     io.stderr.write(`${hostErrorText(err)}\n`)
@@ -100,9 +117,13 @@ export async function runJs (task: JsTask, io: CallIo, rejections: unknown[]): P
   if (run.kind === 'thrown') uncaught.push(['Uncaught ', run.value])
 
   // A refused import() settles on the host side in a later turn; its sandbox reactions then run
-  // on the next evaluation. One more turn after that lets unhandled rejections be reported.
-  await nextTurn()
-  if (evaluate(drainScript).kind === 'timeout') return timedOut
+  // on the next evaluation. Nothing else can queue sandbox jobs once an evaluation has returned
+  // (its microtasks run before it returns), so a script that never tried import() skips that
+  // evaluation and its timer thread. One more turn after that lets unhandled rejections be reported.
+  if (imported) {
+    await nextTurn()
+    if (evaluate(drainScript).kind === 'timeout') return timedOut
+  }
   await nextTurn()
   for (const reason of rejections.splice(0)) uncaught.push(['Uncaught (in promise) ', reason])
 
@@ -123,9 +144,14 @@ function isTimeout (thrown: unknown): boolean {
     (thrown as NodeJS.ErrnoException).code === 'ERR_SCRIPT_EXECUTION_TIMEOUT'
 }
 
-/** A stack without the host's frames (paths of this machine are none of the sandbox's business). */
+/**
+ * A stack without the host's frames (paths of this machine are none of the sandbox's business).
+ * Kept: frames of the script (`js:LINE`) and of builtins (`(<anonymous>)`, no path). A host
+ * function can also be named `<anonymous>` (`at process.<anonymous> (file:…)`), so only the
+ * location counts.
+ */
 function sandboxFrames (stack: string): string {
-  return stack.split('\n').filter((line) => !/^\s+at /.test(line) || /\(js:\d|at js:\d|<anonymous>/.test(line)).join('\n')
+  return stack.split('\n').filter((line) => !/^\s+at /.test(line) || /\(js:\d|at js:\d|\(<anonymous>\)$/.test(line)).join('\n')
 }
 
 /** The text of a host error (a compile error) without the host's frames. */

@@ -59,6 +59,9 @@ export const PRELUDE_SOURCE = `(function install (write, argsJson, envJson, stdi
   delete g.WebAssembly
   delete g.SharedArrayBuffer
   delete g.Atomics
+  // Its callbacks run whenever the garbage collector decides, outside every timed evaluation:
+  // in a later call of the same process they could loop and cut someone else's call.
+  delete g.FinalizationRegistry
 
   hidden('console', freeze({ log: printer(1), info: printer(1), debug: printer(1), warn: printer(2), error: printer(2) }))
   hidden('args', freeze(parse(argsJson)))

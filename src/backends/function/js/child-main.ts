@@ -1,0 +1,76 @@
+/**
+ * Entry of a `js` child process (started by `child.ts`; argv[2] is the node's pid). It runs one
+ * call at a time in the vm sandbox of `run-js.ts`, streams the call's output to the node over
+ * the IPC channel, and answers `done`. Whatever kills it (the V8 heap limit, a SIGKILL at a
+ * timeout) kills only this process; the node reports the call and starts another child.
+ *
+ * It dies with the node: on disconnect when idle, through the orphan watch when busy.
+ */
+import type { ChildMessage, RunMessage } from './protocol.js'
+import { isRunMessage } from './protocol.js'
+import { openChildIo } from './child-io.js'
+import { exitWithParent } from './orphan-watch.js'
+import { runJs, type JsOutcome } from './run-js.js'
+
+/** Exit code of a child that cannot go on (no IPC channel, a broken call handler). */
+const EXIT_SOFTWARE = 70
+
+if (typeof process.send !== 'function') {
+  process.stderr.write('warren: js child: started without an IPC channel\n')
+  process.exit(EXIT_SOFTWARE)
+}
+const parentPid = Number(process.argv[2])
+if (!Number.isInteger(parentPid) || parentPid <= 0) {
+  process.stderr.write('warren: js child: no parent pid given\n')
+  process.exit(EXIT_SOFTWARE)
+}
+exitWithParent(parentPid)
+process.on('disconnect', () => process.exit(0))
+
+const sendRaw = process.send.bind(process)
+/** Posts to the node; a closed channel only means the node is going, which the watch handles. */
+function send (msg: ChildMessage): void {
+  try { sendRaw(msg, undefined, undefined, () => {}) } catch {}
+}
+
+/** Unhandled rejections of the current call; undefined between calls. */
+let current: unknown[] | undefined
+
+process.on('unhandledRejection', (reason) => {
+  if (current !== undefined) {
+    current.push(reason)
+    return
+  }
+  // Between calls it belongs to no call: crash as Node would, and the node replaces the child.
+  throw reason
+})
+
+let busy = false
+
+process.on('message', (msg: unknown) => {
+  // The node sends one call at a time; anything else is a bug there, not something to run.
+  if (busy || !isRunMessage(msg)) return
+  busy = true
+  handle(msg).then(() => { busy = false }, (err: unknown) => {
+    // runJs does not throw; if it does, the call's state is unknown: end the process, which the
+    // node reports as a crash of this call.
+    process.stderr.write(`warren: js child: ${err instanceof Error ? err.message : String(err)}\n`)
+    process.exit(EXIT_SOFTWARE)
+  })
+})
+
+async function handle (msg: RunMessage): Promise<void> {
+  const io = openChildIo(msg.id, msg.maxOutputBytes, send)
+  const rejections: unknown[] = []
+  current = rejections
+  let outcome: JsOutcome
+  try {
+    outcome = await runJs(msg, io, rejections)
+  } finally {
+    current = undefined
+    io.close()
+  }
+  send({ t: 'done', id: msg.id, exitCode: outcome.exitCode, truncated: io.truncated, timedOut: outcome.timedOut })
+}
+
+send({ t: 'ready' })
