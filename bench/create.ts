@@ -18,7 +18,7 @@ import { ErrorCodes, isWarrenError } from '../src/errors.js'
 import { connect, type Client } from '../src/sdk/index.js'
 import { progress, progressDone } from './progress.js'
 
-const seconds = Number(process.argv[2] ?? 12)
+const seconds = Number(process.argv[2] ?? 20)
 const NODES = 4
 const BATCH = 20
 const IN_FLIGHT = 8
@@ -83,6 +83,8 @@ async function main (): Promise<void> {
   // there to the end must stay flat.
   let rssStart = NaN
   const steady = setTimeout(() => { rssStart = rssMb(cp.proc.pid!) }, 3000)
+  const rssSeries: number[] = []
+  const sampler = setInterval(() => rssSeries.push(rssMb(cp.proc.pid!)), 1000)
 
   let created = 0
   let refused = 0
@@ -114,6 +116,7 @@ async function main (): Promise<void> {
   await Promise.all(Array.from({ length: IN_FLIGHT }, lane))
   const elapsed = (performance.now() - startedAt) / 1000
   clearTimeout(steady)
+  clearInterval(sampler)
   const rssEnd = rssMb(cp.proc.pid!)
 
   progress('exec: one js command in each of 2,000 sandboxes')
@@ -148,6 +151,7 @@ async function main (): Promise<void> {
     rss_mb_idle: rssIdle,
     rss_mb_start: rssStart,
     rss_mb_end: rssEnd,
+    rss_mb_each_s: rssSeries,
     raw_ws_rtt_p50_ms: Number(rawRtt.toFixed(3)),
     p50_vs_raw_ws_rtt: Number((p50 / rawRtt).toFixed(1))
   }))
