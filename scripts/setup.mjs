@@ -4,9 +4,10 @@
 //
 //   1. Debian packages the project uses (only as root, only the missing ones)
 //   2. npm ci, when node_modules is missing or older than package-lock.json
-//   3. tsc, incremental
+//   3. the container agent (warren-init, C), when its sources are newer than the binary
+//   4. tsc, incremental
 import { spawnSync } from 'node:child_process'
-import { existsSync, statSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, renameSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -14,7 +15,15 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 
 // Debian packages, each with a file that proves it is installed. Later features add theirs here.
 const DEBIAN_PACKAGES = [
-  // { name: 'bubblewrap', provides: '/usr/bin/bwrap' },
+  // container sandboxes: the agent is built from C, layers with mkfs.erofs, the default layer is busybox
+  { name: 'gcc', provides: '/usr/bin/gcc' },
+  { name: 'libc6-dev', provides: '/usr/include/stdio.h' },
+  { name: 'musl-tools', provides: '/usr/bin/musl-gcc' },
+  { name: 'erofs-utils', provides: '/usr/bin/mkfs.erofs' },
+  { name: 'busybox-static', provides: '/bin/busybox' },
+  // a realistic Debian layer with python3 for tests and benchmarks; bwrap as the benchmarks' baseline
+  { name: 'debootstrap', provides: '/usr/sbin/debootstrap' },
+  { name: 'bubblewrap', provides: '/usr/bin/bwrap' }
 ]
 
 function log (line) { process.stderr.write(`setup: ${line}\n`) }
@@ -53,6 +62,25 @@ function build () {
   run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'])
 }
 
+// The in-sandbox agent: a small static binary, so it runs in any layer stack (no libc needed
+// there). musl keeps it under 100 KB; glibc's static build is the fallback (~700 KB).
+function buildAgent () {
+  const srcDir = join(root, 'src', 'backends', 'container', 'agent')
+  const out = join(root, 'dist', 'agent', 'warren-init')
+  const sources = readdirSync(srcDir).filter((f) => f.endsWith('.c') || f.endsWith('.h'))
+  const newest = Math.max(...sources.map((f) => statSync(join(srcDir, f)).mtimeMs))
+  if (existsSync(out) && statSync(out).mtimeMs >= newest) return
+  const cc = existsSync('/usr/bin/musl-gcc') ? '/usr/bin/musl-gcc' : 'gcc'
+  log(`building the container agent with ${cc}`)
+  mkdirSync(dirname(out), { recursive: true })
+  // Built beside, then renamed: live sandboxes keep running the old file (writing it would fail ETXTBSY).
+  const tmp = `${out}.${process.pid}.tmp`
+  run(cc, ['-static', '-Os', '-std=c11', '-Wall', '-Wextra', '-ffunction-sections', '-fdata-sections',
+    '-Wl,--gc-sections', '-s', '-o', tmp, ...sources.filter((f) => f.endsWith('.c')).map((f) => join(srcDir, f))])
+  renameSync(tmp, out)
+}
+
 debianPackages()
 npmDependencies()
+buildAgent()
 build()

@@ -1,0 +1,360 @@
+/**
+ * The client of the in-sandbox agent: one connection (a Unix socket for containers; any duplex
+ * stream will do for VMs), many requests in flight on it, each exec's output streamed to its
+ * handlers with its sequence numbers checked.
+ */
+import { createConnection } from 'node:net'
+import { constants as osConstants } from 'node:os'
+import type { Duplex } from 'node:stream'
+import { createError, ErrorCodes, fromWireError, isWarrenError, type WarrenError } from '../../errors.js'
+import type {
+  AgentExecHandlers, AgentExecOptions, AgentExecResult, AgentExecution, AgentFiles, FileEntry, FileStat
+} from './agent-types.js'
+import { ContainerDefaults } from './defaults.js'
+import { AgentLimits, encodeFrame, FrameReader, type AgentMessage, type AgentRequest } from './protocol.js'
+
+/** Options of `connectAgent` / `createAgentClient`. */
+export interface AgentClientOptions {
+  /** Give up connecting after this long (default `ContainerDefaults.connectTimeoutMs`). */
+  connectTimeoutMs?: number
+  /** Requests other than exec fail with WARREN_ERR_TIMEOUT after this long (default `ContainerDefaults.requestTimeoutMs`). */
+  requestTimeoutMs?: number
+}
+
+/** A connection to one agent. */
+export interface AgentClient {
+  /** Checks the agent answers; its protocol version and its PID (1 inside a sandbox). */
+  ping (): Promise<{ version: number, pid: number }>
+  /**
+   * Runs a command to its end. Resolves with how it ended (a non-zero exit is a result);
+   * rejects when it could not start (e.g. WARREN_ERR_NOT_FOUND for a missing program), when a
+   * handler threw (with what it threw), or when the connection broke.
+   */
+  exec (argv: readonly string[], opts?: AgentExecOptions, handlers?: AgentExecHandlers): Promise<AgentExecResult>
+  /** Starts a command and hands back its id and a way to kill it; `result` is what `exec` resolves to. */
+  startExec (argv: readonly string[], opts?: AgentExecOptions, handlers?: AgentExecHandlers): AgentExecution
+  /** Signals a running exec's process group (default SIGKILL). WARREN_ERR_NOT_FOUND if it has ended. */
+  kill (execId: number, signal?: number | NodeJS.Signals): Promise<void>
+  /** File operations inside the sandbox. */
+  readonly files: AgentFiles
+  /** True once the connection has ended. */
+  readonly closed: boolean
+  /** Resolves when the connection ends, for whatever reason. */
+  readonly ended: Promise<void>
+  /** Ends the connection; commands still running on it are killed by the agent. */
+  close (): Promise<void>
+}
+
+/**
+ * Connects to an agent's Unix socket.
+ * @param socketPath the socket the launcher bound (`LaunchedSandbox.socketPath`)
+ * @throws WARREN_ERR_SANDBOX_GONE when nothing listens there; WARREN_ERR_TIMEOUT after `connectTimeoutMs`
+ */
+export async function connectAgent (socketPath: string, options: AgentClientOptions = {}): Promise<AgentClient> {
+  const timeoutMs = options.connectTimeoutMs ?? ContainerDefaults.connectTimeoutMs
+  const socket = createConnection({ path: socketPath })
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      socket.destroy()
+      reject(createError(ErrorCodes.TIMEOUT, `connecting to ${socketPath} took over ${timeoutMs} ms`, { socketPath }))
+    }, timeoutMs)
+    socket.once('connect', () => { clearTimeout(timer); resolve() })
+    socket.once('error', (err: NodeJS.ErrnoException) => {
+      clearTimeout(timer)
+      reject(createError(ErrorCodes.SANDBOX_GONE, `cannot connect to the agent at ${socketPath}: ${err.message}`, { socketPath, errno: err.code ?? '' }))
+    })
+  })
+  socket.setNoDelay?.(true)
+  return createAgentClient(socket, options)
+}
+
+interface PendingRequest {
+  resolve: (m: Extract<AgentMessage, { t: 'ok' }>) => void
+  reject: (err: WarrenError) => void
+  timer: NodeJS.Timeout
+}
+
+interface ExecState {
+  handlers: AgentExecHandlers
+  resolve: (r: AgentExecResult) => void
+  reject: (err: unknown) => void
+  nextSeq: number
+  pid: number
+  /** Set when a handler threw or the stream broke its rules: the exec is killed and rejects with it. */
+  failure?: unknown
+  done: boolean
+}
+
+/** Above this, stdin bytes go as a stream of frames instead of inside the exec request. */
+const INLINE_STDIN_BYTES = 1024 * 1024
+
+function signalNumber (signal: number | NodeJS.Signals | undefined): number {
+  if (signal === undefined) return osConstants.signals.SIGKILL
+  if (typeof signal === 'number') return signal
+  const n = osConstants.signals[signal]
+  if (n === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `unknown signal ${signal}`)
+  return n
+}
+
+function checkPath (path: string): void {
+  if (typeof path !== 'string' || path.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'path must be a non-empty string')
+}
+
+/**
+ * Speaks the protocol over an already connected stream (a socket, a VM's serial port).
+ * @param stream the byte stream to the agent; the client owns it from now on
+ */
+export function createAgentClient (stream: Duplex, options: AgentClientOptions = {}): AgentClient {
+  const requestTimeoutMs = options.requestTimeoutMs ?? ContainerDefaults.requestTimeoutMs
+  const reader = new FrameReader()
+  const pending = new Map<number, PendingRequest>()
+  const execs = new Map<number, ExecState>()
+  let nextId = 1
+  let closed = false
+  let endReason: WarrenError | undefined
+  let markEnded!: () => void
+  const ended = new Promise<void>((resolve) => { markEnded = resolve })
+
+  function end (reason: WarrenError): void {
+    if (closed) return
+    closed = true
+    endReason = reason
+    stream.destroy()
+    for (const [id, p] of pending) { clearTimeout(p.timer); pending.delete(id); p.reject(reason) }
+    for (const [id, e] of execs) { execs.delete(id); e.done = true; e.reject(e.failure ?? reason) }
+    markEnded()
+  }
+
+  stream.on('data', (chunk: Buffer) => {
+    let messages: AgentMessage[]
+    try {
+      messages = reader.push(chunk)
+    } catch (err) {
+      end(isWarrenError(err) ? err : createError(ErrorCodes.MALFORMED_FRAME, String(err)))
+      return
+    }
+    for (const m of messages) onMessage(m)
+  })
+  stream.on('error', (err) => end(createError(ErrorCodes.CONNECTION_CLOSED, `agent connection failed: ${err.message}`)))
+  stream.on('close', () => end(createError(ErrorCodes.CONNECTION_CLOSED, 'agent connection closed')))
+
+  function onMessage (m: AgentMessage): void {
+    if (m.t === 'ok' || (m.t === 'err' && !execs.has(m.id))) {
+      const p = pending.get(m.id)
+      if (p === undefined) {
+        // id 0: the agent could not read one of our frames at all, which only a bug here causes.
+        if (m.t === 'err' && m.id === 0) end(fromWireError(m))
+        return // a reply that came after its request timed out
+      }
+      pending.delete(m.id)
+      clearTimeout(p.timer)
+      if (m.t === 'ok') p.resolve(m)
+      else p.reject(fromWireError(m))
+      return
+    }
+    const e = execs.get(m.id)
+    if (e === undefined || e.done) return
+    switch (m.t) {
+      case 'err':
+        settle(m.id, e, fromWireError(m))
+        return
+      case 'started':
+        e.pid = m.pid
+        call(m.id, e, () => e.handlers.onStart?.({ execId: m.id, pid: m.pid }))
+        return
+      case 'out':
+        if (m.seq !== e.nextSeq) {
+          fail(m.id, e, createError(ErrorCodes.PROTOCOL_VIOLATION, `exec ${m.id}: output frame ${m.seq} where ${e.nextSeq} was due`))
+          return
+        }
+        e.nextSeq++
+        call(m.id, e, () => (m.fd === 1 ? e.handlers.onStdout : e.handlers.onStderr)?.(m.data))
+        return
+      case 'exit':
+        if (m.seq !== e.nextSeq && e.failure === undefined) {
+          e.failure = createError(ErrorCodes.PROTOCOL_VIOLATION, `exec ${m.id}: ended after ${m.seq} output frames, ${e.nextSeq} arrived`)
+        }
+        settle(m.id, e, e.failure, {
+          exitCode: m.code ?? 128 + (m.signal ?? 0),
+          ...(m.signal !== undefined ? { signal: m.signal } : {}),
+          timedOut: m.timedOut === true,
+          truncated: m.truncated === true,
+          killed: m.killed === true,
+          durationMs: m.durationMs,
+          pid: e.pid
+        })
+    }
+  }
+
+  /** Runs a handler; one that throws fails the exec (which is then killed). */
+  function call (id: number, e: ExecState, fn: () => void): void {
+    if (e.failure !== undefined) return
+    try { fn() } catch (err) { fail(id, e, err) }
+  }
+
+  function fail (id: number, e: ExecState, err: unknown): void {
+    if (e.failure !== undefined) return
+    e.failure = err
+    void killExec(id, osConstants.signals.SIGKILL).catch(() => {})
+  }
+
+  function settle (id: number, e: ExecState, failure: unknown, result?: AgentExecResult): void {
+    e.done = true
+    execs.delete(id)
+    if (failure !== undefined) e.reject(failure)
+    else if (result !== undefined) e.resolve(result)
+  }
+
+  function send (msg: AgentRequest): boolean {
+    if (closed) throw endReason ?? createError(ErrorCodes.CONNECTION_CLOSED, 'agent connection closed')
+    return stream.write(encodeFrame(msg))
+  }
+
+  /** Sends, then waits until the stream has room again (for streamed stdin). */
+  async function sendPaced (msg: AgentRequest): Promise<void> {
+    if (send(msg)) return
+    await new Promise<void>((resolve) => {
+      const done = (): void => { stream.off('drain', done); stream.off('close', done); resolve() }
+      stream.on('drain', done)
+      stream.on('close', done)
+    })
+  }
+
+  function request<T extends AgentRequest['t']> (msg: Extract<AgentRequest, { t: T }>): Promise<Extract<AgentMessage, { t: 'ok' }>> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        pending.delete(msg.id)
+        reject(createError(ErrorCodes.TIMEOUT, `agent did not answer ${msg.t} within ${requestTimeoutMs} ms`, { kind: msg.t }))
+      }, requestTimeoutMs)
+      pending.set(msg.id, { resolve, reject, timer })
+      try {
+        send(msg)
+      } catch (err) {
+        clearTimeout(timer)
+        pending.delete(msg.id)
+        reject(err)
+      }
+    })
+  }
+
+  async function killExec (execId: number, signal: number): Promise<void> {
+    await request({ t: 'kill', id: nextId++, exec: execId, signal })
+  }
+
+  async function pumpStdin (id: number, e: ExecState, source: AsyncIterable<Uint8Array>): Promise<void> {
+    const step = ContainerDefaults.stdinChunkBytes
+    try {
+      for await (const chunk of source) {
+        for (let at = 0; at < chunk.length && !e.done; at += step) {
+          await sendPaced({ t: 'stdin', id, data: chunk.subarray(at, at + step) })
+        }
+        if (e.done) return
+      }
+      if (!e.done) send({ t: 'stdin', id, eof: true })
+    } catch (err) {
+      if (!e.done) fail(id, e, err)
+    }
+  }
+
+  function startExec (argv: readonly string[], opts: AgentExecOptions = {}, handlers: AgentExecHandlers = {}): AgentExecution {
+    const id = nextId++
+    let resolve!: (r: AgentExecResult) => void
+    let reject!: (err: unknown) => void
+    const result = new Promise<AgentExecResult>((res, rej) => { resolve = res; reject = rej })
+    const execution: AgentExecution = { execId: id, result, kill: (signal) => killExec(id, signalNumber(signal)) }
+    if (!Array.isArray(argv) || argv.length === 0 || !argv.every((a) => typeof a === 'string')) {
+      reject(createError(ErrorCodes.INVALID_ARGUMENT, 'argv must be a non-empty array of strings'))
+      return execution
+    }
+    const e: ExecState = { handlers, resolve, reject, nextSeq: 0, pid: 0, done: false }
+    let inline: Uint8Array | undefined
+    let streamed: AsyncIterable<Uint8Array> | undefined
+    const stdin = opts.stdin
+    if (stdin instanceof Uint8Array) {
+      if (stdin.length <= INLINE_STDIN_BYTES) inline = stdin
+      else streamed = (async function * () { yield stdin })()
+    } else if (stdin !== undefined) {
+      streamed = stdin
+    }
+    try {
+      send({
+        t: 'exec',
+        id,
+        argv: [...argv],
+        cwd: opts.cwd,
+        env: opts.env,
+        uid: opts.uid,
+        gid: opts.gid,
+        stdin: inline,
+        stdinStream: streamed !== undefined ? true : undefined,
+        timeoutMs: opts.timeoutMs,
+        maxOutputBytes: opts.maxOutputBytes
+      })
+    } catch (err) {
+      reject(err)
+      return execution
+    }
+    execs.set(id, e)
+    if (streamed !== undefined) void pumpStdin(id, e, streamed)
+    const signal = opts.signal
+    if (signal !== undefined) {
+      const onAbort = (): void => { if (!e.done) void killExec(id, osConstants.signals.SIGKILL).catch(() => {}) }
+      if (signal.aborted) onAbort()
+      else {
+        signal.addEventListener('abort', onAbort, { once: true })
+        void result.finally(() => signal.removeEventListener('abort', onAbort)).catch(() => {})
+      }
+    }
+    return execution
+  }
+
+  const files: AgentFiles = {
+    async read (path, opts = {}) {
+      checkPath(path)
+      const m = await request({ t: 'read', id: nextId++, path, offset: opts.offset, length: opts.length })
+      return m.data as Uint8Array
+    },
+    async write (path, data, opts = {}) {
+      checkPath(path)
+      if (data.length > AgentLimits.maxFileBytes) {
+        throw createError(ErrorCodes.INVALID_ARGUMENT, `${data.length} bytes exceed the write limit of ${AgentLimits.maxFileBytes}`)
+      }
+      await request({ t: 'write', id: nextId++, path, data, mode: opts.mode, append: opts.append, mkdirs: opts.mkdirs })
+    },
+    async list (path) {
+      checkPath(path)
+      const m = await request({ t: 'list', id: nextId++, path })
+      return { entries: m.entries as FileEntry[], truncated: m.truncated === true }
+    },
+    async stat (path, opts = {}) {
+      checkPath(path)
+      const m = await request({ t: 'stat', id: nextId++, path, follow: opts.follow })
+      const { t: _t, id: _id, ...stat } = m
+      return stat as unknown as FileStat
+    },
+    async remove (path, opts = {}) {
+      checkPath(path)
+      await request({ t: 'remove', id: nextId++, path, recursive: opts.recursive })
+    }
+  }
+
+  return {
+    async ping () {
+      const m = await request({ t: 'ping', id: nextId++ })
+      return { version: m.version as number, pid: m.pid as number }
+    },
+    exec: (argv, opts, handlers) => startExec(argv, opts, handlers).result,
+    startExec,
+    kill: (execId, signal) => killExec(execId, signalNumber(signal)),
+    files,
+    get closed () { return closed },
+    ended,
+    async close () {
+      if (!closed) {
+        stream.end()
+        end(createError(ErrorCodes.CONNECTION_CLOSED, 'agent connection closed by the client'))
+      }
+      await ended
+    }
+  }
+}

@@ -1,0 +1,413 @@
+/* The agent's event loop: accepts connections, cuts the byte stream into frames, parses
+ * requests, dispatches them, and writes replies. Single-threaded around poll(2); nothing here
+ * blocks except file operations on the sandbox's own file system. A bad frame costs the sender
+ * an error reply, never the agent. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include "agent.h"
+
+/* Stop taking requests from a connection while this much of its output is unsent. */
+#define IN_PAUSE_OUT_BYTES (8 * 1024 * 1024)
+#define READ_CHUNK (64 * 1024)
+#define MAX_POLL (2 + WARREN_MAX_CONNS + 5 * WARREN_MAX_EXECS)
+/* How long a stream device (VM port) that hung up is left before it is opened again. */
+#define STREAM_RETRY_MS 100
+
+static struct conn *conns[WARREN_MAX_CONNS];
+static int nconns;
+
+int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- replies ---- */
+
+size_t frame_begin(struct conn *c)
+{
+	size_t mark = buf_len(&c->out);
+	static const uint8_t zero[4];
+	buf_put(&c->out, zero, 4);
+	return mark;
+}
+
+void frame_end(struct conn *c, size_t mark)
+{
+	if (c->out.oom) { c->dead = 1; return; }
+	uint8_t *p = buf_head(&c->out) + mark;
+	size_t n = buf_len(&c->out) - mark - 4;
+	p[0] = (uint8_t)(n >> 24); p[1] = (uint8_t)(n >> 16); p[2] = (uint8_t)(n >> 8); p[3] = (uint8_t)n;
+}
+
+void send_err(struct conn *c, uint64_t id, const char *code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	size_t m = frame_begin(c);
+	mp_w_map(&c->out, 4);
+	mp_w_cstr(&c->out, "t"); mp_w_cstr(&c->out, "err");
+	mp_w_cstr(&c->out, "id"); mp_w_u64(&c->out, id);
+	mp_w_cstr(&c->out, "code"); mp_w_cstr(&c->out, code);
+	mp_w_cstr(&c->out, "message"); mp_w_cstr(&c->out, msg);
+	frame_end(c, m);
+}
+
+const char *errno_code(int err)
+{
+	switch (err) {
+	case ENOENT: case ENOTDIR: case ESRCH: return ERR_NOT_FOUND;
+	case EACCES: case EPERM: case EROFS: case ETXTBSY: return ERR_FORBIDDEN;
+	case ENOSPC: case EDQUOT: case EFBIG: case ENOMEM: case EMFILE: case ENFILE: case EAGAIN: return ERR_NO_CAPACITY;
+	case EEXIST: case EISDIR: case ENOTEMPTY: case EINVAL: case ENAMETOOLONG: case ELOOP:
+	case EBUSY: case EXDEV: case ENOEXEC: case E2BIG: case ENXIO: return ERR_INVALID;
+	default: return ERR_INTERNAL;
+	}
+}
+
+void send_errno(struct conn *c, uint64_t id, int err, const char *what, const char *path)
+{
+	send_err(c, id, errno_code(err), "%s %s: %s", what, path, strerror(err));
+}
+
+void send_ok(struct conn *c, uint64_t id)
+{
+	size_t m = frame_begin(c);
+	mp_w_map(&c->out, 2);
+	mp_w_cstr(&c->out, "t"); mp_w_cstr(&c->out, "ok");
+	mp_w_cstr(&c->out, "id"); mp_w_u64(&c->out, id);
+	frame_end(c, m);
+}
+
+int take_path(struct conn *c, const struct req *q, char out[WARREN_MAX_PATH + 1])
+{
+	if (!q->path.set || q->path.n == 0) { send_err(c, q->id, ERR_INVALID, "path is required"); return -1; }
+	if (q->path.n > WARREN_MAX_PATH) { send_err(c, q->id, ERR_INVALID, "path longer than %d bytes", WARREN_MAX_PATH); return -1; }
+	if (memchr(q->path.p, 0, q->path.n)) { send_err(c, q->id, ERR_INVALID, "path contains NUL"); return -1; }
+	memcpy(out, q->path.p, q->path.n);
+	out[q->path.n] = 0;
+	return 0;
+}
+
+/* ---- parsing ---- */
+
+static int key_is(const char *k, uint32_t n, const char *lit)
+{
+	return strlen(lit) == n && !memcmp(k, lit, n);
+}
+
+static const char *get_str(struct mp_in *r, struct field *f)
+{
+	if (mp_str(r, &f->p, &f->n) < 0) return "expected a string";
+	f->set = 1;
+	return NULL;
+}
+
+static const char *get_bin(struct mp_in *r, struct field *f)
+{
+	const uint8_t *b;
+	if (mp_bin(r, &b, &f->n) < 0) return "expected bytes";
+	f->p = (const char *)b;
+	f->set = 1;
+	return NULL;
+}
+
+static const char *get_u64(struct mp_in *r, uint64_t *v, int *has)
+{
+	if (mp_u64(r, v) < 0) return "expected a non-negative integer";
+	*has = 1;
+	return NULL;
+}
+
+static const char *get_bool(struct mp_in *r, int *v)
+{
+	return mp_bool(r, v) < 0 ? "expected a boolean" : NULL;
+}
+
+/* argv: an array of 1..WARREN_MAX_ARGS strings without NUL bytes. */
+static const char *get_argv(struct mp_in *r, struct req *q)
+{
+	q->argv = *r;
+	uint32_t n;
+	if (mp_array(r, &n) < 0) return "expected an array of strings";
+	if (n == 0 || n > WARREN_MAX_ARGS) return "must have 1 to 4096 items";
+	for (uint32_t i = 0; i < n; i++) {
+		const char *s;
+		uint32_t len;
+		if (mp_str(r, &s, &len) < 0) return "expected an array of strings";
+		if (memchr(s, 0, len)) return "contains a NUL byte";
+	}
+	q->has_argv = 1;
+	return NULL;
+}
+
+/* env: a map of up to WARREN_MAX_ARGS string pairs without NUL bytes. */
+static const char *get_env(struct mp_in *r, struct req *q)
+{
+	q->env = *r;
+	uint32_t n;
+	if (mp_map(r, &n) < 0) return "expected a map of strings";
+	if (n > WARREN_MAX_ARGS) return "too many variables";
+	for (uint32_t i = 0; i < 2 * n; i++) {
+		const char *s;
+		uint32_t len;
+		if (mp_str(r, &s, &len) < 0) return "expected a map of strings";
+		if (memchr(s, 0, len)) return "contains a NUL byte";
+	}
+	q->has_env = 1;
+	return NULL;
+}
+
+/* Parses a request body into q. Returns NULL, or what is wrong (q->id is set if it was read). */
+static const char *parse_req(struct mp_in *r, struct req *q, char *why, size_t whylen)
+{
+	uint32_t n;
+	if (mp_map(r, &n) < 0) return "the frame body is not a msgpack map";
+	for (uint32_t i = 0; i < n; i++) {
+		const char *k;
+		uint32_t kl;
+		if (mp_str(r, &k, &kl) < 0) return "a map key is not a string";
+		/* nil stands for "absent" for every field. */
+		if (mp_nil(r) == 0) continue;
+		const char *bad = NULL;
+		if (key_is(k, kl, "t")) bad = get_str(r, &q->t);
+		else if (key_is(k, kl, "id")) bad = get_u64(r, &q->id, &q->has_id);
+		else if (key_is(k, kl, "argv")) bad = get_argv(r, q);
+		else if (key_is(k, kl, "env")) bad = get_env(r, q);
+		else if (key_is(k, kl, "cwd")) bad = get_str(r, &q->cwd);
+		else if (key_is(k, kl, "path")) bad = get_str(r, &q->path);
+		else if (key_is(k, kl, "data")) bad = get_bin(r, &q->data);
+		else if (key_is(k, kl, "stdin")) bad = get_bin(r, &q->in);
+		else if (key_is(k, kl, "uid")) bad = get_u64(r, &q->uid, &q->has_uid);
+		else if (key_is(k, kl, "gid")) bad = get_u64(r, &q->gid, &q->has_gid);
+		else if (key_is(k, kl, "timeoutMs")) bad = get_u64(r, &q->timeout_ms, &q->has_timeout);
+		else if (key_is(k, kl, "maxOutputBytes")) bad = get_u64(r, &q->max_output, &q->has_max_output);
+		else if (key_is(k, kl, "exec")) bad = get_u64(r, &q->exec, &q->has_exec);
+		else if (key_is(k, kl, "offset")) bad = get_u64(r, &q->offset, &q->has_offset);
+		else if (key_is(k, kl, "length")) bad = get_u64(r, &q->length, &q->has_length);
+		else if (key_is(k, kl, "mode")) bad = get_u64(r, &q->mode, &q->has_mode);
+		else if (key_is(k, kl, "signal")) { bad = mp_i64(r, &q->signal) < 0 ? "expected an integer" : NULL; q->has_signal = !bad; }
+		else if (key_is(k, kl, "stdinStream")) bad = get_bool(r, &q->stdin_stream);
+		else if (key_is(k, kl, "eof")) bad = get_bool(r, &q->eof);
+		else if (key_is(k, kl, "append")) bad = get_bool(r, &q->append);
+		else if (key_is(k, kl, "mkdirs")) bad = get_bool(r, &q->mkdirs);
+		else if (key_is(k, kl, "recursive")) bad = get_bool(r, &q->recursive);
+		else if (key_is(k, kl, "follow")) bad = get_bool(r, &q->follow);
+		else if (mp_skip(r) < 0) bad = "undecodable value";
+		if (bad) {
+			snprintf(why, whylen, "field \"%.*s\": %s", (int)(kl > 40 ? 40 : kl), k, bad);
+			return why;
+		}
+	}
+	if (r->p != r->end) return "bytes after the map";
+	if (!q->t.set) return "field \"t\" (the kind) is missing";
+	if (!q->has_id) return "field \"id\" is missing";
+	return NULL;
+}
+
+static void send_pong(struct conn *c, uint64_t id)
+{
+	size_t m = frame_begin(c);
+	mp_w_map(&c->out, 4);
+	mp_w_cstr(&c->out, "t"); mp_w_cstr(&c->out, "ok");
+	mp_w_cstr(&c->out, "id"); mp_w_u64(&c->out, id);
+	mp_w_cstr(&c->out, "version"); mp_w_u64(&c->out, WARREN_PROTOCOL_VERSION);
+	mp_w_cstr(&c->out, "pid"); mp_w_u64(&c->out, (uint64_t)getpid());
+	frame_end(c, m);
+}
+
+static void handle_frame(struct conn *c, const uint8_t *p, size_t n)
+{
+	struct mp_in r = { p, p + n };
+	struct req q;
+	memset(&q, 0, sizeof q);
+	q.mkdirs = 1;
+	char why[160];
+	const char *bad = parse_req(&r, &q, why, sizeof why);
+	if (bad) { send_err(c, q.has_id ? q.id : 0, ERR_MALFORMED, "%s", bad); return; }
+	const char *t = q.t.p;
+	uint32_t tl = q.t.n;
+	if (key_is(t, tl, "ping")) send_pong(c, q.id);
+	else if (key_is(t, tl, "exec")) exec_start(c, &q);
+	else if (key_is(t, tl, "stdin")) exec_stdin(c, &q);
+	else if (key_is(t, tl, "kill")) exec_kill(c, &q);
+	else if (key_is(t, tl, "read")) file_read(c, &q);
+	else if (key_is(t, tl, "write")) file_write(c, &q);
+	else if (key_is(t, tl, "list")) file_list(c, &q);
+	else if (key_is(t, tl, "stat")) file_stat(c, &q);
+	else if (key_is(t, tl, "remove")) file_remove(c, &q);
+	else send_err(c, q.id, ERR_UNKNOWN_KIND, "unknown kind \"%.*s\"", (int)(tl > 40 ? 40 : tl), t);
+}
+
+/* Cuts complete frames off the front of the input and handles them. */
+static void handle_input(struct conn *c)
+{
+	while (!c->dead && !c->closing && buf_len(&c->in) >= 4) {
+		const uint8_t *h = buf_head(&c->in);
+		uint32_t n = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+		if (n == 0 || n > WARREN_MAX_FRAME_BYTES) {
+			/* The length is the only thing that finds the next frame: once it is wrong, nothing
+			 * after it can be trusted. Say why, then hang up. */
+			if (n == 0) send_err(c, 0, ERR_MALFORMED, "empty frame");
+			else send_err(c, 0, ERR_TOO_LARGE, "frame of %u bytes exceeds the limit of %d", n, WARREN_MAX_FRAME_BYTES);
+			c->closing = 1;
+			buf_free(&c->in);
+			return;
+		}
+		if (buf_len(&c->in) < 4 + (size_t)n) {
+			if (buf_reserve(&c->in, 4 + (size_t)n - buf_len(&c->in)) < 0) c->dead = 1;
+			return;
+		}
+		handle_frame(c, h + 4, n);
+		buf_consume(&c->in, 4 + (size_t)n);
+	}
+	buf_trim(&c->in);
+}
+
+/* ---- connections ---- */
+
+static void conn_add(int fd)
+{
+	if (nconns >= WARREN_MAX_CONNS) { close(fd); return; }
+	struct conn *c = calloc(1, sizeof *c);
+	if (!c) { close(fd); return; }
+	c->fd = fd;
+	conns[nconns++] = c;
+}
+
+static void conn_read(struct conn *c)
+{
+	/* Bounded per turn, so one busy client cannot starve the others or the commands. */
+	for (int turn = 0; turn < 16 && !c->dead && !c->closing; turn++) {
+		if (buf_reserve(&c->in, READ_CHUNK) < 0) { c->dead = 1; return; }
+		ssize_t n = read(c->fd, c->in.data + c->in.end, c->in.cap - c->in.end);
+		if (n > 0) { c->in.end += (size_t)n; handle_input(c); continue; }
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+		c->dead = 1;
+	}
+}
+
+static void conn_flush(struct conn *c)
+{
+	while (!c->dead && buf_len(&c->out) > 0) {
+		ssize_t n = write(c->fd, buf_head(&c->out), buf_len(&c->out));
+		if (n > 0) { buf_consume(&c->out, (size_t)n); continue; }
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+		c->dead = 1;
+	}
+	buf_trim(&c->out);
+	if (c->closing && buf_len(&c->out) == 0) c->dead = 1;
+}
+
+static void conns_sweep(void)
+{
+	for (int i = 0; i < nconns;) {
+		struct conn *c = conns[i];
+		if (!c->dead) { i++; continue; }
+		exec_conn_gone(c);
+		close(c->fd);
+		buf_free(&c->in);
+		buf_free(&c->out);
+		free(c);
+		conns[i] = conns[--nconns];
+	}
+}
+
+static int open_stream(const char *path)
+{
+	int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd >= 0) conn_add(fd);
+	return fd;
+}
+
+/* ---- the loop ---- */
+
+enum { OWN_SIG = 1, OWN_LISTEN = 2 };
+
+int agent_run(int listen_fd, const char *stream_path)
+{
+	signal(SIGPIPE, SIG_IGN);
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	int sig_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (sig_fd < 0) { perror("warren-init: signalfd"); return 1; }
+	if (listen_fd >= 0) fcntl(listen_fd, F_SETFL, O_NONBLOCK);
+	int64_t stream_retry_at = 0;
+
+	static struct pollfd fds[MAX_POLL];
+	static void *owners[MAX_POLL];
+	static int kinds[MAX_POLL];
+	for (;;) {
+		for (int i = 0; i < nconns; i++) conn_flush(conns[i]);
+		conns_sweep();
+		exec_sweep();
+		if (stream_path && nconns == 0 && now_ms() >= stream_retry_at) {
+			if (open_stream(stream_path) < 0) stream_retry_at = now_ms() + STREAM_RETRY_MS;
+		}
+
+		int n = 0;
+		fds[n] = (struct pollfd){ sig_fd, POLLIN, 0 }; kinds[n] = OWN_SIG; owners[n++] = NULL;
+		if (listen_fd >= 0 && nconns < WARREN_MAX_CONNS) {
+			fds[n] = (struct pollfd){ listen_fd, POLLIN, 0 }; kinds[n] = OWN_LISTEN; owners[n++] = NULL;
+		}
+		int first_conn = n;
+		for (int i = 0; i < nconns; i++) {
+			struct conn *c = conns[i];
+			short ev = 0;
+			if (!c->closing && buf_len(&c->out) < IN_PAUSE_OUT_BYTES) ev |= POLLIN;
+			if (buf_len(&c->out) > 0) ev |= POLLOUT;
+			fds[n] = (struct pollfd){ c->fd, ev, 0 }; kinds[n] = 0; owners[n++] = c;
+		}
+		int first_exec = n;
+		n = exec_poll_fds(fds, owners, MAX_POLL, n);
+		for (int i = first_exec; i < n; i++) kinds[i] = 0;
+
+		int timeout = exec_poll_timeout();
+		if (stream_path && nconns == 0 && (timeout < 0 || timeout > STREAM_RETRY_MS)) timeout = STREAM_RETRY_MS;
+		int ready = poll(fds, (nfds_t)n, timeout);
+		if (ready < 0 && errno != EINTR) { perror("warren-init: poll"); return 1; }
+
+		for (int i = first_exec; ready > 0 && i < n; i++)
+			if (fds[i].revents) exec_handle(owners[i], fds[i].revents, fds[i].fd);
+		for (int i = first_conn; ready > 0 && i < first_exec; i++) {
+			struct conn *c = owners[i];
+			short rev = fds[i].revents;
+			if (c->dead || !rev) continue;
+			if (rev & POLLIN) conn_read(c);
+			else if (rev & (POLLHUP | POLLERR | POLLNVAL)) c->dead = 1;
+			if (c->dead && stream_path) stream_retry_at = now_ms() + STREAM_RETRY_MS;
+		}
+		for (int i = 0; ready > 0 && i < first_conn; i++) {
+			if (!fds[i].revents) continue;
+			if (kinds[i] == OWN_LISTEN) {
+				for (int k = 0; k < 16 && nconns < WARREN_MAX_CONNS; k++) {
+					int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+					if (fd < 0) break;
+					conn_add(fd);
+				}
+			}
+		}
+		/* Children last: their output was read above, so nothing is lost when they are reaped. */
+		struct signalfd_siginfo si;
+		while (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {}
+		exec_reap();
+		exec_check_timeouts();
+	}
+}

@@ -1,0 +1,82 @@
+/* Shared declarations of the agent: connections, requests, replies, execs and file ops. */
+#ifndef WARREN_AGENT_H
+#define WARREN_AGENT_H
+#include <stdint.h>
+#include <sys/types.h>
+#include "buf.h"
+#include "mp.h"
+#include "protocol.h"
+
+/* A client connection: a socket accepted from the listener, or a stream device (VM port). */
+struct conn {
+	int fd;
+	struct buf in, out;
+	int dead;      /* close at the end of this loop turn */
+	int closing;   /* flush out, then close (after a fatal framing error) */
+};
+
+/* A string or byte field of a request: points into the frame being handled. */
+struct field {
+	const char *p;
+	uint32_t n;
+	int set;
+};
+
+/* Every field any request may carry, parsed in one pass; `set` says which were present. */
+struct req {
+	struct field t, cwd, path, data, in;
+	uint64_t id;
+	int has_id;
+	struct mp_in argv, env; /* positioned at the array/map header */
+	int has_argv, has_env;
+	uint64_t uid, gid, timeout_ms, max_output, exec, offset, length, mode;
+	int has_uid, has_gid, has_timeout, has_max_output, has_exec, has_offset, has_length, has_mode;
+	int64_t signal;
+	int has_signal;
+	int stdin_stream, eof, append, mkdirs, recursive, follow;
+};
+
+/* Frame construction: begin reserves the length prefix, end patches it. */
+size_t frame_begin(struct conn *c);
+void frame_end(struct conn *c, size_t mark);
+void send_err(struct conn *c, uint64_t id, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void send_errno(struct conn *c, uint64_t id, int err, const char *what, const char *path);
+void send_ok(struct conn *c, uint64_t id);
+/* The error code an errno value stands for. */
+const char *errno_code(int err);
+
+/* Copies a path field into a NUL-terminated buffer; 0, or -1 after replying with an error. */
+int take_path(struct conn *c, const struct req *q, char out[WARREN_MAX_PATH + 1]);
+
+/* Milliseconds of CLOCK_MONOTONIC. */
+int64_t now_ms(void);
+
+/* exec.c */
+struct exec;
+void exec_start(struct conn *c, const struct req *q);
+void exec_stdin(struct conn *c, const struct req *q);
+void exec_kill(struct conn *c, const struct req *q);
+/* Called when a connection goes: kills its running execs and forgets their owner. */
+void exec_conn_gone(struct conn *c);
+/* Poll integration: adds exec fds to the set / handles their events / reaps children. */
+struct pollfd;
+int exec_poll_fds(struct pollfd *fds, void **owners, int max, int base);
+void exec_handle(void *owner, short revents, int fd);
+void exec_reap(void);
+/* The nearest deadline of a running exec, as a poll timeout (-1 for none). */
+int exec_poll_timeout(void);
+void exec_check_timeouts(void);
+void exec_sweep(void);
+
+/* files.c */
+void file_read(struct conn *c, const struct req *q);
+void file_write(struct conn *c, const struct req *q);
+void file_list(struct conn *c, const struct req *q);
+void file_stat(struct conn *c, const struct req *q);
+void file_remove(struct conn *c, const struct req *q);
+
+/* agent.c: serves the protocol until killed. Exactly one of listen_fd / stream_path is used. */
+int agent_run(int listen_fd, const char *stream_path);
+
+#endif

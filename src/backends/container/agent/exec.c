@@ -1,0 +1,572 @@
+/* Running commands: fork, set up the child, stream its output, enforce timeout and output cap,
+ * reap it. Each exec is its own session and process group (setsid), so a timeout or a kill
+ * reaches everything it started, while processes it leaves behind after it exits live on as
+ * children of PID 1 (this agent), which reaps them. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "agent.h"
+
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+/* Pipe reads per event: the size of one out frame's data. */
+#define CHUNK (64 * 1024)
+/* Stop reading a command's output while its connection has this much unsent. */
+#define OUT_HIGH_WATER (4 * 1024 * 1024)
+/* What is still read from a command's pipes after it exits (background writers may hold them). */
+#define DRAIN_BUDGET (1024 * 1024)
+
+enum start_state { START_PENDING, START_OK, START_FAILED };
+
+struct exec {
+	struct conn *conn; /* NULL once the connection went: output is then discarded */
+	uint64_t id;
+	pid_t pid;
+	int out_fd, err_fd, in_fd, status_fd;
+	struct buf in_buf;
+	int in_stream, in_eof;
+	uint64_t seq, emitted, max_out;
+	int64_t start_ms, deadline_ms;
+	int truncated, timed_out, killed, reaped, done, wait_status;
+	enum start_state start;
+	int started_sent;
+	int32_t fail_stage, fail_errno;
+	char name[64]; /* argv[0], for messages */
+};
+
+static struct exec *execs[WARREN_MAX_EXECS];
+static int nexecs;
+
+/* Output pipes of ended commands that background processes still hold. They are read and the
+ * bytes dropped until those processes close them, so a background server that logs to stdout
+ * is not killed by SIGPIPE the first time it writes after its exec ended. */
+static int lingering[WARREN_MAX_EXECS];
+static int nlingering;
+static char linger_owner; /* the poll owner standing for "a lingering pipe" */
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0) close(*fd);
+	*fd = -1;
+}
+
+static struct exec *find(const struct conn *c, uint64_t id)
+{
+	for (int i = 0; i < nexecs; i++)
+		if (execs[i]->conn == c && execs[i]->id == id && !execs[i]->done) return execs[i];
+	return NULL;
+}
+
+/* ---- the child side ---- */
+
+struct child_fail { int32_t stage, err; };
+enum { STAGE_CWD = 1, STAGE_GROUPS, STAGE_GID, STAGE_UID, STAGE_EXEC };
+
+static void __attribute__((noreturn)) child_fail(int fd, int stage)
+{
+	struct child_fail f = { stage, errno };
+	ssize_t w = write(fd, &f, sizeof f);
+	(void)w;
+	_exit(127);
+}
+
+/* Searches PATH the way a shell does, with the command's own PATH, not the agent's. */
+static void exec_path(char **argv, char **envp, const char *path)
+{
+	if (strchr(argv[0], '/')) { execve(argv[0], argv, envp); return; }
+	int saw_eacces = 0;
+	size_t alen = strlen(argv[0]);
+	const char *p = path;
+	while (*p || p == path) {
+		const char *colon = strchrnul(p, ':');
+		size_t dlen = (size_t)(colon - p);
+		char full[WARREN_MAX_PATH + 1];
+		if (dlen + 1 + alen < sizeof full) {
+			memcpy(full, dlen ? p : ".", dlen ? dlen : 1);
+			size_t at = dlen ? dlen : 1;
+			full[at] = '/';
+			memcpy(full + at + 1, argv[0], alen + 1);
+			execve(full, argv, envp);
+			if (errno == EACCES) saw_eacces = 1;
+			else if (errno != ENOENT && errno != ENOTDIR) return;
+		}
+		if (!*colon) break;
+		p = colon + 1;
+	}
+	errno = saw_eacces ? EACCES : ENOENT;
+}
+
+static void __attribute__((noreturn)) child(int in_r, int out_w, int err_w, int status_w,
+	char **argv, char **envp, const char *path, const char *cwd, uid_t uid, gid_t gid)
+{
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	setsid();
+	dup2(in_r, 0);
+	dup2(out_w, 1);
+	dup2(err_w, 2);
+	/* The agent is shielded from the OOM killer; its commands must not be. Raising the score
+	 * needs no privilege, and the floor stays where the launcher left it (see sandbox.c). */
+	int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (oom >= 0) { ssize_t w = write(oom, "0", 1); (void)w; close(oom); }
+	if (chdir(cwd) < 0) child_fail(status_w, STAGE_CWD);
+	if (uid != 0 || gid != 0) {
+		if (setgroups(1, &gid) < 0) child_fail(status_w, STAGE_GROUPS);
+		if (setgid(gid) < 0) child_fail(status_w, STAGE_GID);
+		if (setuid(uid) < 0) child_fail(status_w, STAGE_UID);
+	}
+	umask(022);
+	exec_path(argv, envp, path);
+	child_fail(status_w, STAGE_EXEC);
+}
+
+/* ---- building argv and env from the request ---- */
+
+static void free_strv(char **v)
+{
+	if (!v) return;
+	for (char **p = v; *p; p++) free(*p);
+	free(v);
+}
+
+static char *dup_n(const char *s, size_t n)
+{
+	char *d = malloc(n + 1);
+	if (d) { memcpy(d, s, n); d[n] = 0; }
+	return d;
+}
+
+/* The request's argv, NULL-terminated. parse_req already checked the types. */
+static char **build_argv(const struct req *q, const char **why)
+{
+	struct mp_in r = q->argv;
+	uint32_t n;
+	if (mp_array(&r, &n) < 0 || n == 0) { *why = "argv must be a non-empty array of strings"; return NULL; }
+	char **v = calloc((size_t)n + 1, sizeof *v);
+	if (!v) { *why = "out of memory"; return NULL; }
+	for (uint32_t i = 0; i < n; i++) {
+		const char *s;
+		uint32_t len;
+		if (mp_str(&r, &s, &len) < 0 || !(v[i] = dup_n(s, len))) { free_strv(v); *why = "bad argv"; return NULL; }
+	}
+	if (!v[0][0]) { free_strv(v); *why = "argv[0] is empty"; return NULL; }
+	return v;
+}
+
+/* Defaults (PATH, HOME) with the request's variables laid over them. */
+static char **build_env(const struct req *q, uid_t uid, const char **path_out, const char **why)
+{
+	uint32_t n = 0;
+	struct mp_in r = q->env;
+	if (q->has_env && mp_map(&r, &n) < 0) { *why = "env must be a map of strings"; return NULL; }
+	char **v = calloc((size_t)n + 3, sizeof *v);
+	if (!v) { *why = "out of memory"; return NULL; }
+	int have_path = 0, have_home = 0, k = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const char *key, *val;
+		uint32_t kl, vl;
+		if (mp_str(&r, &key, &kl) < 0 || mp_str(&r, &val, &vl) < 0 || kl == 0 || memchr(key, '=', kl)) {
+			free_strv(v);
+			*why = "env keys must be non-empty strings without '='";
+			return NULL;
+		}
+		char *kv = malloc((size_t)kl + vl + 2);
+		if (!kv) { free_strv(v); *why = "out of memory"; return NULL; }
+		memcpy(kv, key, kl);
+		kv[kl] = '=';
+		memcpy(kv + kl + 1, val, vl);
+		kv[kl + 1 + vl] = 0;
+		if (kl == 4 && !memcmp(key, "PATH", 4)) { have_path = 1; *path_out = kv + 5; }
+		if (kl == 4 && !memcmp(key, "HOME", 4)) have_home = 1;
+		v[k++] = kv;
+	}
+	if (!have_path) { v[k] = strdup("PATH=" DEFAULT_PATH); *path_out = v[k] ? v[k] + 5 : DEFAULT_PATH; k++; }
+	if (!have_home) v[k++] = strdup(uid == 0 ? "HOME=/root" : "HOME=/");
+	for (int i = 0; i < k; i++) if (!v[i]) { free_strv(v); *why = "out of memory"; return NULL; }
+	return v;
+}
+
+/* ---- frames ---- */
+
+static void send_started(struct exec *e)
+{
+	if (e->started_sent || !e->conn) return;
+	e->started_sent = 1;
+	size_t m = frame_begin(e->conn);
+	struct buf *b = &e->conn->out;
+	mp_w_map(b, 3);
+	mp_w_cstr(b, "t"); mp_w_cstr(b, "started");
+	mp_w_cstr(b, "id"); mp_w_u64(b, e->id);
+	mp_w_cstr(b, "pid"); mp_w_u64(b, (uint64_t)e->pid);
+	frame_end(e->conn, m);
+}
+
+static const char *stage_name(int stage)
+{
+	switch (stage) {
+	case STAGE_CWD: return "chdir to cwd";
+	case STAGE_GROUPS: return "setgroups";
+	case STAGE_GID: return "setgid";
+	case STAGE_UID: return "setuid";
+	default: return "exec";
+	}
+}
+
+/* Learns, without blocking, whether the child reached execve. Called from poll and before any
+ * output or exit is reported, so `started` (or the err) always comes first. */
+static void settle_start(struct exec *e)
+{
+	if (e->start != START_PENDING || e->status_fd < 0) return;
+	struct child_fail f;
+	ssize_t n = read(e->status_fd, &f, sizeof f);
+	if (n < 0 && errno == EAGAIN) return;
+	close_fd(&e->status_fd);
+	if (n == (ssize_t)sizeof f) {
+		e->start = START_FAILED;
+		e->fail_stage = f.stage;
+		e->fail_errno = f.err;
+		if (e->conn) {
+			const char *code = errno_code(f.err);
+			send_err(e->conn, e->id, code, "%s: %s failed: %s", e->name, stage_name(f.stage), strerror(f.err));
+		}
+		return;
+	}
+	/* EOF: the status pipe closed on execve (close-on-exec). */
+	e->start = START_OK;
+	send_started(e);
+}
+
+static void emit(struct exec *e, int stream, const uint8_t *data, size_t n)
+{
+	settle_start(e);
+	if (!e->conn) return;
+	uint64_t room = e->max_out > e->emitted ? e->max_out - e->emitted : 0;
+	if (n > room) { e->truncated = 1; n = (size_t)room; }
+	if (n == 0) return;
+	size_t m = frame_begin(e->conn);
+	struct buf *b = &e->conn->out;
+	mp_w_map(b, 5);
+	mp_w_cstr(b, "t"); mp_w_cstr(b, "out");
+	mp_w_cstr(b, "id"); mp_w_u64(b, e->id);
+	mp_w_cstr(b, "seq"); mp_w_u64(b, e->seq++);
+	mp_w_cstr(b, "fd"); mp_w_u64(b, (uint64_t)stream);
+	mp_w_cstr(b, "data"); mp_w_bin(b, data, n);
+	frame_end(e->conn, m);
+	e->emitted += n;
+}
+
+static void send_exit(struct exec *e)
+{
+	if (!e->conn) return;
+	size_t m = frame_begin(e->conn);
+	struct buf *b = &e->conn->out;
+	mp_w_map(b, 8);
+	mp_w_cstr(b, "t"); mp_w_cstr(b, "exit");
+	mp_w_cstr(b, "id"); mp_w_u64(b, e->id);
+	mp_w_cstr(b, "seq"); mp_w_u64(b, e->seq);
+	if (WIFSIGNALED(e->wait_status)) { mp_w_cstr(b, "signal"); mp_w_u64(b, (uint64_t)WTERMSIG(e->wait_status)); }
+	else { mp_w_cstr(b, "code"); mp_w_u64(b, (uint64_t)WEXITSTATUS(e->wait_status)); }
+	mp_w_cstr(b, "timedOut"); mp_w_bool(b, e->timed_out);
+	mp_w_cstr(b, "truncated"); mp_w_bool(b, e->truncated);
+	mp_w_cstr(b, "killed"); mp_w_bool(b, e->killed);
+	int64_t d = now_ms() - e->start_ms;
+	mp_w_cstr(b, "durationMs"); mp_w_u64(b, d > 0 ? (uint64_t)d : 0);
+	frame_end(e->conn, m);
+}
+
+/* ---- reading and writing the pipes ---- */
+
+/* Reads one chunk; returns bytes read, 0 at EOF (fd closed), -1 when nothing is there now. */
+static ssize_t pump_out(struct exec *e, int *fd, int stream)
+{
+	uint8_t chunk[CHUNK];
+	ssize_t n = read(*fd, chunk, sizeof chunk);
+	if (n > 0) { emit(e, stream, chunk, (size_t)n); return n; }
+	if (n < 0 && (errno == EAGAIN || errno == EINTR)) return -1;
+	close_fd(fd);
+	return 0;
+}
+
+static void pump_in(struct exec *e)
+{
+	while (e->in_fd >= 0 && buf_len(&e->in_buf) > 0) {
+		ssize_t n = write(e->in_fd, buf_head(&e->in_buf), buf_len(&e->in_buf));
+		if (n > 0) { buf_consume(&e->in_buf, (size_t)n); continue; }
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+		/* The command closed its stdin (EPIPE): what is left can never be read. */
+		buf_free(&e->in_buf);
+		close_fd(&e->in_fd);
+		return;
+	}
+	buf_trim(&e->in_buf);
+	if (e->in_fd >= 0 && buf_len(&e->in_buf) == 0 && (!e->in_stream || e->in_eof)) close_fd(&e->in_fd);
+}
+
+static void kill_group(struct exec *e, int sig)
+{
+	/* The group may not exist yet if the child has not reached setsid(): signal it directly. */
+	if (kill(-e->pid, sig) < 0) kill(e->pid, sig);
+}
+
+static void linger(int *fd)
+{
+	if (*fd < 0) return;
+	if (nlingering < WARREN_MAX_EXECS) { lingering[nlingering++] = *fd; *fd = -1; }
+	else close_fd(fd); /* too many: those writers will get EPIPE */
+}
+
+static void linger_read(int fd)
+{
+	uint8_t scratch[CHUNK];
+	ssize_t n = read(fd, scratch, sizeof scratch);
+	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR))) return;
+	for (int i = 0; i < nlingering; i++) {
+		if (lingering[i] != fd) continue;
+		close(fd);
+		lingering[i] = lingering[--nlingering];
+		return;
+	}
+}
+
+/* The command's main process ended: report what is left and how it ended. */
+static void finish(struct exec *e)
+{
+	settle_start(e);
+	if (e->start == START_PENDING) {
+		/* Cannot happen (the pipe is at EOF or holds the failure once the child is gone);
+		 * treated as started so the client still gets an exit. */
+		close_fd(&e->status_fd);
+		e->start = START_OK;
+		send_started(e);
+	}
+	if (e->start == START_OK) {
+		send_started(e);
+		int *fds[2] = { &e->out_fd, &e->err_fd };
+		for (int s = 0; s < 2; s++) {
+			size_t drained = 0;
+			while (*fds[s] >= 0 && drained < DRAIN_BUDGET) {
+				ssize_t n = pump_out(e, fds[s], s + 1);
+				if (n <= 0) break;
+				drained += (size_t)n;
+			}
+		}
+		send_exit(e);
+	}
+	linger(&e->out_fd);
+	linger(&e->err_fd);
+	close_fd(&e->in_fd);
+	e->done = 1;
+}
+
+/* ---- requests ---- */
+
+void exec_start(struct conn *c, const struct req *q)
+{
+	if (!q->has_argv) { send_err(c, q->id, ERR_INVALID, "exec needs argv"); return; }
+	if (find(c, q->id)) { send_err(c, q->id, ERR_INVALID, "exec id %llu is in use", (unsigned long long)q->id); return; }
+	if (nexecs >= WARREN_MAX_EXECS) { send_err(c, q->id, ERR_OVERLOADED, "too many commands running (%d)", WARREN_MAX_EXECS); return; }
+	uid_t uid = q->has_uid ? (uid_t)q->uid : 0;
+	gid_t gid = q->has_gid ? (gid_t)q->gid : (gid_t)uid;
+	if ((q->has_uid && q->uid > 0xfffffffeu) || (q->has_gid && q->gid > 0xfffffffeu)) {
+		send_err(c, q->id, ERR_INVALID, "uid and gid must be below 2^32-1");
+		return;
+	}
+	char cwd[WARREN_MAX_PATH + 1] = "/";
+	if (q->cwd.set) {
+		if (q->cwd.n == 0 || q->cwd.n > WARREN_MAX_PATH || memchr(q->cwd.p, 0, q->cwd.n)) {
+			send_err(c, q->id, ERR_INVALID, "cwd must be a non-empty path without NUL");
+			return;
+		}
+		memcpy(cwd, q->cwd.p, q->cwd.n);
+		cwd[q->cwd.n] = 0;
+	}
+	const char *why = NULL, *path = DEFAULT_PATH;
+	char **argv = build_argv(q, &why);
+	char **envp = argv ? build_env(q, uid, &path, &why) : NULL;
+	struct exec *e = argv && envp ? calloc(1, sizeof *e) : NULL;
+	if (!e) {
+		send_err(c, q->id, why && strcmp(why, "out of memory") ? ERR_INVALID : ERR_INTERNAL, "%s", why ? why : "out of memory");
+		free_strv(argv);
+		free_strv(envp);
+		return;
+	}
+	int in_p[2] = { -1, -1 }, out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 };
+	if (pipe2(in_p, O_CLOEXEC) < 0 || pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 || pipe2(st_p, O_CLOEXEC) < 0) {
+		int err = errno;
+		for (int i = 0; i < 2; i++) { close_fd(&in_p[i]); close_fd(&out_p[i]); close_fd(&err_p[i]); close_fd(&st_p[i]); }
+		send_err(c, q->id, errno_code(err), "pipe: %s", strerror(err));
+		free(e);
+		free_strv(argv);
+		free_strv(envp);
+		return;
+	}
+	snprintf(e->name, sizeof e->name, "%s", argv[0]);
+	e->start_ms = now_ms();
+	pid_t pid = fork();
+	if (pid == 0) child(in_p[0], out_p[1], err_p[1], st_p[1], argv, envp, path, cwd, uid, gid);
+	int fork_err = errno;
+	free_strv(argv);
+	free_strv(envp);
+	close(in_p[0]);
+	close(out_p[1]);
+	close(err_p[1]);
+	close(st_p[1]);
+	if (pid < 0) {
+		close(in_p[1]); close(out_p[0]); close(err_p[0]); close(st_p[0]);
+		free(e);
+		send_err(c, q->id, fork_err == EAGAIN ? ERR_NO_CAPACITY : ERR_INTERNAL, "fork: %s", strerror(fork_err));
+		return;
+	}
+	e->conn = c;
+	e->id = q->id;
+	e->pid = pid;
+	e->in_fd = in_p[1];
+	e->out_fd = out_p[0];
+	e->err_fd = err_p[0];
+	e->status_fd = st_p[0];
+	int ours[4] = { e->in_fd, e->out_fd, e->err_fd, e->status_fd };
+	for (int i = 0; i < 4; i++) fcntl(ours[i], F_SETFL, O_NONBLOCK);
+	e->in_stream = q->stdin_stream;
+	e->max_out = q->has_max_output ? q->max_output : WARREN_DEFAULT_MAX_OUTPUT_BYTES;
+	e->deadline_ms = q->has_timeout && q->timeout_ms > 0 ? e->start_ms + (int64_t)q->timeout_ms : 0;
+	e->start = START_PENDING;
+	if (q->in.set) buf_put(&e->in_buf, q->in.p, q->in.n);
+	execs[nexecs++] = e;
+	pump_in(e);
+}
+
+void exec_stdin(struct conn *c, const struct req *q)
+{
+	struct exec *e = find(c, q->id);
+	/* No reply: stdin for a command that has ended, or never took streamed stdin, goes nowhere. */
+	if (!e || !e->in_stream || e->in_eof || e->in_fd < 0) return;
+	if (q->data.set) buf_put(&e->in_buf, q->data.p, q->data.n);
+	if (q->eof) e->in_eof = 1;
+	pump_in(e);
+}
+
+void exec_kill(struct conn *c, const struct req *q)
+{
+	if (!q->has_exec) { send_err(c, q->id, ERR_INVALID, "kill needs exec"); return; }
+	int sig = q->has_signal ? (int)q->signal : SIGKILL;
+	if (q->has_signal && (q->signal < 1 || q->signal > 64)) { send_err(c, q->id, ERR_INVALID, "bad signal %lld", (long long)q->signal); return; }
+	struct exec *e = find(c, q->exec);
+	if (!e || e->reaped) { send_err(c, q->id, ERR_NOT_FOUND, "no running exec %llu", (unsigned long long)q->exec); return; }
+	kill_group(e, sig);
+	e->killed = 1;
+	send_ok(c, q->id);
+}
+
+void exec_conn_gone(struct conn *c)
+{
+	for (int i = 0; i < nexecs; i++) {
+		struct exec *e = execs[i];
+		if (e->conn != c) continue;
+		e->conn = NULL;
+		if (!e->reaped) kill_group(e, SIGKILL);
+	}
+}
+
+/* ---- the event loop's side ---- */
+
+static int backpressured(const struct exec *e)
+{
+	return e->conn && buf_len(&e->conn->out) > OUT_HIGH_WATER;
+}
+
+int exec_poll_fds(struct pollfd *fds, void **owners, int max, int n)
+{
+	for (int i = 0; i < nlingering && n < max; i++) {
+		fds[n] = (struct pollfd){ lingering[i], POLLIN, 0 };
+		owners[n++] = &linger_owner;
+	}
+	for (int i = 0; i < nexecs && n + 4 <= max; i++) {
+		struct exec *e = execs[i];
+		if (e->done) continue;
+		int rd = !backpressured(e);
+		if (e->out_fd >= 0 && rd) { fds[n] = (struct pollfd){ e->out_fd, POLLIN, 0 }; owners[n++] = e; }
+		if (e->err_fd >= 0 && rd) { fds[n] = (struct pollfd){ e->err_fd, POLLIN, 0 }; owners[n++] = e; }
+		if (e->in_fd >= 0 && buf_len(&e->in_buf) > 0) { fds[n] = (struct pollfd){ e->in_fd, POLLOUT, 0 }; owners[n++] = e; }
+		if (e->status_fd >= 0) { fds[n] = (struct pollfd){ e->status_fd, POLLIN, 0 }; owners[n++] = e; }
+	}
+	return n;
+}
+
+void exec_handle(void *owner, short revents, int fd)
+{
+	if (owner == &linger_owner) { linger_read(fd); return; }
+	struct exec *e = owner;
+	if (e->done || !revents) return;
+	if (fd == e->out_fd) pump_out(e, &e->out_fd, 1);
+	else if (fd == e->err_fd) pump_out(e, &e->err_fd, 2);
+	else if (fd == e->in_fd) pump_in(e);
+	else if (fd == e->status_fd) settle_start(e);
+}
+
+void exec_reap(void)
+{
+	for (;;) {
+		int st;
+		pid_t pid = waitpid(-1, &st, WNOHANG);
+		if (pid <= 0) return;
+		for (int i = 0; i < nexecs; i++) {
+			struct exec *e = execs[i];
+			if (e->pid != pid || e->reaped) continue;
+			e->reaped = 1;
+			e->wait_status = st;
+			finish(e);
+			break;
+		}
+		/* Anything else was an orphan re-parented to us (a background process): reaped, done. */
+	}
+}
+
+int exec_poll_timeout(void)
+{
+	int64_t best = -1, now = now_ms();
+	for (int i = 0; i < nexecs; i++) {
+		const struct exec *e = execs[i];
+		if (e->reaped || !e->deadline_ms) continue;
+		int64_t left = e->deadline_ms - now;
+		if (left < 0) left = 0;
+		if (best < 0 || left < best) best = left;
+	}
+	return best > 60000 ? 60000 : (int)best;
+}
+
+void exec_check_timeouts(void)
+{
+	int64_t now = now_ms();
+	for (int i = 0; i < nexecs; i++) {
+		struct exec *e = execs[i];
+		if (e->reaped || !e->deadline_ms || now < e->deadline_ms) continue;
+		e->deadline_ms = 0;
+		e->timed_out = 1;
+		kill_group(e, SIGKILL);
+	}
+}
+
+void exec_sweep(void)
+{
+	for (int i = 0; i < nexecs;) {
+		struct exec *e = execs[i];
+		if (!e->done) { i++; continue; }
+		close_fd(&e->out_fd);
+		close_fd(&e->err_fd);
+		close_fd(&e->in_fd);
+		close_fd(&e->status_fd);
+		buf_free(&e->in_buf);
+		free(e);
+		execs[i] = execs[--nexecs];
+	}
+}

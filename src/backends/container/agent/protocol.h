@@ -1,0 +1,79 @@
+/*
+ * The warren agent protocol, version 1. Mirrored in ../protocol.ts: change both together.
+ *
+ * Transport-agnostic: a reliable, ordered byte stream in each direction (a Unix socket for
+ * containers, a virtio serial port for VMs). The stream is a sequence of frames:
+ *
+ *   frame   = length body
+ *   length  = 4 bytes, unsigned big-endian, the size of body: 1 .. WARREN_MAX_FRAME_BYTES
+ *   body    = exactly one msgpack map with string keys
+ *
+ * Every body has "t" (the kind, a string). Requests carry "id", an unsigned integer the client
+ * picks, unique among its requests in flight on that connection; every reply echoes it. Keys a
+ * receiver does not know are ignored, so either side may add optional keys.
+ *
+ * Requests, client -> agent:
+ *   ping   {id}                                         -> ok {id, version, pid}
+ *   exec   {id, argv:[str], cwd?:str, env?:{str:str}, uid?, gid?, stdin?:bin,
+ *           stdinStream?:bool, timeoutMs?, maxOutputBytes?}
+ *                                                       -> started {id, pid}, out..., exit
+ *                                                          or err {id, ...} if it could not start
+ *   stdin  {id (the exec's), data?:bin, eof?:bool}       -> no reply (only for stdinStream execs)
+ *   kill   {id, exec (an exec's id), signal?}           -> ok {id} | err NOT_FOUND
+ *   read   {id, path, offset?, length?}                 -> ok {id, data:bin, size}
+ *   write  {id, path, data:bin, mode?, append?, mkdirs?(default true)}
+ *                                                       -> ok {id}
+ *   list   {id, path}                                   -> ok {id, entries:[entry], truncated}
+ *   stat   {id, path, follow?}                          -> ok {id, type, size, mode, uid, gid, mtimeMs, target?}
+ *   remove {id, path, recursive?}                       -> ok {id}
+ *
+ * Replies and events, agent -> client:
+ *   ok      {id, ...results}
+ *   err     {id, code:"WARREN_ERR_*", message}   id is 0 when the request's id was unreadable
+ *   started {id, pid}                            the command is running (pid in the sandbox)
+ *   out     {id, seq, fd:1|2, data:bin}           seq counts the exec's out frames from 0
+ *   exit    {id, seq, code?|signal?, timedOut, truncated, killed, durationMs}
+ *                                                seq = the number of out frames sent before it
+ *   entry   = {name, type:"file"|"dir"|"symlink"|"other", size, mode, mtimeMs}
+ *
+ * Rules: integers may arrive as any msgpack int or an integral float. A frame over the size
+ * limit is answered with err FRAME_TOO_LARGE and the connection is closed (its length cannot be
+ * trusted); a body that is not a map, lacks "t", or has a field of the wrong type gets err
+ * MALFORMED_FRAME; an unknown kind gets err UNKNOWN_FRAME_KIND. The connection survives those.
+ * An exec belongs to the connection that started it: when that connection closes, the exec's
+ * process group is killed (nobody is left to read its result). Processes it left in the
+ * background stay alive.
+ */
+#ifndef WARREN_PROTOCOL_H
+#define WARREN_PROTOCOL_H
+
+#define WARREN_PROTOCOL_VERSION 1
+
+/* The largest frame body either side sends or accepts. */
+#define WARREN_MAX_FRAME_BYTES (16 * 1024 * 1024 + 64 * 1024)
+/* The most bytes one read returns or one write accepts. */
+#define WARREN_MAX_FILE_BYTES (16 * 1024 * 1024)
+/* The default cap on an exec's stdout + stderr bytes; the rest is dropped, truncated = true. */
+#define WARREN_DEFAULT_MAX_OUTPUT_BYTES (16 * 1024 * 1024)
+/* The most entries one list returns (truncated = true beyond). */
+#define WARREN_MAX_LIST_ENTRIES 10000
+/* The most argv or env items of an exec. */
+#define WARREN_MAX_ARGS 4096
+/* The longest path accepted. */
+#define WARREN_MAX_PATH 4096
+/* Connections and concurrent execs one agent serves. */
+#define WARREN_MAX_CONNS 64
+#define WARREN_MAX_EXECS 1024
+
+/* Error codes: the stable strings of src/errors.ts. */
+#define ERR_MALFORMED "WARREN_ERR_MALFORMED_FRAME"
+#define ERR_TOO_LARGE "WARREN_ERR_FRAME_TOO_LARGE"
+#define ERR_UNKNOWN_KIND "WARREN_ERR_UNKNOWN_FRAME_KIND"
+#define ERR_INVALID "WARREN_ERR_INVALID_ARGUMENT"
+#define ERR_NOT_FOUND "WARREN_ERR_NOT_FOUND"
+#define ERR_FORBIDDEN "WARREN_ERR_FORBIDDEN"
+#define ERR_NO_CAPACITY "WARREN_ERR_NO_CAPACITY"
+#define ERR_OVERLOADED "WARREN_ERR_OVERLOADED"
+#define ERR_INTERNAL "WARREN_ERR_INTERNAL"
+
+#endif

@@ -1,0 +1,28 @@
+/* The launcher (host side) and the sandbox set-up (the cloned child, before it becomes the agent). */
+#ifndef WARREN_SANDBOX_H
+#define WARREN_SANDBOX_H
+
+#define WARREN_MAX_LAYERS 32
+#define WARREN_MAX_CGROUPS 16
+
+struct launch_opts {
+	const char *id;                           /* hostname; [A-Za-z0-9._-], at most 63 bytes */
+	const char *layers[WARREN_MAX_LAYERS];    /* EROFS image files, bottom to top */
+	int nlayers;
+	const char *upper;                        /* host directory for upper + work (must exist) */
+	unsigned long disk_mib;                   /* 0: no tmpfs, the upper lives in `upper` itself */
+	const char *socket;                       /* Unix socket path to serve */
+	const char *cgroups[WARREN_MAX_CGROUPS];  /* cgroup directories or cgroup.procs files */
+	int ncgroups;
+	char *arg_area;                           /* the launcher's argv strings, wiped once set up */
+	size_t arg_area_len;
+};
+
+/* `warren-init launch ...`: returns the process exit code. */
+int launch_main(int argc, char **argv);
+
+/* Runs in the cloned child: builds the sandbox, reports on report_fd, then serves as PID 1.
+ * Never returns. */
+void sandbox_main(const struct launch_opts *o, int listen_fd, int report_fd) __attribute__((noreturn));
+
+#endif

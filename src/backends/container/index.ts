@@ -1,0 +1,11 @@
+/** Container sandboxes: the launcher, the in-sandbox agent's client and protocol, local layers. */
+export { connectAgent, createAgentClient, type AgentClient, type AgentClientOptions } from './agent-client.js'
+export type {
+  AgentExecHandlers, AgentExecOptions, AgentExecResult, AgentExecution, AgentFiles, FileEntry, FileStat, FileType,
+  ReadOptions, WriteOptions
+} from './agent-types.js'
+export { ContainerDefaults } from './defaults.js'
+export { buildBusyboxLayer, buildErofsLayer } from './layers.js'
+export { destroySandbox, launchSandbox, type LaunchedSandbox, type LaunchSandboxOptions } from './launcher.js'
+export { isAlive, processInfo } from './proc.js'
+export { AgentLimits, decodeBody, encodeFrame, FrameReader, type AgentMessage, type AgentRequest } from './protocol.js'

@@ -1,0 +1,168 @@
+/**
+ * The agent protocol, TypeScript side. The format is defined in agent/protocol.h; this file
+ * mirrors it (a test compares the limits with the header):
+ *
+ *   frame = 4-byte big-endian length N (1..maxFrameBytes) + N bytes of one msgpack map
+ *
+ * Every map has `t` (the kind); requests carry `id`, which replies echo. Requests: ping, exec,
+ * stdin, kill, read, write, list, stat, remove. Replies and events: ok, err, started, out, exit.
+ */
+import { Packr, Unpackr } from 'msgpackr'
+import { createError, ErrorCodes } from '../../errors.js'
+
+/** Limits the agent enforces; the same numbers as agent/protocol.h. */
+export const AgentLimits = {
+  version: 1,
+  maxFrameBytes: 16 * 1024 * 1024 + 64 * 1024,
+  maxFileBytes: 16 * 1024 * 1024,
+  defaultMaxOutputBytes: 16 * 1024 * 1024,
+  maxListEntries: 10000,
+  maxArgs: 4096,
+  maxPath: 4096,
+  maxConns: 64,
+  maxExecs: 1024
+} as const
+
+/** Client -> agent. Optional fields are left out, never sent as undefined. */
+export type AgentRequest =
+  | { t: 'ping', id: number }
+  | {
+    t: 'exec', id: number, argv: string[], cwd?: string, env?: Record<string, string>, uid?: number, gid?: number,
+    stdin?: Uint8Array, stdinStream?: boolean, timeoutMs?: number, maxOutputBytes?: number
+  }
+  | { t: 'stdin', id: number, data?: Uint8Array, eof?: boolean }
+  | { t: 'kill', id: number, exec: number, signal?: number }
+  | { t: 'read', id: number, path: string, offset?: number, length?: number }
+  | { t: 'write', id: number, path: string, data: Uint8Array, mode?: number, append?: boolean, mkdirs?: boolean }
+  | { t: 'list', id: number, path: string }
+  | { t: 'stat', id: number, path: string, follow?: boolean }
+  | { t: 'remove', id: number, path: string, recursive?: boolean }
+
+/** Agent -> client. */
+export type AgentMessage =
+  | { t: 'ok', id: number, [field: string]: unknown }
+  | { t: 'err', id: number, code: string, message: string }
+  | { t: 'started', id: number, pid: number }
+  | { t: 'out', id: number, seq: number, fd: 1 | 2, data: Uint8Array }
+  | {
+    t: 'exit', id: number, seq: number, code?: number, signal?: number, timedOut: boolean, truncated: boolean,
+    killed: boolean, durationMs: number
+  }
+
+// Plain maps, no msgpackr records or structure tables: the agent's decoder is a plain msgpack one.
+const packr = new Packr({ useRecords: false })
+const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, int64AsType: 'number' })
+
+/**
+ * Encodes one request as a frame (length prefix included). Fields set to undefined are left out:
+ * msgpackr would encode them as an extension the agent does not read.
+ * @throws WARREN_ERR_FRAME_TOO_LARGE when the body is over `AgentLimits.maxFrameBytes`
+ */
+export function encodeFrame (msg: AgentRequest, maxFrameBytes: number = AgentLimits.maxFrameBytes): Buffer {
+  const plain: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(msg)) if (v !== undefined) plain[k] = v
+  const body = packr.pack(plain)
+  if (body.length > maxFrameBytes) {
+    throw createError(ErrorCodes.FRAME_TOO_LARGE, `${msg.t} frame of ${body.length} bytes exceeds the limit of ${maxFrameBytes}`, {
+      kind: msg.t, size: body.length, limit: maxFrameBytes
+    })
+  }
+  const frame = Buffer.allocUnsafe(4 + body.length)
+  frame.writeUInt32BE(body.length, 0)
+  frame.set(body, 4)
+  return frame
+}
+
+/**
+ * Cuts a byte stream into frames and decodes them. Chunks are kept as they came and joined once
+ * per frame, so a 16 MiB frame arriving in 64 KiB pieces is copied once, not 256 times.
+ */
+export class FrameReader {
+  private chunks: Buffer[] = []
+  private buffered = 0
+
+  constructor (private readonly maxFrameBytes: number = AgentLimits.maxFrameBytes) {}
+
+  /**
+   * Adds bytes; returns the messages completed by them, in order.
+   * @throws WARREN_ERR_FRAME_TOO_LARGE or WARREN_ERR_MALFORMED_FRAME: the stream cannot be trusted after either
+   */
+  push (chunk: Buffer): AgentMessage[] {
+    this.chunks.push(chunk)
+    this.buffered += chunk.length
+    const out: AgentMessage[] = []
+    for (;;) {
+      if (this.buffered < 4) return out
+      const n = this.take(4, false).readUInt32BE(0)
+      if (n === 0 || n > this.maxFrameBytes) {
+        throw createError(n === 0 ? ErrorCodes.MALFORMED_FRAME : ErrorCodes.FRAME_TOO_LARGE,
+          `agent sent a frame of ${n} bytes (limit ${this.maxFrameBytes})`, { size: n, limit: this.maxFrameBytes })
+      }
+      if (this.buffered < 4 + n) return out
+      this.take(4, true)
+      out.push(decodeBody(this.take(n, true)))
+    }
+  }
+
+  /** The first n buffered bytes as one Buffer; consumed when `consume`. */
+  private take (n: number, consume: boolean): Buffer {
+    let result: Buffer
+    const first = this.chunks[0]!
+    if (first.length >= n) {
+      result = first.subarray(0, n)
+    } else {
+      result = Buffer.allocUnsafe(n)
+      let at = 0
+      for (const c of this.chunks) {
+        const k = Math.min(c.length, n - at)
+        c.copy(result, at, 0, k)
+        at += k
+        if (at === n) break
+      }
+    }
+    if (consume) {
+      let left = n
+      while (left > 0) {
+        const c = this.chunks[0]!
+        if (c.length <= left) { this.chunks.shift(); left -= c.length } else { this.chunks[0] = c.subarray(left); left = 0 }
+      }
+      this.buffered -= n
+    }
+    return result
+  }
+}
+
+/** Decodes and shape-checks one frame body. */
+export function decodeBody (body: Uint8Array): AgentMessage {
+  let value: unknown
+  try {
+    value = unpackr.unpack(body)
+  } catch (err) {
+    throw createError(ErrorCodes.MALFORMED_FRAME, `undecodable frame from the agent: ${(err as Error).message}`)
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw createError(ErrorCodes.MALFORMED_FRAME, 'frame from the agent is not a map')
+  }
+  const m = value as Record<string, unknown>
+  if (typeof m.t !== 'string' || typeof m.id !== 'number') {
+    throw createError(ErrorCodes.MALFORMED_FRAME, 'frame from the agent lacks t or id')
+  }
+  switch (m.t) {
+    case 'ok': return m as AgentMessage
+    case 'err':
+      if (typeof m.code === 'string' && typeof m.message === 'string') return m as AgentMessage
+      break
+    case 'started':
+      if (typeof m.pid === 'number') return m as AgentMessage
+      break
+    case 'out':
+      if (typeof m.seq === 'number' && (m.fd === 1 || m.fd === 2) && m.data instanceof Uint8Array) return m as AgentMessage
+      break
+    case 'exit':
+      if (typeof m.seq === 'number' && (typeof m.code === 'number' || typeof m.signal === 'number')) return m as AgentMessage
+      break
+    default:
+      throw createError(ErrorCodes.UNKNOWN_FRAME_KIND, `agent sent an unknown kind ${JSON.stringify(m.t).slice(0, 40)}`)
+  }
+  throw createError(ErrorCodes.MALFORMED_FRAME, `malformed ${m.t} frame from the agent`)
+}
