@@ -52,6 +52,20 @@ export function digestFile (path: string): Promise<string> {
 }
 
 /**
+ * Writes an EROFS image of `srcDir` to `outFile`, reproducibly: every file owned by root, one
+ * fixed timestamp and UUID. Written beside and renamed, so a reader never sees half an image.
+ */
+export async function makeErofsImage (srcDir: string, outFile: string): Promise<void> {
+  const tmp = `${outFile}.${process.pid}.tmp`
+  try {
+    await run(BuildDefaults.mkfs, ['--quiet', '--all-root', `-T${BuildDefaults.epoch}`, `-U${BuildDefaults.uuid}`, tmp, srcDir])
+    renameSync(tmp, outFile)
+  } finally {
+    rmSync(tmp, { force: true })
+  }
+}
+
+/**
  * Builds an EROFS image of `dir` into `storeDir/<hex>.erofs`.
  * @returns the layer; building the same tree twice returns the same digest
  */
@@ -59,7 +73,7 @@ export async function buildLayerFromDir (dir: string, storeDir: string): Promise
   mkdirSync(storeDir, { recursive: true })
   const tmp = join(storeDir, `.build-${process.pid}-${Date.now()}.erofs`)
   try {
-    await run(BuildDefaults.mkfs, ['--quiet', '--all-root', `-T${BuildDefaults.epoch}`, `-U${BuildDefaults.uuid}`, tmp, dir])
+    await makeErofsImage(dir, tmp)
     const digest = await digestFile(tmp)
     const path = join(storeDir, `${digest.slice('sha256:'.length)}.erofs`)
     renameSync(tmp, path)

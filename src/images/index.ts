@@ -1,2 +1,2 @@
 /** Images: the public face of src/images. */
-export { BuildDefaults, buildLayerFromDir, debootstrapTree, digestFile, run, type Layer } from './build.js'
+export { BuildDefaults, buildLayerFromDir, debootstrapTree, digestFile, makeErofsImage, run, type Layer } from './build.js'

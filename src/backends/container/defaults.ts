@@ -25,8 +25,6 @@ export const ContainerDefaults = {
   requestTimeoutMs: 30_000,
   /** Streamed stdin is cut into frames of at most this many bytes. */
   stdinChunkBytes: 256 * 1024,
-  /** The mkfs.erofs binary that builds layers (Debian erofs-utils). */
-  mkfsErofs: '/usr/bin/mkfs.erofs',
   /** The static busybox the default layer is made of (Debian busybox-static). */
   busybox: '/bin/busybox'
 } as const

@@ -4,10 +4,11 @@
  * enough for tests, `--image-dir` and the default base layer.
  */
 import { execFile } from 'node:child_process'
-import { chmod, copyFile, mkdir, open, rename, rm, stat, symlink, writeFile } from 'node:fs/promises'
+import { chmod, copyFile, mkdir, open, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { createError, ErrorCodes } from '../../errors.js'
+import { makeErofsImage } from '../../images/index.js'
 import { ContainerDefaults } from './defaults.js'
 
 const run = promisify(execFile)
@@ -19,16 +20,12 @@ const run = promisify(execFile)
  * @returns outFile
  */
 export async function buildErofsLayer (srcDir: string, outFile: string): Promise<string> {
-  const tmp = `${outFile}.${process.pid}.tmp`
   try {
-    await run(ContainerDefaults.mkfsErofs, ['--all-root', '-T0', tmp, srcDir], { maxBuffer: 16 * 1024 * 1024 })
+    await makeErofsImage(srcDir, outFile)
   } catch (err) {
-    await rm(tmp, { force: true })
-    const e = err as NodeJS.ErrnoException & { stderr?: string }
-    throw createError(e.code === 'ENOENT' ? ErrorCodes.UNSUPPORTED : ErrorCodes.INTERNAL,
-      `mkfs.erofs ${srcDir} failed: ${e.stderr?.trim() || e.message}`, { srcDir })
+    const missing = (err as Error).message.includes('could not start')
+    throw createError(missing ? ErrorCodes.UNSUPPORTED : ErrorCodes.INTERNAL, `building a layer from ${srcDir} failed: ${(err as Error).message}`, { srcDir })
   }
-  await rename(tmp, outFile)
   return outFile
 }
 

@@ -20,7 +20,7 @@ export const skipReason: string | undefined =
     ? 'not root'
     : !existsSync(ContainerDefaults.agentPath)
         ? `no agent at ${ContainerDefaults.agentPath} (run node scripts/setup.mjs)`
-        : !existsSync(ContainerDefaults.mkfsErofs)
+        : !existsSync('/usr/bin/mkfs.erofs')
             ? 'no mkfs.erofs (erofs-utils)'
             : !existsSync(ContainerDefaults.busybox) ? 'no busybox (busybox-static)' : undefined
 
