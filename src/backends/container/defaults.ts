@@ -24,7 +24,5 @@ export const ContainerDefaults = {
   /** Every request but exec (which has its own timeout in the agent). */
   requestTimeoutMs: 30_000,
   /** Streamed stdin is cut into frames of at most this many bytes. */
-  stdinChunkBytes: 256 * 1024,
-  /** The static busybox the default layer is made of (Debian busybox-static). */
-  busybox: '/bin/busybox'
+  stdinChunkBytes: 256 * 1024
 } as const

@@ -5,7 +5,6 @@ export type {
   ReadOptions, WriteOptions
 } from './agent-types.js'
 export { ContainerDefaults } from './defaults.js'
-export { buildBusyboxLayer, buildErofsLayer } from './layers.js'
 export { destroySandbox, launchSandbox, type LaunchedSandbox, type LaunchSandboxOptions } from './launcher.js'
 export { isAlive, processInfo } from './proc.js'
 export { AgentLimits, decodeBody, encodeFrame, FrameReader, type AgentMessage, type AgentRequest } from './protocol.js'

@@ -9,9 +9,10 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import {
-  buildBusyboxLayer, connectAgent, ContainerDefaults, destroySandbox, isAlive, launchSandbox,
+  connectAgent, ContainerDefaults, destroySandbox, isAlive, launchSandbox,
   type AgentClient, type AgentExecOptions, type AgentExecResult, type LaunchedSandbox, type LaunchSandboxOptions
 } from '../../../src/backends/container/index.js'
+import { buildBusyboxLayer } from '../../../src/images/index.js'
 import { timed, type Cleanup } from '../../support/index.js'
 
 /** Why these tests cannot run here, or undefined when they can. */
@@ -22,7 +23,7 @@ export const skipReason: string | undefined =
         ? `no agent at ${ContainerDefaults.agentPath} (run node scripts/setup.mjs)`
         : !existsSync('/usr/bin/mkfs.erofs')
             ? 'no mkfs.erofs (erofs-utils)'
-            : !existsSync(ContainerDefaults.busybox) ? 'no busybox (busybox-static)' : undefined
+            : !existsSync('/bin/busybox') ? 'no busybox (busybox-static)' : undefined
 
 /** Registers a uvu test, or skips it when sandboxes cannot run here (the reason is printed once). */
 export function sandboxTest (name: string, fn: () => Promise<void>): void {

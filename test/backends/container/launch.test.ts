@@ -9,8 +9,9 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import {
-  buildErofsLayer, connectAgent, destroySandbox, isAlive, launchSandbox, type LaunchedSandbox
+  connectAgent, destroySandbox, isAlive, launchSandbox, type LaunchedSandbox
 } from '../../../src/backends/container/index.js'
+import { buildErofsLayer } from '../../../src/images/index.js'
 import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
 import { timed } from '../../support/index.js'
 import { busyboxLayer, launch, nextId, registerLeftoverCheck, run, runDir, sandboxTest, sh, startSandbox, text } from './helpers.js'

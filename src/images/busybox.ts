@@ -1,17 +1,18 @@
 /**
- * Layers built locally: an EROFS image from a directory (mkfs.erofs), and the default busybox
- * layer. The images issue replaces this with a content-addressed store; until then these are
- * enough for tests, `--image-dir` and the default base layer.
+ * The default base layer: a static busybox and just enough of a root file system around it, so
+ * a container sandbox works with no image named.
  */
 import { execFile } from 'node:child_process'
 import { chmod, copyFile, mkdir, open, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { createError, ErrorCodes } from '../../errors.js'
-import { makeErofsImage } from '../../images/index.js'
-import { ContainerDefaults } from './defaults.js'
+import { createError, ErrorCodes } from '../errors.js'
+import { makeErofsImage } from './build.js'
 
 const run = promisify(execFile)
+
+/** The static busybox the layer is made of (Debian busybox-static). */
+const BUSYBOX = '/bin/busybox'
 
 /**
  * Builds an EROFS image of `srcDir` at `outFile` (written beside it, then renamed into place,
@@ -57,7 +58,7 @@ async function isStaticElf (path: string): Promise<boolean> {
  */
 export async function buildBusyboxLayer (dir: string): Promise<string> {
   const image = join(dir, 'busybox.erofs')
-  const busybox = ContainerDefaults.busybox
+  const busybox = BUSYBOX
   const source = await stat(busybox).catch(() => undefined)
   if (source === undefined) {
     throw createError(ErrorCodes.UNSUPPORTED, `${busybox} is missing (Debian package busybox-static)`, { path: busybox })
