@@ -47,7 +47,7 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   let node: NodeProcess | undefined
   try {
     if (flags['no-local-node'] !== true) {
-      node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null })
+      node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null, dataDir })
     }
     const token = await cp.createToken('admin', ['admin'])
     const written = writeConfig({ url: cp.url, token })
@@ -78,7 +78,8 @@ export async function node (flags: NodeFlags, until: Promise<unknown> = waitForS
     url: flags.join,
     joinToken: flags.token,
     nodeId: flags['node-id'] ?? persistentNodeId(dataDir),
-    functionsDir: flags['functions-dir'] ?? null
+    functionsDir: flags['functions-dir'] ?? null,
+    dataDir
   })
   process.stdout.write(`warren node ${n.nodeId} joined ${flags.join}\n`)
   try { await until } finally { await n.close() }

@@ -74,7 +74,7 @@ export class NodeAgent extends Actor<NodeMessage> {
       for (const { handle, meta } of await backend.adopt()) {
         const m = meta as SandboxMeta
         try {
-          await this.start({ id: handle.id, tenant: m.tenant, spec: m.spec }, backend, { handle, createdAt: m.createdAt })
+          await this.start({ id: m.id, tenant: m.tenant, spec: m.spec }, backend, { handle, createdAt: m.createdAt })
         } catch {
           await backend.kill(handle).catch(() => {})
         }

@@ -7,8 +7,11 @@
  *
  * Backends are resources of the node process, made before the tree and closed after it.
  */
+import { existsSync } from 'node:fs'
 import { hostname } from 'node:os'
+import { join } from 'node:path'
 import { ActorSystem, type Ref } from '../../actors/index.js'
+import { ContainerDefaults, createContainerBackend, type CgroupProvider } from '../../backends/container/index.js'
 import { createFunctionBackend } from '../../backends/function/index.js'
 import type { Backend, BackendKind } from '../../backends/types.js'
 import { createSupervisor } from '../../supervisors/index.js'
@@ -28,6 +31,18 @@ export interface NodeOptions {
   capacity?: Partial<NodeCapacity>
   heartbeatEveryMs?: number
   link?: LinkOptionsInput
+  /** Where durable state lives (container journal, layers); without it the node offers functions only. */
+  dataDir?: string
+  /** Resource limits for container sandboxes (cgroups). */
+  cgroups?: CgroupProvider
+}
+
+/** Why this machine cannot run container sandboxes, or undefined when it can. */
+export function containerUnavailable (): string | undefined {
+  if (process.getuid?.() !== 0) return 'not running as root'
+  if (!existsSync(ContainerDefaults.agentPath)) return `no agent at ${ContainerDefaults.agentPath} (run npm run setup)`
+  if (!existsSync('/usr/bin/mkfs.erofs')) return 'mkfs.erofs is missing (Debian erofs-utils)'
+  return undefined
 }
 
 export interface NodeProcess {
@@ -47,12 +62,17 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   const backends: Partial<Record<BackendKind, Backend>> = {
     function: createFunctionBackend({ functionsDir: options.functionsDir ?? null })
   }
+  const container = containerUnavailable()
+  if (container === undefined && options.dataDir !== undefined) {
+    // Each node its own run directory: a node reclaims what it finds there that it did not journal.
+    backends.container = createContainerBackend({ dataDir: join(options.dataDir, 'container'), runDir: join(ContainerDefaults.runDir, nodeId), ...(options.cgroups !== undefined ? { cgroups: options.cgroups } : {}) })
+  }
   const capacity: NodeCapacity = {
     cpus: cpus().length,
     memoryMiB: Math.floor(totalmem() / 1024 / 1024),
     cpuOvercommit: 64,
     memoryOvercommit: 16,
-    maxSandboxes: { function: 100_000 },
+    maxSandboxes: { function: 100_000, container: 3200 },
     backends: Object.keys(backends) as BackendKind[],
     ...options.capacity
   }

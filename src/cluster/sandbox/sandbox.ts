@@ -78,7 +78,7 @@ export interface SandboxArgs {
 }
 
 /** What a durable backend keeps for the node, to rebuild the sandbox actor after a restart. */
-export interface SandboxMeta { tenant: string, spec: SandboxSpec, createdAt: number }
+export interface SandboxMeta { id: string, tenant: string, spec: SandboxSpec, createdAt: number }
 
 
 
@@ -101,7 +101,7 @@ export class Sandbox extends Actor<SandboxMessage> {
   async preStart (): Promise<void> {
     const { spec } = this.args
     try {
-      const meta: SandboxMeta = { tenant: this.args.tenant, spec, createdAt: this.createdAt }
+      const meta: SandboxMeta = { id: this.args.id, tenant: this.args.tenant, spec, createdAt: this.createdAt }
       this.handle = this.args.adopted?.handle ?? await this.args.backend.create({
         id: this.args.id, env: spec.env, limits: spec.limits, layers: placementRequestOf(spec).layers, meta
       })

@@ -1,0 +1,212 @@
+/**
+ * The container backend: each sandbox is a `warren-init` launched into fresh namespaces over an
+ * overlay of EROFS layers, inside its own cgroup, reached through its agent's Unix socket.
+ *
+ * Sandboxes come from an adaptive warm pool per (layer stack, limits) when one is ready, else
+ * are launched on the spot (3–5 ms here). Every sandbox is journaled before it is handed out,
+ * so a restarted node adopts the ones still alive (`adopt`) and reclaims the rest.
+ */
+import { nanoid } from 'nanoid'
+import { readdir, rm } from 'node:fs/promises'
+import { join } from 'node:path'
+import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
+import { LayerStore } from '../../images/index.js'
+import type { AdoptedSandbox, Backend, ExecOptions, ExecResult, SandboxHandle, SandboxSpec } from '../types.js'
+import { connectAgent, type AgentClient } from './agent-client.js'
+import { ContainerDefaults } from './defaults.js'
+import { Journal } from './journal.js'
+import { destroySandbox, launchSandbox, type LaunchedSandbox } from './launcher.js'
+import { isAlive } from './proc.js'
+import { WarmPool } from './warm-pool.js'
+
+type Limits = NonNullable<SandboxSpec['limits']>
+
+/** Puts a sandbox under resource limits; the cgroups module provides the real one. */
+export interface CgroupProvider {
+  /** Creates the groups of one sandbox with its limits; `dirs` are joined by the launcher. */
+  create (id: string, limits: Limits): Promise<{ dirs: string[], oomKills (): Promise<number>, remove (): Promise<void> }>
+  /** Reclaims groups of sandboxes that are no longer journaled. */
+  reclaimOrphans? (keep: Set<string>): Promise<void>
+}
+
+export interface ContainerBackendOptions {
+  /** Holds the journal and the layer store. */
+  dataDir: string
+  runDir?: string
+  cgroups?: CgroupProvider
+  pool?: { min?: number, max?: number }
+  /** Default layer stack when a spec names none. */
+  defaultLayers?: string[]
+}
+
+export const ContainerBackendDefaults = { defaultLayers: ['busybox'], poolMax: 8 }
+
+interface Live {
+  launched: LaunchedSandbox
+  agent: AgentClient
+  env: Record<string, string>
+  cgroup: Awaited<ReturnType<CgroupProvider['create']>> | undefined
+}
+
+interface JournalEntry { launched: LaunchedSandbox, meta: unknown, claimed: boolean }
+
+/** How a pooled sandbox is described: its layer files and limits (the pool key is this, as JSON). */
+interface Shape { layers: string[], limits: Limits }
+
+const NO_LIMITS: Limits = { cpus: 0, memoryMiB: 0, diskMiB: ContainerDefaults.diskMiB, pids: 0 }
+
+export interface ContainerBackend extends Backend {
+  /** Sandboxes alive, and ready ones in the pools. */
+  status (): { live: number, pooled: number }
+  /** Keeps `n` ready sandboxes of this spec's shape. */
+  prewarm (spec: SandboxSpec, n: number): Promise<void>
+}
+
+export function createContainerBackend (options: ContainerBackendOptions): ContainerBackend {
+  const runDir = options.runDir ?? ContainerDefaults.runDir
+  const store = new LayerStore(join(options.dataDir, 'layers'))
+  const journal = new Journal<JournalEntry>(join(options.dataDir, 'journal'))
+  const live = new Map<string, Live>()
+  let closed = false
+
+  async function launch (id: string, shape: Shape): Promise<Live> {
+    const cgroup = options.cgroups !== undefined && (shape.limits.memoryMiB > 0 || shape.limits.cpus > 0 || shape.limits.pids > 0)
+      ? await options.cgroups.create(id, shape.limits)
+      : undefined
+    let launched: LaunchedSandbox | undefined
+    try {
+      launched = await launchSandbox({ id, layers: shape.layers, diskMiB: shape.limits.diskMiB, runDir, ...(cgroup !== undefined ? { cgroups: cgroup.dirs } : {}) })
+      // Journaled before anything else can fail: a crash from here on leaves a record to reclaim.
+      journal.write(id, { launched, meta: undefined, claimed: false })
+      const agent = await connectAgent(launched.socketPath)
+      return { launched, agent, env: {}, cgroup }
+    } catch (err) {
+      if (launched !== undefined) { await destroySandbox(launched).catch(() => {}); journal.remove(id) }
+      await cgroup?.remove().catch(() => {})
+      throw err
+    }
+  }
+
+  async function reclaim (entry: Live | JournalEntry): Promise<void> {
+    const launched = entry.launched
+    if ('agent' in entry) await entry.agent.close().catch(() => {})
+    await destroySandbox(launched).catch(() => {})
+    if ('cgroup' in entry) await entry.cgroup?.remove().catch(() => {})
+    journal.remove(launched.id)
+  }
+
+  const pool = new WarmPool<Live>({
+    create: async (key) => await launch(`p${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`, JSON.parse(key) as Shape),
+    destroy: reclaim,
+    min: options.pool?.min ?? 0,
+    max: options.pool?.max ?? ContainerBackendDefaults.poolMax
+  })
+
+  async function shapeOf (spec: SandboxSpec): Promise<Shape> {
+    const refs = spec.layers !== undefined && spec.layers.length > 0 ? spec.layers : options.defaultLayers ?? ContainerBackendDefaults.defaultLayers
+    return { layers: await Promise.all(refs.map((r) => store.resolve(r))), limits: spec.limits ?? NO_LIMITS }
+  }
+
+  function find (handle: SandboxHandle): Live {
+    const entry = live.get(handle.id)
+    if (entry === undefined) throw createError(ErrorCodes.SANDBOX_GONE, `container ${handle.id} is gone`, { id: handle.id })
+    return entry
+  }
+
+  return {
+    kind: 'container',
+
+    async create (spec = {}) {
+      if (closed) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, 'the container backend is closed', { reason: 'closed' })
+      const shape = await shapeOf(spec)
+      const key = JSON.stringify(shape)
+      const entry = pool.claim(key) ?? await launch(spec.id ?? `c${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`, shape)
+      entry.env = spec.env ?? {}
+      journal.write(entry.launched.id, { launched: entry.launched, meta: spec.meta, claimed: true })
+      live.set(entry.launched.id, entry)
+      return { id: entry.launched.id, kind: 'container' }
+    },
+
+    async adopt () {
+      const adopted: AdoptedSandbox[] = []
+      const keep = new Set<string>()
+      for (const entry of journal.readAll()) {
+        const { launched } = entry
+        if (entry.claimed && await isAlive(launched.pid, launched.startTime)) {
+          try {
+            const agent = await connectAgent(launched.socketPath)
+            await agent.ping()
+            live.set(launched.id, { launched, agent, env: {}, cgroup: undefined })
+            adopted.push({ handle: { id: launched.id, kind: 'container' }, meta: entry.meta })
+            keep.add(launched.id)
+            continue
+          } catch { /* unreachable agent: reclaimed below */ }
+        }
+        await reclaim(entry) // dead, unreachable, or an unclaimed pool sandbox
+      }
+      // Directories of launches that crashed before their journal record was written.
+      for (const name of await readdir(runDir).catch(() => [] as string[])) {
+        if (!keep.has(name)) await rm(join(runDir, name), { recursive: true, force: true }).catch(() => {})
+      }
+      await options.cgroups?.reclaimOrphans?.(keep)
+      return adopted
+    },
+
+    async exec (handle, argv, opts: ExecOptions = {}): Promise<ExecResult> {
+      const entry = find(handle)
+      const started = performance.now()
+      try {
+        const r = await entry.agent.exec(argv, {
+          env: { ...entry.env, ...opts.env },
+          ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}),
+          ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
+          ...(opts.maxOutputBytes !== undefined ? { maxOutputBytes: opts.maxOutputBytes } : {}),
+          ...(opts.signal !== undefined ? { signal: opts.signal } : {})
+        }, {
+          ...(opts.onStdout !== undefined ? { onStdout: opts.onStdout } : {}),
+          ...(opts.onStderr !== undefined ? { onStderr: opts.onStderr } : {})
+        })
+        const oom = r.signal === 9 && !r.timedOut && !r.killed && entry.cgroup !== undefined && await entry.cgroup.oomKills() > 0
+        const reason = r.timedOut ? 'timeout' as const : oom ? 'oom' as const : r.killed ? 'killed' as const : undefined
+        return {
+          exitCode: r.timedOut ? 124 : r.exitCode,
+          durationMs: r.durationMs,
+          truncated: r.truncated,
+          ...(reason !== undefined ? { reason } : {})
+        }
+      } catch (err) {
+        if (isWarrenError(err) && err.code !== ErrorCodes.CONNECTION_CLOSED) throw err
+        // The agent went away mid-command: out of memory, or the sandbox was killed.
+        const oom = entry.cgroup !== undefined && await entry.cgroup.oomKills().catch(() => 0) > 0
+        return { exitCode: 137, durationMs: performance.now() - started, truncated: false, reason: oom ? 'oom' : 'killed', message: 'the sandbox ended during the command' }
+      }
+    },
+
+    files: {
+      read: async (handle, path) => await find(handle).agent.files.read(path),
+      write: async (handle, path, data) => { await find(handle).agent.files.write(path, data, { mkdirs: true }) }
+    },
+
+    async kill (handle) {
+      const entry = live.get(handle.id)
+      if (entry === undefined) return
+      live.delete(handle.id)
+      await reclaim(entry)
+    },
+
+    async close () {
+      closed = true
+      await pool.close()
+      await Promise.all([...live.values()].map(reclaim))
+      live.clear()
+    },
+
+    status () {
+      return { live: live.size, pooled: pool.size }
+    },
+
+    async prewarm (spec, n) {
+      pool.prewarm(JSON.stringify(await shapeOf(spec)), n)
+    }
+  }
+}
