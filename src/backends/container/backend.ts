@@ -7,7 +7,7 @@
  * so a restarted node adopts the ones still alive (`adopt`) and reclaims the rest.
  */
 import { nanoid } from 'nanoid'
-import { readdir, rm } from 'node:fs/promises'
+import { readdir, rm, rmdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import { LayerStore } from '../../images/index.js'
@@ -199,6 +199,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       await pool.close()
       await Promise.all([...live.values()].map(reclaim))
       live.clear()
+      await rmdir(runDir).catch(() => {}) // only when empty: a sibling process may share it
     },
 
     status () {

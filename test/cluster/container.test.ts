@@ -1,0 +1,79 @@
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { ContainerDefaults } from '../../src/backends/container/index.js'
+import { containerUnavailable } from '../../src/cluster/index.js'
+import { ErrorCodes, isWarrenError } from '../../src/errors.js'
+import { connect } from '../../src/sdk/index.js'
+import { timed, waitFor } from '../support/index.js'
+import { ALL_SCOPES, spawnNode, startTestControlPlane } from './harness.js'
+
+const why = containerUnavailable()
+if (why !== undefined) console.log(`container cluster tests skipped: ${why}`)
+const ctest = why === undefined ? test : test.skip
+
+function hostMounts (): number {
+  return readFileSync('/proc/self/mountinfo', 'utf8').split('\n').length
+}
+
+ctest('a container sandbox through the whole path: exec, hostname, files, kill reclaims everything', timed(120_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-ct-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const mountsBefore = hostMounts()
+  const cp = await startTestControlPlane()
+  defer(() => cp.close())
+  const node = await spawnNode(cp, 'cn1', join(dir, 'node'))
+  defer(() => node.kill())
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
+  defer(() => client.close())
+
+  const sb = await client.create({ backend: 'container', limits: { memoryMiB: 256, cpus: 0.5 } })
+  const r = await sb.exec(['sh', '-c', 'hostname; echo err >&2; exit 7'])
+  assert.is(r.stdout, `${sb.id}\n`)
+  assert.is(r.stderr, 'err\n')
+  assert.is(r.exitCode, 7)
+  await sb.files.write('/tmp/a/b.txt', 'hello')
+  assert.is(new TextDecoder().decode(await sb.files.read('/tmp/a/b.txt')), 'hello')
+  await sb.exec(['ln', '-s', '/etc/shadow', '/tmp/shadow'])
+  const shadow = await sb.files.read('/tmp/shadow').catch((e: unknown) => e)
+  // The sandbox has no /etc/shadow of its own: the link resolves inside it, never to the host's.
+  assert.ok(isWarrenError(shadow, ErrorCodes.NOT_FOUND), String(shadow))
+  const bg = await sb.exec(['sh', '-c', 'sleep 1000 >/dev/null 2>&1 & echo started'])
+  assert.is(bg.stdout, 'started\n')
+  assert.match((await sb.exec(['ps'])).stdout, /sleep 1000/)
+
+  await sb.kill()
+  await waitFor(() => sb.state === 'gone', 10_000, 'gone')
+  const runDir = join(ContainerDefaults.runDir, 'cn1')
+  assert.not.ok(existsSync(join(runDir, sb.id)), 'its host directory is gone')
+  // A warm pool may hold a ready sandbox; a node that stops reclaims those too.
+  await node.kill('SIGTERM')
+  assert.ok(!existsSync(runDir) || readdirSync(runDir).length === 0, 'run directory emptied')
+  assert.is(hostMounts(), mountsBefore, 'no mounts left on the host')
+}))
+
+ctest('kill -9 the node agent, restart it: the running sandbox is re-adopted and still answers', timed(120_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-ct-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const cp = await startTestControlPlane()
+  defer(() => cp.close())
+  const first = await spawnNode(cp, 'cn2', join(dir, 'node'))
+  defer(() => first.kill())
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
+  defer(() => client.close())
+  const sb = await client.create({ backend: 'container' })
+  await sb.exec(['sh', '-c', 'echo kept > /tmp/state'])
+
+  await first.kill('SIGKILL')
+  const second = await spawnNode(cp, 'cn2', join(dir, 'node'))
+  defer(() => second.kill())
+  const again = await client.attach(sb.id)
+  await waitFor(async () => (await again.info()).state === 'ready', 10_000, 'ready again')
+  const r = await again.exec(['cat', '/tmp/state'])
+  assert.is(r.stdout, 'kept\n')
+  await again.kill()
+}))
+
+test.run()
