@@ -17,6 +17,7 @@ export const RegistryDefaults = {
 export type RegistryMessage =
   | { type: 'join', nodeId: string, capacity: NodeCapacity, layers?: string[], sandboxes?: SandboxSummary[] }
   | { type: 'heartbeat', nodeId: string, layers?: string[] }
+  | { type: 'leave', nodeId: string }
   | { type: 'check' }
   | { type: 'nodes' }
 
@@ -70,6 +71,12 @@ export class Registry extends Actor<RegistryMessage> {
         member.lastSeen = this.now()
         if (m.layers !== undefined) this.o.shards()[member.shard]!.tell({ type: 'node-layers', id: m.nodeId, layers: m.layers })
         return { rejoin: false }
+      }
+      case 'leave': {
+        // A node shutting down says so: placement stops choosing it now, not after the timeout.
+        const member = this.members.get(m.nodeId)
+        if (member !== undefined && member.alive) this.lose(member)
+        return true
       }
       case 'check': {
         const now = this.now()

@@ -103,8 +103,11 @@ export class ControlLink extends Actor<ControlLinkMessage> {
     }
   }
 
-  postStop (): void {
+  async postStop (): Promise<void> {
     this.flush()
+    if (this.link?.state === 'open' && this.joined) {
+      await this.link.request(this.o.registry, { type: 'leave', nodeId: this.o.nodeId }, { timeoutMs: 2000 }).catch(() => {})
+    }
     this.link?.close()
   }
 }

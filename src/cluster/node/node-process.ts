@@ -35,6 +35,8 @@ export interface NodeOptions {
   dataDir?: string
   /** Resource limits for container sandboxes (cgroups). */
   cgroups?: CgroupProvider
+  /** Warm pool bounds for container sandboxes. */
+  containerPool?: { min?: number, max?: number }
 }
 
 /** Why this machine cannot run container sandboxes, or undefined when it can. */
@@ -65,7 +67,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   const container = containerUnavailable()
   if (container === undefined && options.dataDir !== undefined) {
     // Each node its own run directory: a node reclaims what it finds there that it did not journal.
-    backends.container = createContainerBackend({ dataDir: join(options.dataDir, 'container'), runDir: join(ContainerDefaults.runDir, nodeId), ...(options.cgroups !== undefined ? { cgroups: options.cgroups } : {}) })
+    backends.container = createContainerBackend({ dataDir: join(options.dataDir, 'container'), runDir: join(ContainerDefaults.runDir, nodeId), ...(options.containerPool !== undefined ? { pool: options.containerPool } : {}), ...(options.cgroups !== undefined ? { cgroups: options.cgroups } : {}) })
   }
   const capacity: NodeCapacity = {
     cpus: cpus().length,
