@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { ContainerDefaults } from '../../src/backends/container/index.js'
+import { ContainerDefaults, detectLayout } from '../../src/backends/container/index.js'
 import { containerUnavailable } from '../../src/cluster/index.js'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
 import { connect } from '../../src/sdk/index.js'
@@ -13,6 +13,16 @@ import { ALL_SCOPES, spawnNode, startTestControlPlane } from './harness.js'
 const why = containerUnavailable()
 if (why !== undefined) console.log(`container cluster tests skipped: ${why}`)
 const ctest = why === undefined ? test : test.skip
+
+/** The cgroup directories a node's parent group still has, in every hierarchy. */
+function leftoverCgroups (parent: string): string[] {
+  const out: string[] = []
+  for (const place of Object.values(detectLayout())) {
+    const dir = join(place.mount, parent)
+    if (existsSync(dir)) out.push(dir)
+  }
+  return out
+}
 
 function hostMounts (): number {
   return readFileSync('/proc/self/mountinfo', 'utf8').split('\n').length
@@ -52,6 +62,7 @@ ctest('a container sandbox through the whole path: exec, hostname, files, kill r
   await node.kill('SIGTERM')
   assert.ok(!existsSync(runDir) || readdirSync(runDir).length === 0, 'run directory emptied')
   assert.is(hostMounts(), mountsBefore, 'no mounts left on the host')
+  assert.equal(leftoverCgroups('warren-cn1'), [], 'no cgroups left behind')
 }))
 
 ctest('kill -9 the node agent, restart it: the running sandbox is re-adopted and still answers', timed(120_000, async (defer) => {
@@ -74,6 +85,8 @@ ctest('kill -9 the node agent, restart it: the running sandbox is re-adopted and
   const r = await again.exec(['cat', '/tmp/state'])
   assert.is(r.stdout, 'kept\n')
   await again.kill()
+  await second.kill('SIGTERM')
+  assert.equal(leftoverCgroups('warren-cn2'), [], 'no cgroups left behind')
 }))
 
 test.run()

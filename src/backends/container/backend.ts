@@ -21,12 +21,26 @@ import { WarmPool } from './warm-pool.js'
 
 type Limits = NonNullable<SandboxSpec['limits']>
 
+/** The groups of one sandbox. */
+export interface SandboxCgroup {
+  /** One directory per hierarchy; the launcher joins them. */
+  dirs: string[]
+  /** OOM kills inside the group so far. */
+  oomKills (): Promise<number>
+  /** Kills what is left in the group and removes it. */
+  remove (): Promise<void>
+}
+
 /** Puts a sandbox under resource limits; the cgroups module provides the real one. */
 export interface CgroupProvider {
-  /** Creates the groups of one sandbox with its limits; `dirs` are joined by the launcher. */
-  create (id: string, limits: Limits): Promise<{ dirs: string[], oomKills (): Promise<number>, remove (): Promise<void> }>
+  /** Creates the groups of one sandbox with its limits. */
+  create (id: string, limits: Limits): Promise<SandboxCgroup>
+  /** The groups of a sandbox made before (by a previous agent), if they exist. */
+  open? (id: string): SandboxCgroup | undefined
   /** Reclaims groups of sandboxes that are no longer journaled. */
   reclaimOrphans? (keep: Set<string>): Promise<void>
+  /** Removes the provider's own (empty) parent groups. */
+  close? (): Promise<void>
 }
 
 export interface ContainerBackendOptions {
@@ -45,7 +59,7 @@ interface Live {
   launched: LaunchedSandbox
   agent: AgentClient
   env: Record<string, string>
-  cgroup: Awaited<ReturnType<CgroupProvider['create']>> | undefined
+  cgroup: SandboxCgroup | undefined
 }
 
 interface JournalEntry { launched: LaunchedSandbox, meta: unknown, claimed: boolean }
@@ -136,7 +150,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
           try {
             const agent = await connectAgent(launched.socketPath)
             await agent.ping()
-            live.set(launched.id, { launched, agent, env: {}, cgroup: undefined })
+            live.set(launched.id, { launched, agent, env: {}, cgroup: options.cgroups?.open?.(launched.id) })
             adopted.push({ handle: { id: launched.id, kind: 'container' }, meta: entry.meta })
             keep.add(launched.id)
             continue
@@ -200,6 +214,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       await Promise.all([...live.values()].map(reclaim))
       live.clear()
       await rmdir(runDir).catch(() => {}) // only when empty: a sibling process may share it
+      await options.cgroups?.close?.().catch(() => {})
     },
 
     status () {

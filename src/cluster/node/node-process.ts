@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { ActorSystem, type Ref } from '../../actors/index.js'
-import { ContainerDefaults, createContainerBackend, type CgroupProvider } from '../../backends/container/index.js'
+import { ContainerDefaults, createCgroupProvider, createContainerBackend, type CgroupProvider } from '../../backends/container/index.js'
 import { createFunctionBackend } from '../../backends/function/index.js'
 import type { Backend, BackendKind } from '../../backends/types.js'
 import { createSupervisor } from '../../supervisors/index.js'
@@ -67,7 +67,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   const container = containerUnavailable()
   if (container === undefined && options.dataDir !== undefined) {
     // Each node its own run directory: a node reclaims what it finds there that it did not journal.
-    backends.container = createContainerBackend({ dataDir: join(options.dataDir, 'container'), runDir: join(ContainerDefaults.runDir, nodeId), ...(options.containerPool !== undefined ? { pool: options.containerPool } : {}), ...(options.cgroups !== undefined ? { cgroups: options.cgroups } : {}) })
+    backends.container = createContainerBackend({ dataDir: join(options.dataDir, 'container'), runDir: join(ContainerDefaults.runDir, nodeId), ...(options.containerPool !== undefined ? { pool: options.containerPool } : {}), cgroups: options.cgroups ?? createCgroupProvider(`warren-${nodeId}`) })
   }
   const capacity: NodeCapacity = {
     cpus: cpus().length,
