@@ -4,13 +4,15 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { ContainerDefaults, detectLayout } from '../../src/backends/container/index.js'
-import { containerUnavailable } from '../../src/cluster/index.js'
+import { containerUnavailable, startNode } from '../../src/cluster/index.js'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
+import { LayerStore } from '../../src/images/index.js'
 import { connect } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
 import { ALL_SCOPES, spawnNode, startTestControlPlane } from './harness.js'
 
 const why = containerUnavailable()
+const DEBIAN_CACHE = '/var/tmp/warren-test-layers'
 if (why !== undefined) console.log(`container cluster tests skipped: ${why}`)
 const ctest = why === undefined ? test : test.skip
 
@@ -87,6 +89,27 @@ ctest('kill -9 the node agent, restart it: the running sandbox is re-adopted and
   await again.kill()
   await second.kill('SIGTERM')
   assert.equal(leftoverCgroups('warren-cn2'), [], 'no cgroups left behind')
+}))
+
+ctest('a realistic Debian layer with python3 (debootstrap, cached between runs): a sandbox runs python', timed(600_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-ct-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const cp = await startTestControlPlane()
+  defer(() => cp.close())
+  // The layer cache outlives the test: the first run builds the tree (about half a minute), later
+  // runs reuse it. Built here first, with the node's own store, so the create below is not a build.
+  await new LayerStore(DEBIAN_CACHE, (line) => { if (line.startsWith('I: Retrieving') === false) process.stdout.write(`  debootstrap: ${line}\n`) }).resolve('debian:bookworm:python3')
+  const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'cpy', dataDir: join(dir, 'node'), layersDir: DEBIAN_CACHE })
+  defer(() => node.close())
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
+  defer(() => client.close())
+  const sb = await client.create({ backend: 'container', image: { base: 'debian:bookworm:python3' }, deadlineMs: 5000 })
+  const r = await sb.exec(['python3', '-c', 'import sys, platform; print(sys.version_info[0], platform.node())'])
+  assert.is(r.exitCode, 0, r.stderr)
+  assert.is(r.stdout, `3 ${sb.id}\n`)
+  await sb.files.write('/root/task.py', 'print(sum(range(10)))\n')
+  assert.is((await sb.exec(['python3', '/root/task.py'])).stdout, '45\n')
+  await sb.kill()
 }))
 
 test.run()

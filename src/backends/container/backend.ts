@@ -44,8 +44,10 @@ export interface CgroupProvider {
 }
 
 export interface ContainerBackendOptions {
-  /** Holds the journal and the layer store. */
+  /** Holds the journal, and the layer store unless `layersDir` puts it elsewhere. */
   dataDir: string
+  /** Where layers (and the debootstrap trees they are built from) are cached. */
+  layersDir?: string
   runDir?: string
   cgroups?: CgroupProvider
   pool?: { min?: number, max?: number }
@@ -78,7 +80,7 @@ export interface ContainerBackend extends Backend {
 
 export function createContainerBackend (options: ContainerBackendOptions): ContainerBackend {
   const runDir = options.runDir ?? ContainerDefaults.runDir
-  const store = new LayerStore(join(options.dataDir, 'layers'))
+  const store = new LayerStore(options.layersDir ?? join(options.dataDir, 'layers'))
   const journal = new Journal<JournalEntry>(join(options.dataDir, 'journal'))
   const live = new Map<string, Live>()
   let closed = false

@@ -35,6 +35,8 @@ export interface NodeOptions {
   dataDir?: string
   /** Resource limits for container sandboxes (cgroups). */
   cgroups?: CgroupProvider
+  /** Where container layers are cached (default: under dataDir); shared by nodes on one machine. */
+  layersDir?: string
   /** Warm pool bounds for container sandboxes. */
   containerPool?: { min?: number, max?: number }
 }
@@ -67,7 +69,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   const container = containerUnavailable()
   if (container === undefined && options.dataDir !== undefined) {
     // Each node its own run directory: a node reclaims what it finds there that it did not journal.
-    backends.container = createContainerBackend({ dataDir: join(options.dataDir, 'container'), runDir: join(ContainerDefaults.runDir, nodeId), ...(options.containerPool !== undefined ? { pool: options.containerPool } : {}), cgroups: options.cgroups ?? createCgroupProvider(`warren-${nodeId}`) })
+    backends.container = createContainerBackend({ dataDir: join(options.dataDir, 'container'), runDir: join(ContainerDefaults.runDir, nodeId), ...(options.layersDir !== undefined ? { layersDir: options.layersDir } : {}), ...(options.containerPool !== undefined ? { pool: options.containerPool } : {}), cgroups: options.cgroups ?? createCgroupProvider(`warren-${nodeId}`) })
   }
   const capacity: NodeCapacity = {
     cpus: cpus().length,
