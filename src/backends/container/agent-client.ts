@@ -25,6 +25,8 @@ export interface AgentClientOptions {
 export interface AgentClient {
   /** Checks the agent answers; its protocol version and its PID (1 inside a sandbox). */
   ping (): Promise<{ version: number, pid: number }>
+  /** Renames the sandbox (its UTS hostname): a pooled sandbox takes the id it is handed out as. */
+  setHostname (name: string): Promise<void>
   /**
    * Runs a command to its end. Resolves with how it ended (a non-zero exit is a result);
    * rejects when it could not start (e.g. WARREN_ERR_NOT_FOUND for a missing program), when a
@@ -339,6 +341,10 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
   }
 
   return {
+    async setHostname (name) {
+      await request({ t: 'hostname', id: nextId++, name })
+    },
+
     async ping () {
       const m = await request({ t: 'ping', id: nextId++ })
       return { version: m.version as number, pid: m.pid as number }

@@ -136,7 +136,10 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       if (closed) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, 'the container backend is closed', { reason: 'closed' })
       const shape = await shapeOf(spec)
       const key = JSON.stringify(shape)
-      const entry = pool.claim(key) ?? await launch(spec.id ?? `c${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`, shape)
+      const pooled = pool.claim(key)
+      const entry = pooled ?? await launch(spec.id ?? `c${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`, shape)
+      // A pooled sandbox was named before anyone knew whose it would be: it takes its id now.
+      if (pooled !== undefined && spec.id !== undefined) await entry.agent.setHostname(spec.id)
       entry.env = spec.env ?? {}
       journal.write(entry.launched.id, { launched: entry.launched, meta: spec.meta, claimed: true })
       live.set(entry.launched.id, entry)

@@ -5,7 +5,7 @@
  *   frame = 4-byte big-endian length N (1..maxFrameBytes) + N bytes of one msgpack map
  *
  * Every map has `t` (the kind); requests carry `id`, which replies echo. Requests: ping, exec,
- * stdin, kill, read, write, list, stat, remove. Replies and events: ok, err, started, out, exit.
+ * stdin, kill, read, write, list, stat, remove, hostname. Replies and events: ok, err, started, out, exit.
  */
 import { Packr, Unpackr } from 'msgpackr'
 import { createError, ErrorCodes } from '../../errors.js'
@@ -37,6 +37,7 @@ export type AgentRequest =
   | { t: 'list', id: number, path: string }
   | { t: 'stat', id: number, path: string, follow?: boolean }
   | { t: 'remove', id: number, path: string, recursive?: boolean }
+  | { t: 'hostname', id: number, name: string }
 
 /** Agent -> client. */
 export type AgentMessage =

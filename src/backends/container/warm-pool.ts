@@ -25,6 +25,7 @@ interface Entry<T> { items: T[], target: number, filling: boolean, lastMissAt: n
 
 export class WarmPool<T> {
   private readonly entries = new Map<string, Entry<T>>()
+  private readonly refills = new Set<Promise<void>>()
   private closed = false
   private readonly o: Required<Omit<WarmPoolOptions<T>, 'onError'>> & Pick<WarmPoolOptions<T>, 'onError'>
 
@@ -66,6 +67,8 @@ export class WarmPool<T> {
   /** Destroys every pooled sandbox; later claims miss. */
   async close (): Promise<void> {
     this.closed = true
+    // A build in flight finishes first (and destroys what it made), so nothing outlives close.
+    await Promise.allSettled([...this.refills])
     const all = [...this.entries.values()].flatMap((e) => e.items.splice(0))
     await Promise.all(all.map((item) => this.o.destroy(item).catch(() => {})))
   }
@@ -91,7 +94,7 @@ export class WarmPool<T> {
     }
     if (entry.items.length >= entry.target) return
     entry.filling = true
-    void (async () => {
+    const work = (async () => {
       try {
         while (!this.closed && entry.items.length < entry.target) {
           const item = await this.o.create(key)
@@ -104,5 +107,7 @@ export class WarmPool<T> {
         entry.filling = false
       }
     })()
+    this.refills.add(work)
+    void work.finally(() => this.refills.delete(work))
   }
 }

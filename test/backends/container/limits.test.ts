@@ -5,7 +5,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { createCgroupProvider, createContainerBackend, detectLayout, type ContainerBackend } from '../../../src/backends/container/index.js'
 import { containerUnavailable } from '../../../src/cluster/index.js'
-import { timed } from '../../support/index.js'
+import { timed, waitFor } from '../../support/index.js'
 
 const why = containerUnavailable()
 if (why !== undefined) console.log(`container limit tests skipped: ${why}`)
@@ -71,6 +71,21 @@ ctest('the CPU quota is written as a fraction of a core; groups are gone after k
   assert.ok(quota === '25000' || quota === '25000 100000', quota)
   await b.kill(h)
   assert.not.ok(existsSync(dir), 'the group is removed')
+}))
+
+ctest('a pooled sandbox takes the id it is handed out as: hostname, exec', timed(60_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-pool-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const b = createContainerBackend({ dataDir: dir, runDir: join('/run/warren/test', String(process.pid)), cgroups: createCgroupProvider(PARENT), pool: { max: 2 } })
+  defer(() => b.close())
+  const spec = { limits: limits() }
+  await b.prewarm(spec, 1)
+  await waitFor(() => b.status().pooled === 1, 20_000, 'a pooled sandbox')
+  const h = await b.create({ ...spec, id: 'rollout-42' })
+  assert.is.not(h.id, 'rollout-42', 'the create was a claim (a launch would have used the id)')
+  let out = ''
+  await b.exec(h, ['hostname'], { onStdout: (c) => { out += new TextDecoder().decode(c) } })
+  assert.is(out, 'rollout-42\n')
 }))
 
 ctest('nothing is left: no sandbox groups, no run directories', () => {

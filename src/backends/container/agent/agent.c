@@ -191,6 +191,7 @@ static const char *parse_req(struct mp_in *r, struct req *q, char *why, size_t w
 		else if (key_is(k, kl, "env")) bad = get_env(r, q);
 		else if (key_is(k, kl, "cwd")) bad = get_str(r, &q->cwd);
 		else if (key_is(k, kl, "path")) bad = get_str(r, &q->path);
+		else if (key_is(k, kl, "name")) bad = get_str(r, &q->name);
 		else if (key_is(k, kl, "data")) bad = get_bin(r, &q->data);
 		else if (key_is(k, kl, "stdin")) bad = get_bin(r, &q->in);
 		else if (key_is(k, kl, "uid")) bad = get_u64(r, &q->uid, &q->has_uid);
@@ -231,6 +232,19 @@ static void send_pong(struct conn *c, uint64_t id)
 	frame_end(c, m);
 }
 
+/* Renames the sandbox: a pooled sandbox takes the id of the sandbox it becomes. */
+static void set_hostname(struct conn *c, const struct req *q)
+{
+	if (!q->name.p || q->name.n == 0 || q->name.n > 63) { send_err(c, q->id, ERR_INVALID, "name must be 1-63 bytes"); return; }
+	for (uint32_t i = 0; i < q->name.n; i++) {
+		char ch = q->name.p[i];
+		int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_';
+		if (!ok) { send_err(c, q->id, ERR_INVALID, "name must be of [A-Za-z0-9._-]"); return; }
+	}
+	if (sethostname(q->name.p, q->name.n) < 0) { send_errno(c, q->id, errno, "sethostname", NULL); return; }
+	send_ok(c, q->id);
+}
+
 static void handle_frame(struct conn *c, const uint8_t *p, size_t n)
 {
 	struct mp_in r = { p, p + n };
@@ -251,6 +265,7 @@ static void handle_frame(struct conn *c, const uint8_t *p, size_t n)
 	else if (key_is(t, tl, "list")) file_list(c, &q);
 	else if (key_is(t, tl, "stat")) file_stat(c, &q);
 	else if (key_is(t, tl, "remove")) file_remove(c, &q);
+	else if (key_is(t, tl, "hostname")) set_hostname(c, &q);
 	else send_err(c, q.id, ERR_UNKNOWN_KIND, "unknown kind \"%.*s\"", (int)(tl > 40 ? 40 : tl), t);
 }
 

@@ -24,7 +24,7 @@ struct field {
 
 /* Every field any request may carry, parsed in one pass; `set` says which were present. */
 struct req {
-	struct field t, cwd, path, data, in;
+	struct field t, cwd, path, data, in, name;
 	uint64_t id;
 	int has_id;
 	struct mp_in argv, env; /* positioned at the array/map header */

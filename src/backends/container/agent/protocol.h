@@ -26,6 +26,7 @@
  *   list   {id, path}                                   -> ok {id, entries:[entry], truncated}
  *   stat   {id, path, follow?}                          -> ok {id, type, size, mode, uid, gid, mtimeMs, target?}
  *   remove {id, path, recursive?}                       -> ok {id}
+ *   hostname {id, name}                                 -> ok {id}    (renames the sandbox)
  *
  * Replies and events, agent -> client:
  *   ok      {id, ...results}

@@ -44,6 +44,7 @@
 enum {
 	CAP_CHOWN = 0, CAP_DAC_OVERRIDE = 1, CAP_FOWNER = 3, CAP_FSETID = 4, CAP_KILL = 5,
 	CAP_SETGID = 6, CAP_SETUID = 7, CAP_SETPCAP = 8, CAP_NET_BIND_SERVICE = 10, CAP_SYS_CHROOT = 18,
+	CAP_SYS_ADMIN = 21,
 };
 /* What root inside a sandbox may still do: own and chmod its files, switch users, signal its
  * processes, bind low ports on its loopback, chroot. Notably absent: SYS_ADMIN (mount, ...),
@@ -219,8 +220,12 @@ static void drop_capabilities(void)
 	struct cap_header h = { LINUX_CAPABILITY_VERSION_3, 0 };
 	struct cap_data d[2];
 	memset(d, 0, sizeof d);
-	d[0].effective = d[0].permitted = (uint32_t)SAFE_CAPS;
-	d[1].effective = d[1].permitted = (uint32_t)(SAFE_CAPS >> 32);
+	/* The agent alone keeps SYS_ADMIN, for one thing: renaming the sandbox (sethostname) when a
+	 * pooled sandbox is handed out. It is out of the bounding set, so no program the agent runs
+	 * can have it after execve; and only the host reaches the agent's socket. */
+	const uint64_t agent_caps = SAFE_CAPS | 1ULL << CAP_SYS_ADMIN;
+	d[0].effective = d[0].permitted = (uint32_t)agent_caps;
+	d[1].effective = d[1].permitted = (uint32_t)(agent_caps >> 32);
 	if (syscall(SYS_capset, &h, d) < 0) die("capset: %s", strerror(errno));
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) die("no_new_privs: %s", strerror(errno));
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
