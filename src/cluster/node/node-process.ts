@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { ActorSystem, type Ref } from '../../actors/index.js'
-import { ContainerDefaults, createCgroupProvider, createContainerBackend, type CgroupProvider } from '../../backends/container/index.js'
+import { ContainerBackendDefaults, ContainerDefaults, createCgroupProvider, createContainerBackend, type CgroupProvider } from '../../backends/container/index.js'
 import { createFunctionBackend } from '../../backends/function/index.js'
 import type { Backend, BackendKind } from '../../backends/types.js'
 import { createSupervisor } from '../../supervisors/index.js'
@@ -76,7 +76,8 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     memoryMiB: Math.floor(totalmem() / 1024 / 1024),
     cpuOvercommit: 64,
     memoryOvercommit: 16,
-    maxSandboxes: { function: 100_000, container: 3200 },
+    // Ready sandboxes in the warm pools take room too: the cap leaves space for them.
+    maxSandboxes: { function: 100_000, container: 3200 - (backends.container !== undefined ? options.containerPool?.max ?? ContainerBackendDefaults.poolMax : 0) },
     backends: Object.keys(backends) as BackendKind[],
     ...options.capacity
   }
