@@ -10,6 +10,7 @@
  */
 import { createError, ErrorCodes, isWarrenError } from '../errors.js'
 import type { Actor, ActorFactory } from './actor.js'
+import type { TimerHandle } from './clock.js'
 import type { ActorContext, StopTimeout } from './context.js'
 import { Mailbox, type SystemMessage } from './mailbox.js'
 import type { Runnable } from './scheduler.js'
@@ -51,11 +52,11 @@ export class ActorCell implements Runnable, ActorContext {
   private kids: Set<ActorCell> | undefined
   private watchers: Set<ActorCell> | undefined
   private watching: Set<ActorCell> | undefined
-  private timers: Map<string, NodeJS.Timeout> | undefined
+  private timers: Map<string, TimerHandle> | undefined
   private postStopCalled = false
   private exitReason: ExitReason | undefined
   private terminationWaiters: Array<(reason: ExitReason) => void> | undefined
-  private killTimer: NodeJS.Timeout | undefined
+  private killTimer: TimerHandle | undefined
 
   constructor (
     readonly system: ActorSystem,
@@ -134,18 +135,20 @@ export class ActorCell implements Runnable, ActorContext {
   setTimer (key: string, ms: number, message: unknown, options?: { repeat?: boolean }): void {
     if (this.state === 'stopping' || this.state === 'stopped') return
     this.cancelTimer(key)
+    const clock = this.system.clock
     const fire = (): void => {
-      if (!options?.repeat) this.timers?.delete(key)
+      // A repeating timer re-arms itself, so a virtual clock needs nothing but setTimeout.
+      if (options?.repeat) this.timers?.set(key, clock.setTimeout(fire, ms))
+      else this.timers?.delete(key)
       this.deliver({ message, sender: undefined, reply: undefined })
     }
-    const timer = options?.repeat ? setInterval(fire, ms) : setTimeout(fire, ms)
-    ;(this.timers ??= new Map()).set(key, timer)
+    ;(this.timers ??= new Map()).set(key, clock.setTimeout(fire, ms))
   }
 
   cancelTimer (key: string): void {
     const timer = this.timers?.get(key)
     if (timer !== undefined) {
-      clearTimeout(timer)
+      this.system.clock.clearTimeout(timer)
       this.timers!.delete(key)
     }
   }
@@ -308,7 +311,7 @@ export class ActorCell implements Runnable, ActorContext {
     }
     if (this.state === 'stopping') return done
     if (typeof timeout === 'number' && this.killTimer === undefined) {
-      this.killTimer = setTimeout(() => this.kill('killed'), timeout)
+      this.killTimer = this.system.clock.setTimeout(() => this.kill('killed'), timeout)
     }
     if (this.busy) {
       // Graceful means the message in hand completes first: stop when it settles.
@@ -369,7 +372,7 @@ export class ActorCell implements Runnable, ActorContext {
 
   private clearTimers (): void {
     if (this.timers === undefined) return
-    for (const timer of this.timers.values()) clearTimeout(timer)
+    for (const timer of this.timers.values()) this.system.clock.clearTimeout(timer)
     this.timers.clear()
   }
 
@@ -377,7 +380,7 @@ export class ActorCell implements Runnable, ActorContext {
     if (this.state === 'stopped') return
     this.state = 'stopped'
     this.exitReason = reason
-    clearTimeout(this.killTimer)
+    if (this.killTimer !== undefined) this.system.clock.clearTimeout(this.killTimer)
     this.system.unregister(this)
     for (const envelope of this.mailbox.user.drain()) this.system.deadLetter(this.self.address, envelope, 'stopped')
     this.mailbox.system.drain()

@@ -1,5 +1,6 @@
 /** The actor kernel's public face. Knows nothing of sandboxes. */
 export { Actor, type ActorFactory } from './actor.js'
+export { systemClock, type Clock, type TimerHandle } from './clock.js'
 export type { ActorContext, StopTimeout } from './context.js'
 export { ActorDefaults } from './defaults.js'
 export { ActorSystem, type ActorSystemOptions, type RemoteRouter } from './system.js'

@@ -3,6 +3,7 @@
  * to the event loop after at most `sliceMs`, so sockets and timers keep being served however
  * busy the actors are.
  */
+import type { Clock } from './clock.js'
 import { Queue } from './queue.js'
 
 /** What the scheduler needs of an actor. */
@@ -21,7 +22,7 @@ export class Scheduler {
   /** A running estimate of the cost of one message, in ms; feeds the retry-after hint. */
   msPerMessage = 0.001
 
-  constructor (private readonly sliceMs: number) {}
+  constructor (private readonly sliceMs: number, private readonly clock: Clock) {}
 
   /** Puts an actor in the run queue unless it is there already. */
   schedule (actor: Runnable): void {
@@ -30,10 +31,11 @@ export class Scheduler {
     this.runQueue.push(actor)
     if (!this.pending) {
       this.pending = true
-      setImmediate(this.run)
+      this.clock.defer(this.run)
     }
   }
 
+  // The slice is measured in real time even under a virtual clock: it bounds CPU, not simulated time.
   private readonly run = (): void => {
     const start = performance.now()
     const deadline = start + this.sliceMs
@@ -53,7 +55,7 @@ export class Scheduler {
       const perMessage = (performance.now() - start) / handled
       this.msPerMessage = this.msPerMessage * 0.8 + perMessage * 0.2
     }
-    if (this.runQueue.length > 0) setImmediate(this.run)
+    if (this.runQueue.length > 0) this.clock.defer(this.run)
     else this.pending = false
   }
 }

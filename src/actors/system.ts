@@ -9,6 +9,7 @@ import { EventEmitter } from 'node:events'
 import { createError, ErrorCodes } from '../errors.js'
 import type { ActorFactory } from './actor.js'
 import { ActorCell, LocalRef } from './cell.js'
+import { systemClock, type Clock } from './clock.js'
 import type { StopTimeout } from './context.js'
 import { ActorDefaults } from './defaults.js'
 import { Scheduler } from './scheduler.js'
@@ -22,6 +23,8 @@ export interface ActorSystemOptions {
   throughput?: number
   sliceMs?: number
   stopTimeoutMs?: number
+  /** Time and timers; default the real clock (the simulator passes a virtual one). */
+  clock?: Clock
 }
 
 /** Finds a Ref for an address that lives in another system (installed by the transport). */
@@ -31,6 +34,7 @@ export class ActorSystem extends EventEmitter {
   readonly name: string
   readonly askTimeoutMs: number
   readonly stopTimeoutMs: number
+  readonly clock: Clock
   /** @internal */
   readonly scheduler: Scheduler
   private readonly mailboxCapacity: number
@@ -53,7 +57,8 @@ export class ActorSystem extends EventEmitter {
     this.stopTimeoutMs = options.stopTimeoutMs ?? ActorDefaults.stopTimeoutMs
     this.mailboxCapacity = options.mailboxCapacity ?? ActorDefaults.mailboxCapacity
     this.throughput = options.throughput ?? ActorDefaults.throughput
-    this.scheduler = new Scheduler(options.sliceMs ?? ActorDefaults.sliceMs)
+    this.clock = options.clock ?? systemClock
+    this.scheduler = new Scheduler(options.sliceMs ?? ActorDefaults.sliceMs, this.clock)
   }
 
   /**
@@ -158,7 +163,7 @@ export class ActorSystem extends EventEmitter {
     const timeoutMs = options?.timeoutMs ?? this.askTimeoutMs
     return new Promise((resolve, reject) => {
       let settled = false
-      const timer = setTimeout(() => {
+      const timer = this.clock.setTimeout(() => {
         settled = true
         reject(createError(ErrorCodes.ASK_TIMEOUT, `no reply from ${cell.self.address} within ${timeoutMs} ms`, { address: cell.self.address, timeoutMs }))
       }, timeoutMs)
@@ -169,13 +174,13 @@ export class ActorSystem extends EventEmitter {
           resolve: (value) => {
             if (settled) { this.lateReplies++; return }
             settled = true
-            clearTimeout(timer)
+            this.clock.clearTimeout(timer)
             resolve(value)
           },
           reject: (err) => {
             if (settled) { this.lateReplies++; return }
             settled = true
-            clearTimeout(timer)
+            this.clock.clearTimeout(timer)
             reject(err)
           }
         }
