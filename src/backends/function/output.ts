@@ -26,3 +26,10 @@ export function createOutputBudget (maxBytes: number): OutputBudget {
     get truncated () { return truncated }
   }
 }
+
+/** What a function may write: a string is sent as UTF-8. */
+export function toBytes (data: unknown): Uint8Array {
+  if (typeof data === 'string') return Buffer.from(data, 'utf8')
+  if (data instanceof Uint8Array) return data
+  throw new TypeError('write() takes a string or a Uint8Array')
+}

@@ -4,7 +4,7 @@
  * flood the channel (or its own memory with queued messages) past the cap.
  */
 import type { OutputWriter } from '../context.js'
-import { createOutputBudget } from '../output.js'
+import { createOutputBudget, toBytes } from '../output.js'
 import type { ChildMessage } from './protocol.js'
 import type { JsOutput } from './run-js.js'
 
@@ -27,10 +27,7 @@ export function openChildIo (id: number, maxOutputBytes: number, send: (msg: Chi
   function writer (fd: 1 | 2): OutputWriter {
     return {
       write (data) {
-        let bytes: Uint8Array
-        if (typeof data === 'string') bytes = Buffer.from(data, 'utf8')
-        else if (data instanceof Uint8Array) bytes = data
-        else throw new TypeError('write() takes a string or a Uint8Array')
+        const bytes = toBytes(data)
         const n = closed ? 0 : budget.take(bytes.byteLength)
         // The IPC serializer copies only the bytes a view covers, never the rest of its buffer
         // (Node's shared pool for small strings), so a subarray is safe to send.

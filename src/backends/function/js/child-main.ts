@@ -11,6 +11,7 @@ import { isRunMessage } from './protocol.js'
 import { openChildIo } from './child-io.js'
 import { exitWithParent } from './orphan-watch.js'
 import { runJs, type JsOutcome } from './run-js.js'
+import { routeUnhandledRejections, withCallRejections } from '../rejections.js'
 
 /** Exit code of a child that cannot go on (no IPC channel, a broken call handler). */
 const EXIT_SOFTWARE = 70
@@ -33,17 +34,7 @@ function send (msg: ChildMessage): void {
   try { sendRaw(msg, undefined, undefined, () => {}) } catch {}
 }
 
-/** Unhandled rejections of the current call; undefined between calls. */
-let current: unknown[] | undefined
-
-process.on('unhandledRejection', (reason) => {
-  if (current !== undefined) {
-    current.push(reason)
-    return
-  }
-  // Between calls it belongs to no call: crash as Node would, and the node replaces the child.
-  throw reason
-})
+routeUnhandledRejections()
 
 let busy = false
 
@@ -61,13 +52,10 @@ process.on('message', (msg: unknown) => {
 
 async function handle (msg: RunMessage): Promise<void> {
   const io = openChildIo(msg.id, msg.maxOutputBytes, send)
-  const rejections: unknown[] = []
-  current = rejections
   let outcome: JsOutcome
   try {
-    outcome = await runJs(msg, io, rejections)
+    outcome = await withCallRejections((rejections) => runJs(msg, io, rejections))
   } finally {
-    current = undefined
     io.close()
   }
   send({ t: 'done', id: msg.id, exitCode: outcome.exitCode, truncated: io.truncated, timedOut: outcome.timedOut })

@@ -3,7 +3,7 @@
  * as they are written (capped), and the AbortSignal the main thread fires on timeout or kill.
  */
 import type { MessagePort } from 'node:worker_threads'
-import { createOutputBudget } from '../output.js'
+import { createOutputBudget, toBytes } from '../output.js'
 import type { OutputWriter } from '../context.js'
 import type { AbortPortMessage, WorkerPortMessage } from '../protocol.js'
 
@@ -42,10 +42,7 @@ export function openCallIo (port: MessagePort, maxOutputBytes: number): CallIo {
   function writer (fd: 1 | 2): OutputWriter {
     return {
       write (data) {
-        let bytes: Uint8Array
-        if (typeof data === 'string') bytes = Buffer.from(data, 'utf8')
-        else if (data instanceof Uint8Array) bytes = data
-        else throw new TypeError('write() takes a string or a Uint8Array')
+        const bytes = toBytes(data)
         const n = budget.take(bytes.byteLength)
         if (n > 0) {
           // A fresh exact-size copy: posting a view would clone its whole backing buffer, which

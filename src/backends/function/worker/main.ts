@@ -9,6 +9,7 @@ import { ExitCodes } from '../exit-codes.js'
 import { READY_MESSAGE, type WorkerBootData, type WorkerReply, type WorkerTask } from '../protocol.js'
 import { openCallIo } from './io.js'
 import { runModule } from './run-module.js'
+import { routeUnhandledRejections, withCallRejections } from '../rejections.js'
 
 const boot = workerData as WorkerBootData
 
@@ -16,29 +17,18 @@ const boot = workerData as WorkerBootData
 for (const url of boot.preload) await import(url)
 parentPort?.postMessage(READY_MESSAGE)
 
-/** Unhandled rejections of the current call; undefined between calls. */
-let current: unknown[] | undefined
-
-process.on('unhandledRejection', (reason) => {
-  if (current !== undefined) {
-    current.push(reason)
-    return
-  }
-  // Between calls it belongs to no one: crash as Node would, and the pool replaces the worker.
-  throw reason
-})
+routeUnhandledRejections()
 
 /** Runs one call (the piscina task handler). */
 export default async function handleCall (task: WorkerTask): Promise<WorkerReply> {
   const io = openCallIo(task.port, task.maxOutputBytes)
-  const rejections: unknown[] = []
-  current = rejections
   try {
-    if (task.op === 'module') return { exitCode: await runModule(task, io, rejections), truncated: io.truncated }
-    io.stderr.write(`warren: unknown task ${JSON.stringify((task as { op?: unknown }).op)}\n`)
-    return { exitCode: ExitCodes.CANNOT_EXECUTE, truncated: io.truncated }
+    return await withCallRejections(async (rejections) => {
+      if (task.op === 'module') return { exitCode: await runModule(task, io, rejections), truncated: io.truncated }
+      io.stderr.write(`warren: unknown task ${JSON.stringify((task as { op?: unknown }).op)}\n`)
+      return { exitCode: ExitCodes.CANNOT_EXECUTE, truncated: io.truncated }
+    })
   } finally {
-    current = undefined
     io.close()
   }
 }
