@@ -139,7 +139,9 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       const pooled = pool.claim(key)
       const entry = pooled ?? await launch(spec.id ?? `c${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`, shape)
       // A pooled sandbox was named before anyone knew whose it would be: it takes its id now.
-      if (pooled !== undefined && spec.id !== undefined) await entry.agent.setHostname(spec.id)
+      // Not awaited: the agent handles one connection's requests in order, so every later
+      // command already sees the new name, and the claim costs no extra round trip.
+      if (pooled !== undefined && spec.id !== undefined) entry.agent.setHostname(spec.id).catch(() => {})
       entry.env = spec.env ?? {}
       journal.write(entry.launched.id, { launched: entry.launched, meta: spec.meta, claimed: true })
       live.set(entry.launched.id, entry)
