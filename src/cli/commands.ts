@@ -2,6 +2,7 @@
  * The client-side commands of `warren`: run, ps, exec, kill, token, nodes. Each takes its
  * parsed arguments and returns the process exit code.
  */
+import { resolve } from 'node:path'
 import { connect, type Client } from '../sdk/index.js'
 import { isScope } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
@@ -26,12 +27,15 @@ function parseLabels (pairs: string[] | undefined): Record<string, string> | und
 }
 
 /** `warren run [--backend B] [--ttl MS] [--label k=v] -- CMD…`: create, stream, exit with the command's code, kill. */
-export async function run (cmd: string[], flags: { backend?: string, ttl?: string, label?: string[] }, out: Out = std): Promise<number> {
-  if (cmd.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren run [--backend B] [--ttl MS] -- CMD…')
+export async function run (cmd: string[], flags: { backend?: string, ttl?: string, label?: string[], image?: string, 'image-dir'?: string }, out: Out = std): Promise<number> {
+  if (cmd.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren run [--backend B] [--image NAME:TAG | --image-dir DIR] [--ttl MS] -- CMD…')
   return await withClient(async (client) => {
     const labels = parseLabels(flags.label)
+    // --image names a base layer (name:tag or sha256:…); --image-dir builds one from a directory on the node.
+    const base = flags.image ?? (flags['image-dir'] !== undefined ? `dir:${resolve(flags['image-dir'])}` : undefined)
     const sb = await client.create({
-      backend: (flags.backend ?? 'function') as 'function',
+      backend: (flags.backend ?? (base !== undefined ? 'container' : 'function')) as 'function',
+      ...(base !== undefined ? { image: { base } } : {}),
       ...(flags.ttl !== undefined ? { ttlMs: Number(flags.ttl) } : {}),
       ...(labels !== undefined ? { labels } : {})
     })

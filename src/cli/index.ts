@@ -13,18 +13,23 @@
 import { parseArgs } from 'node:util'
 import { isWarrenError } from '../errors.js'
 import * as commands from './commands.js'
+import * as image from './image.js'
 import * as servers from './servers.js'
 
 const USAGE = `usage: warren <command>
   up [--port 7100] [--host 127.0.0.1] [--data-dir DIR] [--functions-dir DIR] [--no-local-node]
                                      control plane + a local node in one process
   node --join URL --token T          join a control plane as a node
-  run [--backend B] [--ttl MS] -- CMD…   create, run, stream output, exit with its code, kill
+  run [--backend B] [--image N:T | --image-dir D] [--ttl MS] -- CMD…
+                                     create, run, stream output, exit with its code, kill
   ps [--label k=v] [--state S]       list your sandboxes
   exec ID -- CMD…                    run a command in a sandbox
   kill ID…                           end sandboxes
   token create --tenant T [--scopes a,b]   issue an API key (admin)
   nodes                              the cluster's nodes (admin)
+  image build --kind base|workspace|tools --name N:T (--from-dir D | --from-tar F | --from-oci F | --debootstrap SUITE [--include a,b])
+                                     build a layer, push it with its chunk manifest, tag it
+  image ls                           the image names and their digests
 `
 
 /** Splits `args` at `--`: flags before, the command after. */
@@ -49,7 +54,7 @@ export async function main (argv: string[]): Promise<number> {
         return await servers.node(values)
       }
       case 'run': {
-        const { values } = parse({ backend: { type: 'string' }, ttl: { type: 'string' }, label: { type: 'string', multiple: true } })
+        const { values } = parse({ backend: { type: 'string' }, ttl: { type: 'string' }, label: { type: 'string', multiple: true }, image: { type: 'string' }, 'image-dir': { type: 'string' } })
         return await commands.run(cmd, values)
       }
       case 'ps': {
@@ -71,6 +76,15 @@ export async function main (argv: string[]): Promise<number> {
       }
       case 'nodes':
         return await commands.nodes()
+      case 'image': {
+        const { values, positionals } = parse({
+          kind: { type: 'string' }, name: { type: 'string' }, 'from-dir': { type: 'string' }, 'from-tar': { type: 'string' },
+          'from-oci': { type: 'string' }, debootstrap: { type: 'string' }, include: { type: 'string' }, store: { type: 'string' }, 'no-tag': { type: 'boolean' }
+        })
+        if (positionals[0] === 'build') return await image.imageBuild(values)
+        if (positionals[0] === 'ls') return await image.imageList()
+        break
+      }
       case undefined: case 'help': case '--help': case '-h':
         process.stdout.write(USAGE)
         return 0

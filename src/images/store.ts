@@ -9,16 +9,27 @@
  *
  * Builds of the same name run once, however many sandboxes ask at the same moment.
  */
-import { existsSync, mkdirSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { createWriteStream, existsSync, mkdirSync, renameSync, rmSync } from 'node:fs'
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
 import { isAbsolute, join } from 'node:path'
 import { createError, ErrorCodes } from '../errors.js'
 import { buildLayerFromDir, debootstrapTree } from './build.js'
 import { buildBusyboxLayer } from './busybox.js'
 
+/** Where layers named by digest come from when this node does not have them. */
+export interface LayerSource {
+  /** `http://host:port` of a blob store (the control plane serves one). */
+  baseUrl: string
+  /** Bearer token (the node join token). */
+  token: string
+}
+
 export class LayerStore {
   private readonly building = new Map<string, Promise<string>>()
 
-  constructor (readonly dir: string, private readonly onProgress?: (line: string) => void) {
+  constructor (readonly dir: string, private readonly onProgress?: (line: string) => void, private readonly source?: LayerSource) {
     mkdirSync(dir, { recursive: true })
   }
 
@@ -40,7 +51,9 @@ export class LayerStore {
       const hex = ref.slice(7)
       if (!/^[0-9a-f]{64}$/.test(hex)) throw createError(ErrorCodes.BAD_SPEC, `bad layer digest ${ref}`, { field: 'image' })
       const path = join(this.dir, `${hex}.erofs`)
-      if (!existsSync(path)) throw createError(ErrorCodes.NOT_FOUND, `layer ${ref} is not on this node`)
+      if (existsSync(path)) return path
+      if (this.source === undefined) throw createError(ErrorCodes.NOT_FOUND, `layer ${ref} is not on this node`)
+      await pullLayer(this.source, hex, path)
       return path
     }
     if (ref.startsWith('dir:')) {
@@ -56,5 +69,29 @@ export class LayerStore {
       return (await buildLayerFromDir(tree, this.dir)).path
     }
     throw createError(ErrorCodes.BAD_SPEC, `unknown layer ${ref}: use busybox, sha256:…, dir:/path or debian:SUITE[:pkgs]`, { field: 'image' })
+  }
+}
+
+/**
+ * Downloads a whole layer from the blob store, checking its digest as it streams; only a
+ * verified file takes the final name. (The on-demand path fetches only the chunks read.)
+ */
+async function pullLayer (source: LayerSource, hex: string, path: string): Promise<void> {
+  const url = `${source.baseUrl.replace(/\/+$/, '')}/blobs/sha256/${hex}`
+  const res = await fetch(url, { headers: { authorization: `Bearer ${source.token}` } }).catch((err: unknown) => {
+    throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `blob store unreachable at ${source.baseUrl}: ${(err as Error).message}`, { reason: 'fetch' })
+  })
+  if (res.status === 404) throw createError(ErrorCodes.NOT_FOUND, `layer sha256:${hex} is not in the blob store`)
+  if (!res.ok || res.body === null) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `blob store answered ${res.status} for sha256:${hex}`, { reason: 'fetch' })
+  const tmp = `${path}.${process.pid}.part`
+  const hash = createHash('sha256')
+  try {
+    const body = Readable.fromWeb(res.body as import('node:stream/web').ReadableStream<Uint8Array>)
+    body.on('data', (chunk: Buffer) => hash.update(chunk))
+    await pipeline(body, createWriteStream(tmp))
+    if (hash.digest('hex') !== hex) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `layer sha256:${hex} arrived corrupted`, { reason: 'corrupt' })
+    renameSync(tmp, path)
+  } finally {
+    rmSync(tmp, { force: true })
   }
 }

@@ -18,7 +18,9 @@ import type { LinkOptionsInput } from '../../transport/index.js'
 import { createIam, IamStore, type IamMessage, type Scope } from '../iam/index.js'
 import { createPlacementShard, type ShardMessage } from '../placement/index.js'
 import { createDirectory, type DirectoryMessage } from './directory.js'
+import { NameIndex } from '../../images/index.js'
 import { createGateway } from './gateway.js'
+import { createImageIndex, type ImageIndexMessage } from './image-index.js'
 import { createRegistry, type RegistryMessage } from './registry.js'
 
 /** The control plane's actor system name: nodes address `cp/registry` and `cp/directory`. */
@@ -59,6 +61,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const system = new ActorSystem({ name: CONTROL_PLANE })
   const store = new IamStore(options.dataDir === undefined ? undefined : join(options.dataDir, 'iam.json'))
   const joinToken = store.rotateJoinToken()
+  const names = new NameIndex(options.dataDir === undefined ? undefined : join(options.dataDir, 'images.json'))
 
   const ref = <M>(name: string) => (): Ref<M> => {
     const r = system.lookup<M>(`${CONTROL_PLANE}/${name}`)
@@ -68,6 +71,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const iam = ref<IamMessage>('iam')
   const registry = ref<RegistryMessage>('registry')
   const directory = ref<DirectoryMessage>('directory')
+  const images = ref<ImageIndexMessage>('images')
   const shardRefs = Array.from({ length: o.shards }, (_, i) => ref<ShardMessage>(`shard-${i}`))
   const shards = (): Ref<ShardMessage>[] => shardRefs.map((get) => get())
 
@@ -87,11 +91,13 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       spawn: { name: 'placement' }
     },
     { id: 'directory', start: createDirectory({ shards, iam }), spawn: { name: 'directory', ...big } },
+    { id: 'images', start: createImageIndex(names), spawn: { name: 'images', ...big } },
     {
       id: 'gateway',
       shutdown: 'infinity',
       start: createGateway({
-        port: o.port, host: o.host, iam, shards, directory, registry,
+        port: o.port, host: o.host, iam, shards, directory, registry, images,
+        ...(options.dataDir !== undefined ? { blobRoot: join(options.dataDir, 'blobs') } : {}),
         ...(options.link !== undefined ? { link: options.link } : {}),
         onListening: (u) => { url = u }
       }),

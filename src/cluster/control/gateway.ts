@@ -5,12 +5,16 @@
  * only the registry and the directory. Nodes are reached back through their links by address
  * (`${nodeId}/…`).
  */
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { Actor, type Ref } from '../../actors/index.js'
+import { createBlobHandler } from '../../images/blob/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
 import { createLinkServer, exposeSystem, routeRemote, type Link, type LinkHandler, type LinkOptionsInput, type LinkServer } from '../../transport/index.js'
 import type { IamMessage, Principal } from '../iam/index.js'
 import type { ShardMessage } from '../placement/index.js'
 import type { DirectoryMessage } from './directory.js'
+import type { ImageIndexMessage } from './image-index.js'
 import type { RegistryMessage } from './registry.js'
 import { createSession, type ClientRequest } from './session.js'
 
@@ -21,6 +25,9 @@ export interface GatewayOptions {
   shards: () => Ref<ShardMessage>[]
   directory: () => Ref<DirectoryMessage>
   registry: () => Ref<RegistryMessage>
+  images: () => Ref<ImageIndexMessage>
+  /** The blob store's root: served on the same port over HTTP (Range, join token). */
+  blobRoot?: string
   /** Link tunables (heartbeats, frame limits), mostly for tests. */
   link?: LinkOptionsInput
   /** Told the URL once listening. */
@@ -37,6 +44,7 @@ export const CLIENT_ADDRESS = 'client'
 
 export class Gateway extends Actor<GatewayMessage> {
   private server: LinkServer | undefined
+  private http: Server | undefined
   private readonly nodeLinks = new Map<string, Link>()
   private unroute: (() => void) | undefined
 
@@ -45,20 +53,29 @@ export class Gateway extends Actor<GatewayMessage> {
   async preStart (): Promise<void> {
     const system = this.ctx.system
     this.unroute = routeRemote(system, (name) => this.nodeLinks.get(name))
+    // One port: WebSocket upgrades are links, plain GETs are the blob store (nodes fetch layers).
+    const blobs = createBlobHandler({
+      root: this.o.blobRoot ?? '/nonexistent',
+      authorize: async (token) => this.o.blobRoot !== undefined && await this.o.iam().ask<boolean>({ type: 'check-join', token })
+    })
+    this.http = createServer(blobs)
     this.server = createLinkServer({
       ...(this.o.link ?? {}),
-      port: this.o.port,
-      ...(this.o.host !== undefined ? { host: this.o.host } : {}),
+      server: this.http,
       authenticate: (token) => this.authenticate(token),
       handler: (link) => (link.principal as Peer).kind === 'node' ? this.nodeHandler(link) : this.userHandler(link)
     })
-    const port = await this.server.listen()
-    this.o.onListening?.(this.server.url, port)
+    await new Promise<void>((resolve, reject) => {
+      this.http!.once('error', reject)
+      this.http!.listen(this.o.port, this.o.host, () => { this.http!.off('error', reject); resolve() })
+    })
+    const port = (this.http.address() as AddressInfo).port
+    this.o.onListening?.(`ws://${this.o.host ?? '127.0.0.1'}:${port}`, port)
   }
 
   receive (m: GatewayMessage): unknown {
     switch (m.type) {
-      case 'url': return this.server?.url
+      case 'url': return this.http === undefined ? undefined : `ws://${this.o.host ?? '127.0.0.1'}:${(this.http.address() as AddressInfo).port}`
       case 'links': return { nodes: [...this.nodeLinks.keys()], total: this.server?.links.size ?? 0 }
     }
   }
@@ -79,6 +96,7 @@ export class Gateway extends Actor<GatewayMessage> {
       shards: this.o.shards,
       directory: this.o.directory,
       registry: this.o.registry,
+      images: this.o.images,
       notify: (notice) => { if (link.state !== 'closed') { try { link.tell(CLIENT_ADDRESS, notice) } catch { /* bounded buffer full: notices are best effort */ } } }
     }), { mailbox: { capacity: 10_000 } })
     link.on('close', () => { void this.ctx.system.stop(session) })
@@ -112,6 +130,8 @@ export class Gateway extends Actor<GatewayMessage> {
   async postStop (): Promise<void> {
     this.unroute?.()
     await this.server?.close()
+    this.http?.closeAllConnections()
+    await new Promise<void>((resolve) => { if (this.http?.listening === true) this.http.close(() => resolve()); else resolve() })
   }
 }
 

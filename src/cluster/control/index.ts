@@ -4,3 +4,4 @@ export { createDirectory, DirectoryDefaults, SandboxDirectory, type DirectoryMes
 export { CLIENT_ADDRESS, createGateway, Gateway, SESSION_ADDRESS, type GatewayOptions } from './gateway.js'
 export { createRegistry, Registry, RegistryDefaults, shardOf, type NodeStatus, type RegistryMessage } from './registry.js'
 export { createSession, Session, SessionDefaults, toView, type ClientRequest, type SandboxView } from './session.js'
+export { createImageIndex, ImageIndex, type ImageIndexMessage } from './image-index.js'

@@ -12,7 +12,9 @@ import type { CreateItem, CreateOutcome, NodeMessage } from '../node/index.js'
 import type { PlacementRequest, ShardMessage } from '../placement/index.js'
 import type { OutputPage, SandboxMessage, WireExecOptions } from '../sandbox/index.js'
 import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.js'
+import { isImageName, type LayerKind } from '../../images/index.js'
 import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
+import type { ImageIndexMessage } from './image-index.js'
 import type { NodeStatus, RegistryMessage } from './registry.js'
 
 /** What an SDK may ask of its session. */
@@ -27,6 +29,8 @@ export type ClientRequest =
   | { type: 'files', id: string, op: 'read' | 'write', path: string, data?: Uint8Array }
   | { type: 'token-create', tenant: string, scopes: Scope[] }
   | { type: 'nodes' }
+  | { type: 'image-tag', name: string, digest: string, kind: LayerKind }
+  | { type: 'image-list' }
 
 /** A sandbox as the SDK sees it. */
 export interface SandboxView {
@@ -58,6 +62,7 @@ export interface SessionOptions {
   shards: () => Ref<ShardMessage>[]
   directory: () => Ref<DirectoryMessage>
   registry: () => Ref<RegistryMessage>
+  images: () => Ref<ImageIndexMessage>
   /** Where notices for the client go (the link's tell towards the SDK). */
   notify: (notice: SandboxStateNotice) => void
 }
@@ -135,6 +140,12 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
       case 'nodes':
         this.authorize('admin')
         return this.ctx.answerLater(this.o.registry().ask<NodeStatus[]>({ type: 'nodes' }))
+      case 'image-tag':
+        this.authorize('admin')
+        return this.ctx.answerLater(this.o.images().ask({ type: 'tag', name: m.name, digest: m.digest, kind: m.kind }))
+      case 'image-list':
+        this.authorize('sandbox:read')
+        return this.ctx.answerLater(this.o.images().ask({ type: 'list' }))
       default:
         throw createError(ErrorCodes.INVALID_ARGUMENT, `unknown request type ${String((m as { type?: unknown }).type)}`)
     }
@@ -162,7 +173,7 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
   }
 
   private async create (m: Extract<ClientRequest, { type: 'create' }>): Promise<SandboxView | SandboxView[]> {
-    const spec = parseSandboxSpec(m.spec)
+    const spec = await this.resolveImages(parseSandboxSpec(m.spec))
     const count = m.count ?? 1
     if (!Number.isInteger(count) || count < 1 || count > SessionDefaults.maxBatch) {
       throw createError(ErrorCodes.INVALID_ARGUMENT, `count must be an integer in [1, ${SessionDefaults.maxBatch}]`, { field: 'count' })
@@ -221,6 +232,20 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
     }
     const views = records.map(toView)
     return m.count === undefined ? views[0]! : views
+  }
+
+  /** Turns image names (`name:tag`) into digests, so placement and nodes see digests only. */
+  private async resolveImages (spec: SandboxSpec): Promise<SandboxSpec> {
+    if (spec.image === undefined) return spec
+    const { base, workspace, tools = [] } = spec.image
+    const refs = [base, ...(workspace !== undefined ? [workspace] : []), ...tools]
+    if (!refs.some(isImageName)) return spec
+    const digests = await this.o.images().ask<string[]>({ type: 'resolve', refs })
+    const [b, ...rest] = digests
+    return {
+      ...spec,
+      image: { base: b!, ...(workspace !== undefined ? { workspace: rest.shift()! } : {}), ...(tools.length > 0 ? { tools: rest } : {}) }
+    }
   }
 
   private recordFor (id: string, nodeId: string, address: string, spec: SandboxSpec, req: PlacementRequest): SandboxRecord {

@@ -69,7 +69,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   const container = containerUnavailable()
   if (container === undefined && options.dataDir !== undefined) {
     // Each node its own run directory: a node reclaims what it finds there that it did not journal.
-    backends.container = createContainerBackend({ dataDir: join(options.dataDir, 'container'), runDir: join(ContainerDefaults.runDir, nodeId), ...(options.layersDir !== undefined ? { layersDir: options.layersDir } : {}), ...(options.containerPool !== undefined ? { pool: options.containerPool } : {}), cgroups: options.cgroups ?? createCgroupProvider(`warren-${nodeId}`) })
+    backends.container = createContainerBackend({ dataDir: join(options.dataDir, 'container'), layerSource: { baseUrl: options.url.replace(/^ws/, 'http'), token: options.joinToken }, runDir: join(ContainerDefaults.runDir, nodeId), ...(options.layersDir !== undefined ? { layersDir: options.layersDir } : {}), ...(options.containerPool !== undefined ? { pool: options.containerPool } : {}), cgroups: options.cgroups ?? createCgroupProvider(`warren-${nodeId}`) })
   }
   const capacity: NodeCapacity = {
     cpus: cpus().length,

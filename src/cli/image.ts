@@ -1,0 +1,90 @@
+/**
+ * `warren image build`: a directory, tar, container image or debootstrap suite becomes one
+ * EROFS layer, pushed to the blob store with its chunk manifest and tagged `name:tag` on the
+ * control plane. Deterministic: the same input gives the same digest.
+ *
+ *   warren image build --kind base --name debian-py:12 --debootstrap bookworm --include python3
+ *   warren image build --kind workspace --name task-17:v1 --from-dir ./task
+ *   warren image build --kind tools --name node:20 --from-oci node.tar
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { homedir, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createError, ErrorCodes } from '../errors.js'
+import { debootstrapTree, LAYER_KINDS, makeErofsImage, run, unpackImage, type LayerKind } from '../images/index.js'
+import { pushLayer } from '../images/blob/index.js'
+import { connect } from '../sdk/index.js'
+import { createProgress } from './progress.js'
+
+export interface ImageBuildFlags {
+  kind?: string
+  name?: string
+  'from-dir'?: string
+  'from-tar'?: string
+  'from-oci'?: string
+  debootstrap?: string
+  include?: string
+  store?: string
+  'no-tag'?: boolean
+}
+
+export async function imageBuild (flags: ImageBuildFlags): Promise<number> {
+  const kind = (flags.kind ?? 'base') as LayerKind
+  if (!LAYER_KINDS.includes(kind)) throw createError(ErrorCodes.INVALID_ARGUMENT, `--kind must be one of ${LAYER_KINDS.join(', ')}`)
+  const sources = (['from-dir', 'from-tar', 'from-oci', 'debootstrap'] as const).filter((k) => flags[k] !== undefined)
+  if (sources.length !== 1) throw createError(ErrorCodes.INVALID_ARGUMENT, 'give exactly one of --from-dir, --from-tar, --from-oci, --debootstrap')
+  if (flags['no-tag'] !== true && flags.name === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, '--name NAME:TAG is required (or --no-tag)')
+  const store = flags.store ?? join(homedir(), '.warren', 'data', 'blobs')
+  const progress = createProgress(4)
+  const work = mkdtempSync(join(tmpdir(), 'warren-image-'))
+  try {
+    progress.step('preparing the tree')
+    let tree: string
+    if (flags['from-dir'] !== undefined) tree = flags['from-dir']
+    else if (flags['from-tar'] !== undefined) {
+      tree = join(work, 'root')
+      await run('mkdir', ['-p', tree])
+      await run('tar', ['-xf', flags['from-tar'], '-C', tree, '--numeric-owner'])
+    } else if (flags['from-oci'] !== undefined) {
+      tree = join(work, 'root')
+      await run('mkdir', ['-p', tree])
+      await unpackImage(flags['from-oci'], tree)
+    } else {
+      const include = (flags.include ?? '').split(',').map((p) => p.trim()).filter((p) => p !== '')
+      tree = await debootstrapTree(join(store, '..', 'trees'), flags.debootstrap!, include, (line) => progress.detail(line))
+    }
+    progress.step('building the EROFS image')
+    const image = join(work, 'layer.erofs')
+    await makeErofsImage(tree, image)
+    progress.step('pushing to the blob store (with its chunk manifest)')
+    const pushed = await pushLayer(store, image)
+    let tagged = ''
+    if (flags['no-tag'] !== true) {
+      progress.step(`tagging ${flags.name}`)
+      const client = await connect()
+      try {
+        await client.request({ type: 'image-tag', name: flags.name!, digest: pushed.digest, kind })
+        tagged = ` as ${flags.name}`
+      } finally {
+        await client.close()
+      }
+    }
+    progress.done()
+    process.stdout.write(`${pushed.digest}  ${(pushed.size / 1024 / 1024).toFixed(1)} MiB  ${pushed.manifest.chunks.length} chunks${tagged}\n`)
+    return 0
+  } finally {
+    rmSync(work, { recursive: true, force: true })
+  }
+}
+
+/** `warren image ls` */
+export async function imageList (): Promise<number> {
+  const client = await connect()
+  try {
+    const list = await client.request<Array<{ name: string, digest: string, kind: string, taggedAt: string }>>({ type: 'image-list' })
+    for (const r of list) process.stdout.write(`${r.name.padEnd(32)} ${r.kind.padEnd(9)} ${r.digest}  ${r.taggedAt}\n`)
+    return 0
+  } finally {
+    await client.close()
+  }
+}
