@@ -1,9 +1,10 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
+import { containerUnavailable } from '../../src/cluster/index.js'
 import { repoRoot } from '../cluster/harness.js'
 import { timed } from '../support/index.js'
 
@@ -44,6 +45,36 @@ test('warren up writes a 0600 config; run streams output and exits with the comm
 
   up.kill('SIGTERM')
   assert.is(await exited, 0)
+}))
+
+const noContainers = containerUnavailable()
+;(noContainers === undefined ? test : test.skip)('warren image build tags a layer that warren run --image then runs, pulled from the blob store', timed(120_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-cli-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const env = { ...process.env, WARREN_CONFIG: join(dir, 'config.json') }
+  const data = join(dir, 'data')
+  const up = spawn(process.execPath, [cli, 'up', '--port', '0', '--data-dir', data], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const exited = new Promise<number | null>((resolve) => up.once('exit', (code) => resolve(code)))
+  defer(async () => { if (up.exitCode === null) { up.kill('SIGTERM'); await exited } })
+  let out = ''
+  await new Promise<void>((resolve, reject) => {
+    up.stdout.on('data', (b: Buffer) => { out += b.toString(); if (out.includes('Ctrl-C')) resolve() })
+    up.once('exit', (code) => reject(new Error(`warren up exited ${code}: ${out}`)))
+  })
+  const tree = join(dir, 'tree')
+  mkdirSync(join(tree, 'bin'), { recursive: true })
+  copyFileSync('/bin/busybox', join(tree, 'bin', 'busybox'))
+  chmodSync(join(tree, 'bin', 'busybox'), 0o755)
+  for (const applet of ['sh', 'cat']) symlinkSync('busybox', join(tree, 'bin', applet))
+  writeFileSync(join(tree, 'greeting'), 'hello from a built image\n')
+  const build = spawnSync(process.execPath, [cli, 'image', 'build', '--kind', 'base', '--name', 'greet:1', '--from-dir', tree, '--store', join(data, 'blobs')], { env, encoding: 'utf8', timeout: 60_000 })
+  assert.is(build.status, 0, build.stderr)
+  assert.match(build.stdout, /^sha256:[0-9a-f]{64} .* as greet:1\n$/)
+  const again = spawnSync(process.execPath, [cli, 'image', 'build', '--kind', 'base', '--no-tag', '--from-dir', tree, '--store', join(data, 'blobs')], { env, encoding: 'utf8', timeout: 60_000 })
+  assert.is(again.stdout.split(' ')[0], build.stdout.split(' ')[0], 'the same tree gives the same digest')
+  const ran = spawnSync(process.execPath, [cli, 'run', '--image', 'greet:1', '--', 'cat', '/greeting'], { env, encoding: 'utf8', timeout: 60_000 })
+  assert.is(ran.status, 0, ran.stderr)
+  assert.is(ran.stdout, 'hello from a built image\n')
 }))
 
 test.run()
