@@ -100,6 +100,8 @@ export interface Backend {
    * alive after a restart and reclaims the leftovers of the rest. Called once, before `create`.
    */
   adopt? (): Promise<AdoptedSandbox[]>
+  /** Layer digests cached on this node (backends with layers), so placement can prefer it. */
+  cachedLayers? (): string[]
   /**
    * Runs one command to its end, streaming its output through the callbacks in `opts`.
    * Resolves with how it ended (a non-zero exit is a result, not an error); rejects only when

@@ -10,7 +10,7 @@
  * Builds of the same name run once, however many sandboxes ask at the same moment.
  */
 import { createHash } from 'node:crypto'
-import { createWriteStream, existsSync, mkdirSync, renameSync, rmSync } from 'node:fs'
+import { createWriteStream, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { isAbsolute, join } from 'node:path'
@@ -31,6 +31,11 @@ export class LayerStore {
 
   constructor (readonly dir: string, private readonly onProgress?: (line: string) => void, private readonly source?: LayerSource) {
     mkdirSync(dir, { recursive: true })
+  }
+
+  /** Digests of the layers this store holds (`sha256:…`), for placement's locality. */
+  cached (): string[] {
+    return readdirSync(this.dir).filter((f) => /^[0-9a-f]{64}\.erofs$/.test(f)).map((f) => `sha256:${f.slice(0, 64)}`)
   }
 
   /** The image file for a layer reference; builds it when the reference says how. */

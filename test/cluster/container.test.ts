@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
@@ -6,7 +6,8 @@ import * as assert from 'uvu/assert'
 import { ContainerDefaults, detectLayout } from '../../src/backends/container/index.js'
 import { containerUnavailable, startNode } from '../../src/cluster/index.js'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
-import { LayerStore } from '../../src/images/index.js'
+import { pushLayer } from '../../src/images/blob/index.js'
+import { buildLayerFromDir, LayerStore } from '../../src/images/index.js'
 import { connect } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
 import { ALL_SCOPES, spawnNode, startTestControlPlane } from './harness.js'
@@ -110,6 +111,33 @@ ctest('a realistic Debian layer with python3 (debootstrap, cached between runs):
   await sb.files.write('/root/task.py', 'print(sum(range(10)))\n')
   assert.is((await sb.exec(['python3', '/root/task.py'])).stdout, '45\n')
   await sb.kill()
+}))
+
+ctest('placement prefers the node that already caches a sandbox\'s layers', timed(120_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-ct-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const cp = await startTestControlPlane({ dataDir: join(dir, 'cp') })
+  defer(() => cp.close())
+  // A layer in the control plane's blob store, named by digest.
+  const tree = join(dir, 'tree')
+  mkdirSync(join(tree, 'bin'), { recursive: true })
+  copyFileSync('/bin/busybox', join(tree, 'bin', 'sh'))
+  chmodSync(join(tree, 'bin', 'sh'), 0o755)
+  const built = await buildLayerFromDir(tree, join(dir, 'build'))
+  const pushed = await pushLayer(join(dir, 'cp', 'blobs'), built.path)
+  const nodes = []
+  for (const id of ['la', 'lb']) {
+    const n = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: id, dataDir: join(dir, id), heartbeatEveryMs: 100 })
+    defer(() => n.close())
+    nodes.push(n)
+  }
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', ['admin']) })
+  defer(() => client.close())
+  const spec = { backend: 'container' as const, image: { base: pushed.digest }, limits: { cpus: 0.1, memoryMiB: 64 } }
+  const first = await client.create(spec)
+  const home = (await first.info()).nodeId
+  await waitFor(async () => (await client.nodes() as Array<{ id: string, layers: string[] }>).find((n) => n.id === home)?.layers.includes(pushed.digest), 20_000, 'the layer reported')
+  for (let i = 0; i < 6; i++) assert.is((await (await client.create(spec)).info()).nodeId, home)
 }))
 
 test.run()

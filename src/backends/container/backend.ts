@@ -230,6 +230,10 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       return { live: live.size, pooled: pool.size }
     },
 
+    cachedLayers () {
+      return store.cached()
+    },
+
     async prewarm (spec, n) {
       pool.prewarm(JSON.stringify(await shapeOf(spec)), n)
     }

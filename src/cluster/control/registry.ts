@@ -21,7 +21,7 @@ export type RegistryMessage =
   | { type: 'check' }
   | { type: 'nodes' }
 
-export interface NodeStatus { id: string, alive: boolean, lastSeenMs: number, shard: number, capacity: NodeCapacity }
+export interface NodeStatus { id: string, alive: boolean, lastSeenMs: number, shard: number, capacity: NodeCapacity, layers: string[] }
 
 export interface RegistryOptions {
   shards: () => Ref<ShardMessage>[]
@@ -31,7 +31,7 @@ export interface RegistryOptions {
   now?: () => number
 }
 
-interface Member { id: string, capacity: NodeCapacity, lastSeen: number, alive: boolean, shard: number }
+interface Member { id: string, capacity: NodeCapacity, lastSeen: number, alive: boolean, shard: number, layers: string[] }
 
 /** Which shard owns a node: a stable hash of its id. */
 export function shardOf (nodeId: string, shards: number): number {
@@ -60,7 +60,7 @@ export class Registry extends Actor<RegistryMessage> {
       case 'join': {
         const shards = this.o.shards()
         const shard = shardOf(m.nodeId, shards.length)
-        this.members.set(m.nodeId, { id: m.nodeId, capacity: m.capacity, lastSeen: this.now(), alive: true, shard })
+        this.members.set(m.nodeId, { id: m.nodeId, capacity: m.capacity, lastSeen: this.now(), alive: true, shard, layers: m.layers ?? [] })
         shards[shard]!.tell({ type: 'node-up', id: m.nodeId, capacity: m.capacity, ...(m.layers !== undefined ? { layers: m.layers } : {}) })
         this.o.directory().tell({ type: 'node-sandboxes', nodeId: m.nodeId, sandboxes: Array.isArray(m.sandboxes) ? m.sandboxes : [] })
         return { shard, heartbeatTimeoutMs: this.timeoutMs }
@@ -69,7 +69,10 @@ export class Registry extends Actor<RegistryMessage> {
         const member = this.members.get(m.nodeId)
         if (member === undefined || !member.alive) return { rejoin: true } // lost meanwhile: it must join again
         member.lastSeen = this.now()
-        if (m.layers !== undefined) this.o.shards()[member.shard]!.tell({ type: 'node-layers', id: m.nodeId, layers: m.layers })
+        if (Array.isArray(m.layers)) {
+          member.layers = m.layers
+          this.o.shards()[member.shard]!.tell({ type: 'node-layers', id: m.nodeId, layers: m.layers })
+        }
         return { rejoin: false }
       }
       case 'leave': {
@@ -87,7 +90,7 @@ export class Registry extends Actor<RegistryMessage> {
       }
       case 'nodes':
         return [...this.members.values()].map((n): NodeStatus => ({
-          id: n.id, alive: n.alive, lastSeenMs: this.now() - n.lastSeen, shard: n.shard, capacity: n.capacity
+          id: n.id, alive: n.alive, lastSeenMs: this.now() - n.lastSeen, shard: n.shard, capacity: n.capacity, layers: n.layers
         }))
     }
   }

@@ -15,7 +15,7 @@ import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.
 import { isImageName, type LayerKind } from '../../images/index.js'
 import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
-import type { NodeStatus, RegistryMessage } from './registry.js'
+import { shardOf, type NodeStatus, type RegistryMessage } from './registry.js'
 
 /** What an SDK may ask of its session. */
 export type ClientRequest =
@@ -183,8 +183,11 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
     const req = placementRequestOf(spec)
     const ids = Array.from({ length: count }, () => newId())
     const shards = this.o.shards()
+    // Sandboxes of one image go to one shard, whose nodes then hold that image's layers: the
+    // locality a shard can see is within its own partition. Without an image, spread by id.
+    const shardFor = (id: string): number => hashToShard(req.layers[0] ?? id, shards.length)
     const placed = await Promise.allSettled(ids.map((id) =>
-      shards[hashToShard(id, shards.length)]!.ask<{ nodeId: string }>({ type: 'place', req, deadline }, { timeoutMs: deadline - Date.now() + 5000 })))
+      shards[shardFor(id)]!.ask<{ nodeId: string }>({ type: 'place', req, deadline }, { timeoutMs: deadline - Date.now() + 5000 })))
 
     // Group by node: one create message per node, whatever the batch size.
     const byNode = new Map<string, CreateItem[]>()
@@ -208,7 +211,7 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
       for (const r of results) {
         if ('error' in r) {
           outcomes.set(r.id, fromWireError(r.error))
-          shards[hashToShard(r.id, shards.length)]!.tell({ type: 'release', nodeId, req })
+          shards[shardOf(nodeId, shards.length)]!.tell({ type: 'release', nodeId, req })
         } else {
           outcomes.set(r.id, this.recordFor(r.id, nodeId, r.address, spec, req))
         }

@@ -35,6 +35,7 @@ export class ControlLink extends Actor<ControlLinkMessage> {
   private link: LinkClient | undefined
   private pending: SandboxEvent[] = []
   private joined = false
+  private beats = 0
 
   constructor (private readonly o: ControlLinkOptions) { super() }
 
@@ -55,11 +56,17 @@ export class ControlLink extends Actor<ControlLinkMessage> {
       case 'join':
         this.ctx.answerLater(this.join())
         return undefined
-      case 'heartbeat':
+      case 'heartbeat': {
         if (!this.joined || this.link?.state !== 'open') return undefined
-        this.link.request<{ rejoin: boolean }>(this.o.registry, { type: 'heartbeat', nodeId: this.o.nodeId }, { timeoutMs: 5000 })
+        const link = this.link
+        // Every tenth beat carries the layers this node caches, for placement's locality.
+        const withLayers = this.beats++ % 10 === 0
+        const agent = this.ctx.system.lookup<NodeMessage>(`${this.o.nodeId}/agent`)
+        const layers = withLayers && agent !== undefined ? agent.ask<string[]>({ type: 'layers' }).catch(() => undefined) : Promise.resolve(undefined)
+        void layers.then((l) => link.request<{ rejoin: boolean }>(this.o.registry, { type: 'heartbeat', nodeId: this.o.nodeId, ...(l !== undefined ? { layers: l } : {}) }, { timeoutMs: 5000 }))
           .then((r) => { if (r.rejoin) this.self.tell({ type: 'join' }) }, () => {})
         return undefined
+      }
       case 'event':
         // Ready is implied by the create's answer; only ends travel, so the wire carries one event per sandbox.
         if (m.event.state !== 'gone' && m.event.state !== 'failed') return undefined

@@ -24,6 +24,7 @@ export type NodeMessage =
   | { type: 'list' }
   | { type: 'summaries' }
   | { type: 'capacity' }
+  | { type: 'layers' }
 
 /** What the control plane needs to know of a live sandbox to rebuild its record (after a restart of either side). */
 export interface SandboxSummary {
@@ -94,6 +95,7 @@ export class NodeAgent extends Actor<NodeMessage> {
       case 'summaries':
         return [...this.live].map(([id, e]): SandboxSummary => ({ id, tenant: e.tenant, address: e.ref.address, spec: e.spec, createdAt: e.createdAt }))
       case 'capacity': return this.o.capacity
+      case 'layers': return Object.values(this.o.backends).flatMap((b) => b?.cachedLayers?.() ?? [])
     }
   }
 
