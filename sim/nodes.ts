@@ -1,0 +1,108 @@
+/**
+ * Simulated nodes: the hardware placement sees (cores, memory, overcommit, caps) and a backend
+ * whose creations take a service time instead of starting anything. Creation service times
+ * default to what the real backends measured on this machine kind (`npm run bench -- container`:
+ * ~7 ms; namespace creation serialises, so one creation at a time per node by default).
+ */
+import type { BackendKind } from '../src/backends/types.js'
+import type { NodeCapacity } from '../src/cluster/placement/index.js'
+import { lognormal, type Rng } from './random.js'
+
+export interface NodesConfig {
+  count: number
+  cpus: number
+  memoryMiB: number
+  cpuOvercommit: number
+  memoryOvercommit: number
+  maxSandboxes: Partial<Record<BackendKind, number>>
+  backends: BackendKind[]
+  /** Median creation service time per backend (ms); each creation varies lognormally by `serviceSigma`. */
+  serviceMs: Partial<Record<BackendKind, number>>
+  serviceSigma: number
+  /** Creations a node runs at once. */
+  createSlots: number
+  /** Crashes per node per day (Poisson); a crashed node is back after `repairMs`. */
+  crashesPerNodePerDay: number
+  repairMs: number
+}
+
+export const DSecNodes: NodesConfig = {
+  count: 160,
+  cpus: 187,
+  memoryMiB: 1.5 * 1024 * 1024,
+  cpuOvercommit: 16,
+  memoryOvercommit: 1.5,
+  maxSandboxes: { container: 3200, microvm: 800, function: 3200, fullvm: 100 },
+  backends: ['container', 'microvm', 'function'],
+  serviceMs: { container: 7, function: 1, microvm: 2000, fullvm: 30_000 },
+  serviceSigma: 0.25,
+  createSlots: 1,
+  crashesPerNodePerDay: 0.01,
+  repairMs: 10 * 60_000
+}
+
+export class SimNode {
+  alive = true
+  /** Requested CPUs, used CPUs, requested MiB and sandboxes, of what runs here. */
+  reqCpus = 0
+  useCpus = 0
+  memoryMiB = 0
+  sandboxes = 0
+  /** Layers pulled to this node (its cache; unbounded in this model). */
+  readonly layers = new Set<string>()
+  layerHits = 0
+  layerMisses = 0
+  private readonly slots: Float64Array
+
+  constructor (readonly id: string, readonly index: number, readonly config: NodesConfig) {
+    this.slots = new Float64Array(Math.max(1, config.createSlots))
+  }
+
+  capacity (): NodeCapacity {
+    const c = this.config
+    return {
+      cpus: c.cpus,
+      memoryMiB: c.memoryMiB,
+      cpuOvercommit: c.cpuOvercommit,
+      memoryOvercommit: c.memoryOvercommit,
+      maxSandboxes: { ...c.maxSandboxes },
+      backends: [...c.backends]
+    }
+  }
+
+  /**
+   * Queues one creation at `now`; returns when it finishes. Creations take the earliest free
+   * slot, so a burst onto one node waits behind the ones before it.
+   */
+  create (now: number, backend: BackendKind, rng: Rng): number {
+    let best = 0
+    for (let i = 1; i < this.slots.length; i++) if (this.slots[i]! < this.slots[best]!) best = i
+    const start = Math.max(now, this.slots[best]!)
+    const service = lognormal(rng, this.config.serviceMs[backend] ?? 10, this.config.serviceSigma)
+    const done = start + service
+    this.slots[best] = done
+    return done
+  }
+
+  /** Records which layers a creation needed; returns how many were already cached. */
+  pull (layers: readonly string[]): number {
+    let hits = 0
+    for (const l of layers) {
+      if (this.layers.has(l)) hits++
+      else this.layers.add(l)
+    }
+    this.layerHits += hits
+    this.layerMisses += layers.length - hits
+    return hits
+  }
+
+  crash (): void {
+    this.alive = false
+    this.reqCpus = 0
+    this.useCpus = 0
+    this.memoryMiB = 0
+    this.sandboxes = 0
+    this.slots.fill(0)
+    this.layers.clear()
+  }
+}
