@@ -163,7 +163,9 @@ export class ActorSystem extends EventEmitter {
     const timeoutMs = options?.timeoutMs ?? this.askTimeoutMs
     return new Promise((resolve, reject) => {
       let settled = false
-      const timer = this.clock.setTimeout(() => {
+      // `Infinity` waits as long as it takes (no timer at all): for callers that bound the
+      // wait themselves, like the simulator, where millions of idle timers would cost.
+      const timer = timeoutMs === Infinity ? undefined : this.clock.setTimeout(() => {
         settled = true
         reject(createError(ErrorCodes.ASK_TIMEOUT, `no reply from ${cell.self.address} within ${timeoutMs} ms`, { address: cell.self.address, timeoutMs }))
       }, timeoutMs)
@@ -174,13 +176,13 @@ export class ActorSystem extends EventEmitter {
           resolve: (value) => {
             if (settled) { this.lateReplies++; return }
             settled = true
-            this.clock.clearTimeout(timer)
+            if (timer !== undefined) this.clock.clearTimeout(timer)
             resolve(value)
           },
           reject: (err) => {
             if (settled) { this.lateReplies++; return }
             settled = true
-            this.clock.clearTimeout(timer)
+            if (timer !== undefined) this.clock.clearTimeout(timer)
             reject(err)
           }
         }

@@ -3,7 +3,7 @@ import type { WarrenError } from '../errors.js'
 
 /** Options for `ask`. */
 export interface AskOptions {
-  /** How long to wait for the reply; default `ActorDefaults.askTimeoutMs`. */
+  /** How long to wait for the reply; default `ActorDefaults.askTimeoutMs`; `Infinity` never times out. */
   timeoutMs?: number
 }
 
