@@ -14,6 +14,7 @@ import { parseArgs } from 'node:util'
 import { isWarrenError } from '../errors.js'
 import * as commands from './commands.js'
 import * as image from './image.js'
+import * as sim from './sim.js'
 import * as servers from './servers.js'
 
 const USAGE = `usage: warren <command>
@@ -30,6 +31,8 @@ const USAGE = `usage: warren <command>
   image build --kind base|workspace|tools --name N:T (--from-dir D | --from-tar F | --from-oci F | --debootstrap SUITE [--include a,b])
                                      build a layer, push it with its chunk manifest, tag it
   image ls                           the image names and their digests
+  sim [--nodes N] [--cores-per-node C] [--mem-per-node 1.5TiB] [--duration 24h] [--seed S] [--report F.html] [--json F]
+                                     simulate a cluster under a DSec-shaped workload (the real placement code)
 `
 
 /** Splits `args` at `--`: flags before, the command after. */
@@ -76,6 +79,13 @@ export async function main (argv: string[]): Promise<number> {
       }
       case 'nodes':
         return await commands.nodes()
+      case 'sim': {
+        const { values } = parse({
+          nodes: { type: 'string' }, 'cores-per-node': { type: 'string' }, 'mem-per-node': { type: 'string' }, duration: { type: 'string' },
+          seed: { type: 'string' }, report: { type: 'string' }, json: { type: 'string' }, profile: { type: 'string' }
+        })
+        return await sim.sim(values)
+      }
       case 'image': {
         const { values, positionals } = parse({
           kind: { type: 'string' }, name: { type: 'string' }, 'from-dir': { type: 'string' }, 'from-tar': { type: 'string' },

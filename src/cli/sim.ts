@@ -1,0 +1,68 @@
+/**
+ * `warren sim`: plan a cluster before buying it. Runs the real placement code on a virtual clock
+ * against a DSec-shaped workload and prints a table; `--report F.html` writes charts,
+ * `--json F` the whole summary.
+ *
+ *   warren sim --nodes 160 --cores-per-node 187 --mem-per-node 1.5TiB --duration 24h --seed 1 --report out.html
+ */
+import { writeFileSync } from 'node:fs'
+import { createError, ErrorCodes } from '../errors.js'
+import { runSimulation } from '../../sim/engine.js'
+import { htmlReport, textTable } from '../../sim/report.js'
+
+export interface SimFlags {
+  nodes?: string
+  'cores-per-node'?: string
+  'mem-per-node'?: string
+  duration?: string
+  seed?: string
+  report?: string
+  json?: string
+  profile?: string
+}
+
+/** `24h`, `90m`, `3600s`, `500ms` → ms. */
+export function parseDuration (text: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim())
+  if (m === null) throw createError(ErrorCodes.INVALID_ARGUMENT, `durations look like 24h, 90m or 30s, not ${text}`)
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 'ms']
+  return Number(m[1]) * unit
+}
+
+/** `1.5TiB`, `512GiB`, `65536MiB` → MiB. */
+export function parseMemory (text: string): number {
+  const m = /^(\d+(?:\.\d+)?)(MiB|GiB|TiB)$/.exec(text.trim())
+  if (m === null) throw createError(ErrorCodes.INVALID_ARGUMENT, `memory looks like 1.5TiB or 512GiB, not ${text}`)
+  const unit = { MiB: 1, GiB: 1024, TiB: 1024 * 1024 }[m[2] as 'MiB']
+  return Math.round(Number(m[1]) * unit)
+}
+
+export async function sim (flags: SimFlags): Promise<number> {
+  if (flags.profile !== undefined && flags.profile !== 'dsec') throw createError(ErrorCodes.INVALID_ARGUMENT, 'the only profile is dsec')
+  const num = (v: string | undefined, name: string): number | undefined => {
+    if (v === undefined) return undefined
+    const n = Number(v)
+    if (!Number.isFinite(n) || n <= 0) throw createError(ErrorCodes.INVALID_ARGUMENT, `--${name} must be a positive number`)
+    return n
+  }
+  const nodes = {
+    ...(flags.nodes !== undefined ? { count: num(flags.nodes, 'nodes')! } : {}),
+    ...(flags['cores-per-node'] !== undefined ? { cpus: num(flags['cores-per-node'], 'cores-per-node')! } : {}),
+    ...(flags['mem-per-node'] !== undefined ? { memoryMiB: parseMemory(flags['mem-per-node']) } : {})
+  }
+  const tty = process.stderr.isTTY === true && process.env.CI === undefined
+  const summary = await runSimulation({
+    nodes,
+    ...(flags.duration !== undefined ? { durationMs: parseDuration(flags.duration) } : {}),
+    ...(flags.seed !== undefined ? { seed: num(flags.seed, 'seed')! } : {}),
+    onProgress: (p) => {
+      const line = `sim: ${(p.simulatedMs / 3_600_000).toFixed(1)} h, ${p.concurrent.toLocaleString('en')} running, ${p.created.toLocaleString('en')} created, ${p.rejected} rejected`
+      process.stderr.write(tty ? `\r\x1b[2K${line}` : `${line}\n`)
+    }
+  })
+  if (tty) process.stderr.write('\n')
+  process.stdout.write(textTable(summary))
+  if (flags.report !== undefined) { writeFileSync(flags.report, htmlReport(summary)); process.stdout.write(`report: ${flags.report}\n`) }
+  if (flags.json !== undefined) { writeFileSync(flags.json, JSON.stringify(summary, null, 2)); process.stdout.write(`summary: ${flags.json}\n`) }
+  return 0
+}
