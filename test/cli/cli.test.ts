@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
@@ -45,6 +45,24 @@ test('warren up writes a 0600 config; run streams output and exits with the comm
 
   up.kill('SIGTERM')
   assert.is(await exited, 0)
+}))
+
+test('warren sim prints the table and writes the HTML report and the JSON summary', timed(60_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-cli-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const r = spawnSync(process.execPath, [cli, 'sim', '--nodes', '4', '--cores-per-node', '64', '--mem-per-node', '256GiB', '--duration', '10m', '--seed', '7',
+    '--report', join(dir, 'r.html'), '--json', join(dir, 's.json')], { encoding: 'utf8', timeout: 50_000 })
+  assert.is(r.status, 0, r.stderr)
+  assert.match(r.stdout, /simulated\s+0\.2 h on 4 nodes/)
+  assert.match(r.stdout, /create latency\s+p50/)
+  const html = readFileSync(join(dir, 'r.html'), 'utf8')
+  assert.match(html, /<svg/)
+  const summary = JSON.parse(readFileSync(join(dir, 's.json'), 'utf8')) as { seed: number, nodes: number }
+  assert.is(summary.seed, 7)
+  assert.is(summary.nodes, 4)
+  const bad = spawnSync(process.execPath, [cli, 'sim', '--duration', 'forever'], { encoding: 'utf8', timeout: 10_000 })
+  assert.is(bad.status, 1)
+  assert.match(bad.stderr, /WARREN_ERR_INVALID_ARGUMENT/)
 }))
 
 const noContainers = containerUnavailable()
