@@ -8,14 +8,9 @@ import type { BackendKind } from '../src/backends/types.js'
 import type { NodeCapacity } from '../src/cluster/placement/index.js'
 import { lognormal, type Rng } from './random.js'
 
-export interface NodesConfig {
+/** A simulated node is what placement sees of a real one (NodeCapacity), plus how it behaves. */
+export interface NodesConfig extends NodeCapacity {
   count: number
-  cpus: number
-  memoryMiB: number
-  cpuOvercommit: number
-  memoryOvercommit: number
-  maxSandboxes: Partial<Record<BackendKind, number>>
-  backends: BackendKind[]
   /** Median creation service time per backend (ms); each creation varies lognormally by `serviceSigma`. */
   serviceMs: Partial<Record<BackendKind, number>>
   serviceSigma: number
