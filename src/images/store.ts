@@ -29,7 +29,13 @@ export interface LayerSource {
 export class LayerStore {
   private readonly building = new Map<string, Promise<string>>()
 
-  constructor (readonly dir: string, private readonly onProgress?: (line: string) => void, private readonly source?: LayerSource) {
+  constructor (
+    readonly dir: string,
+    private readonly onProgress?: (line: string) => void,
+    private readonly source?: LayerSource,
+    /** Present layers named by digest on demand (FUSE + chunk cache) instead of pulling them whole. */
+    private readonly lazy?: { resolve (digest: string): Promise<string> }
+  ) {
     mkdirSync(dir, { recursive: true })
   }
 
@@ -57,6 +63,7 @@ export class LayerStore {
       if (!/^[0-9a-f]{64}$/.test(hex)) throw createError(ErrorCodes.BAD_SPEC, `bad layer digest ${ref}`, { field: 'image' })
       const path = join(this.dir, `${hex}.erofs`)
       if (existsSync(path)) return path
+      if (this.lazy !== undefined) return await this.lazy.resolve(ref)
       if (this.source === undefined) throw createError(ErrorCodes.NOT_FOUND, `layer ${ref} is not on this node`)
       await pullLayer(this.source, hex, path)
       return path

@@ -10,7 +10,7 @@ import { nanoid } from 'nanoid'
 import { readdir, rm, rmdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
-import { LayerStore, type LayerSource } from '../../images/index.js'
+import { LayerStore, type LayerSource, type LazyLayers } from '../../images/index.js'
 import type { AdoptedSandbox, Backend, ExecOptions, ExecResult, SandboxHandle, SandboxSpec } from '../types.js'
 import { connectAgent, type AgentClient } from './agent-client.js'
 import { ContainerDefaults } from './defaults.js'
@@ -50,6 +50,8 @@ export interface ContainerBackendOptions {
   layersDir?: string
   /** Where layers named by digest are fetched from when not cached here. */
   layerSource?: LayerSource
+  /** Load layers on demand (only the chunks read) instead of pulling them whole. */
+  lazy?: LazyLayers
   runDir?: string
   cgroups?: CgroupProvider
   pool?: { min?: number, max?: number }
@@ -82,7 +84,7 @@ export interface ContainerBackend extends Backend {
 
 export function createContainerBackend (options: ContainerBackendOptions): ContainerBackend {
   const runDir = options.runDir ?? ContainerDefaults.runDir
-  const store = new LayerStore(options.layersDir ?? join(options.dataDir, 'layers'), undefined, options.layerSource)
+  const store = new LayerStore(options.layersDir ?? join(options.dataDir, 'layers'), undefined, options.layerSource, options.lazy)
   const journal = new Journal<JournalEntry>(join(options.dataDir, 'journal'))
   const live = new Map<string, Live>()
   let closed = false

@@ -14,6 +14,7 @@ import { ActorSystem, type Ref } from '../../actors/index.js'
 import { ContainerBackendDefaults, ContainerDefaults, createCgroupProvider, createContainerBackend, type CgroupProvider } from '../../backends/container/index.js'
 import { createFunctionBackend } from '../../backends/function/index.js'
 import type { Backend, BackendKind } from '../../backends/types.js'
+import { createLazyLayers } from '../../images/index.js'
 import { createSupervisor } from '../../supervisors/index.js'
 import type { LinkOptionsInput } from '../../transport/index.js'
 import type { NodeCapacity } from '../placement/index.js'
@@ -37,6 +38,8 @@ export interface NodeOptions {
   cgroups?: CgroupProvider
   /** Where container layers are cached (default: under dataDir); shared by nodes on one machine. */
   layersDir?: string
+  /** Load container layers on demand through FUSE (only the chunks read are fetched). */
+  lazyLayers?: boolean
   /** Warm pool bounds for container sandboxes. */
   containerPool?: { min?: number, max?: number }
 }
@@ -52,6 +55,8 @@ export function containerUnavailable (): string | undefined {
 export interface NodeProcess {
   readonly nodeId: string
   readonly system: ActorSystem
+  /** Bytes fetched and served by the on-demand layer cache (undefined without lazy layers). */
+  layerMetrics (): ReturnType<NonNullable<Awaited<ReturnType<typeof createLazyLayers>>>['metrics']> | undefined
   close (): Promise<void>
 }
 
@@ -67,9 +72,13 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     function: createFunctionBackend({ functionsDir: options.functionsDir ?? null })
   }
   const container = containerUnavailable()
+  const layerSource = { baseUrl: options.url.replace(/^ws/, 'http'), token: options.joinToken }
+  const lazy = container === undefined && options.dataDir !== undefined && options.lazyLayers === true
+    ? await createLazyLayers({ source: layerSource, cacheDir: join(options.dataDir, 'container', 'cache'), mountpoint: join('/run/warren/layers', nodeId) })
+    : undefined
   if (container === undefined && options.dataDir !== undefined) {
     // Each node its own run directory: a node reclaims what it finds there that it did not journal.
-    backends.container = createContainerBackend({ dataDir: join(options.dataDir, 'container'), layerSource: { baseUrl: options.url.replace(/^ws/, 'http'), token: options.joinToken }, runDir: join(ContainerDefaults.runDir, nodeId), ...(options.layersDir !== undefined ? { layersDir: options.layersDir } : {}), ...(options.containerPool !== undefined ? { pool: options.containerPool } : {}), cgroups: options.cgroups ?? createCgroupProvider(`warren-${nodeId}`) })
+    backends.container = createContainerBackend({ dataDir: join(options.dataDir, 'container'), layerSource, ...(lazy !== undefined ? { lazy } : {}), runDir: join(ContainerDefaults.runDir, nodeId), ...(options.layersDir !== undefined ? { layersDir: options.layersDir } : {}), ...(options.containerPool !== undefined ? { pool: options.containerPool } : {}), cgroups: options.cgroups ?? createCgroupProvider(`warren-${nodeId}`) })
   }
   const capacity: NodeCapacity = {
     cpus: cpus().length,
@@ -118,10 +127,12 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   return {
     nodeId,
     system,
+    layerMetrics: () => lazy?.metrics(),
     async close () {
       await system.stop(root, 15_000)
       await system.shutdown(1000)
       await Promise.all(Object.values(backends).map((b) => b.close().catch(() => {})))
+      await lazy?.close().catch(() => {})
     }
   }
 }

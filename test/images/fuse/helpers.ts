@@ -13,10 +13,14 @@ import { FuseDefaults, mountLayerFs, type LayerFs, type LayerRead, type MountLay
 import { abortConnectionSync, connectionId, readMountinfo, type MountEntry } from '../../../src/images/fuse/mount.js'
 import type { Cleanup } from '../../support/index.js'
 
-/** Every temp dir of these tests starts so; the final checks look for mounts under such paths. */
+/** Every temp dir of these tests starts so. */
 export const PREFIX = 'warren-fuse-'
-/** The subtype the tests mount with, so their mounts are told apart from anyone else's. */
+/** The subtype the tests mount with (`fuse.warren-test` in mountinfo). */
 export const SUBTYPE = 'warren-test'
+/** The source this process's layer mounts show, so that test files run side by side tell theirs apart. */
+export const SOURCE = `warren-test-${process.pid}`
+/** The temp dirs this process made: every mount of these tests is under one, or has SOURCE. */
+const ourDirs = new Set<string>()
 
 /** Why these tests cannot run here, if they cannot. */
 export const skipReason: string | undefined =
@@ -31,9 +35,9 @@ export function rootTest (name: string, fn: () => Promise<void>): void {
 }
 if (skipReason !== undefined) process.stderr.write(`FUSE tests skipped: ${skipReason}\n`)
 
-/** The mounts of this process's namespace made by these tests (under a PREFIX dir, or ours). */
+/** The mounts this test process made (and any child of it mounted under its dirs) still there. */
 export function testMounts (): MountEntry[] {
-  return readMountinfo().filter((m) => m.mountPoint.includes(`/${PREFIX}`) || m.fsType === `fuse.${SUBTYPE}`)
+  return readMountinfo().filter((m) => m.source === SOURCE || [...ourDirs].some((d) => m.mountPoint.startsWith(d + '/')))
 }
 
 /**
@@ -42,6 +46,7 @@ export function testMounts (): MountEntry[] {
  */
 export function tempDir (defer: Cleanup['defer']): string {
   const dir = mkdtempSync(join(tmpdir(), PREFIX))
+  ourDirs.add(dir)
   defer(async () => {
     const inside = readMountinfo().filter((m) => m.mountPoint.startsWith(dir + '/'))
     for (const m of inside.reverse()) {
@@ -75,6 +80,7 @@ export async function mountMemory (
   const fs = await mountLayerFs({
     mountpoint,
     subtype: SUBTYPE,
+    source: SOURCE,
     files: () => [...files].map(([name, data]) => ({ name, size: data.byteLength })),
     read: memoryRead(files),
     ...options

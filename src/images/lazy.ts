@@ -1,0 +1,77 @@
+/**
+ * Layers loaded on demand: the node's layer cache (chunks fetched over HTTP Range, verified,
+ * kept in sparse files) presented through the FUSE layer file system, so a layer named by
+ * digest is a file at once and EROFS mounts it; only the chunks a sandbox reads are fetched.
+ *
+ * A layer stays open (and so is never evicted) while this node has it presented; closing the
+ * presentation is left to a later change that tracks which sandboxes use which layer.
+ */
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { createLayerCache, type CacheMetrics, type LayerCache, type LayerHandle } from './blob/index.js'
+import { mountLayerFs, type LayerFileInfo, type LayerFs } from './fuse/index.js'
+import type { LayerSource } from './store.js'
+
+export interface LazyLayers {
+  /** The path of a FUSE-presented file for the layer, ready to mount. */
+  resolve (digest: string): Promise<string>
+  metrics (): CacheMetrics
+  close (): Promise<void>
+}
+
+export interface LazyLayersOptions {
+  source: LayerSource
+  /** Holds the chunk cache. */
+  cacheDir: string
+  /** An empty directory to mount the layer files on. */
+  mountpoint: string
+  maxBytes?: number
+  onError?: (err: Error) => void
+}
+
+export async function createLazyLayers (o: LazyLayersOptions): Promise<LazyLayers> {
+  mkdirSync(o.cacheDir, { recursive: true })
+  mkdirSync(o.mountpoint, { recursive: true })
+  const cache: LayerCache = await createLayerCache({
+    dir: o.cacheDir, baseUrl: o.source.baseUrl, token: o.source.token, autoPrefetch: true,
+    ...(o.maxBytes !== undefined ? { maxBytes: o.maxBytes } : {})
+  })
+  const files = new Map<string, { info: LayerFileInfo, handle: LayerHandle }>()
+  const opening = new Map<string, Promise<string>>()
+  let fs: LayerFs
+  try {
+    fs = await mountLayerFs({
+      mountpoint: o.mountpoint,
+      files: { get: (name) => files.get(name)?.info, list: () => [...files.values()].map((f) => f.info) },
+      read: async (name, offset, length) => {
+        const file = files.get(name)
+        if (file === undefined) throw new Error(`no layer ${name}`)
+        return await file.handle.read(offset, length)
+      },
+      ...(o.onError !== undefined ? { onError: o.onError } : {})
+    })
+  } catch (err) {
+    await cache.close()
+    throw err
+  }
+  return {
+    resolve (digest) {
+      const name = `${digest.slice('sha256:'.length)}.erofs`
+      const known = opening.get(name)
+      if (known !== undefined) return known
+      const work = cache.open(digest).then((handle) => {
+        files.set(name, { info: { name, size: handle.size }, handle })
+        return join(fs.mountpoint, name)
+      })
+      opening.set(name, work)
+      work.catch(() => opening.delete(name))
+      return work
+    },
+    metrics: () => cache.metrics(),
+    async close () {
+      await fs.unmount()
+      for (const f of files.values()) await f.handle.close()
+      await cache.close()
+    }
+  }
+}
