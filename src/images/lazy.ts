@@ -7,6 +7,7 @@
  * presentation is left to a later change that tracks which sandboxes use which layer.
  */
 import { mkdirSync } from 'node:fs'
+import { rmdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createLayerCache, type CacheMetrics, type LayerCache, type LayerHandle } from './blob/index.js'
 import { mountLayerFs, type LayerFileInfo, type LayerFs } from './fuse/index.js'
@@ -70,6 +71,7 @@ export async function createLazyLayers (o: LazyLayersOptions): Promise<LazyLayer
     metrics: () => cache.metrics(),
     async close () {
       await fs.unmount()
+      await rmdir(fs.mountpoint).catch(() => {})
       for (const f of files.values()) await f.handle.close()
       await cache.close()
     }
