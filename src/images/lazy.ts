@@ -3,8 +3,8 @@
  * kept in sparse files) presented through the FUSE layer file system, so a layer named by
  * digest is a file at once and EROFS mounts it; only the chunks a sandbox reads are fetched.
  *
- * A layer stays open (and so is never evicted) while this node has it presented; closing the
- * presentation is left to a later change that tracks which sandboxes use which layer.
+ * A layer is presented (and its cache entry held open, so never evicted) while some sandbox
+ * uses it: `resolve` counts a user, `release` uncounts one.
  */
 import { mkdirSync } from 'node:fs'
 import { rmdir } from 'node:fs/promises'
@@ -14,8 +14,12 @@ import { mountLayerFs, type LayerFileInfo, type LayerFs } from './fuse/index.js'
 import type { LayerSource } from './store.js'
 
 export interface LazyLayers {
-  /** The path of a FUSE-presented file for the layer, ready to mount. */
+  /** The path of a FUSE-presented file for the layer, ready to mount; counts one user. */
   resolve (digest: string): Promise<string>
+  /** One user of the layer is done; with none left it is no longer presented (and may be evicted). */
+  release (digest: string): Promise<void>
+  /** Digests of the layers the cache holds (for placement's locality). */
+  cached (): string[]
   metrics (): CacheMetrics
   close (): Promise<void>
 }
@@ -38,6 +42,7 @@ export async function createLazyLayers (o: LazyLayersOptions): Promise<LazyLayer
     ...(o.maxBytes !== undefined ? { maxBytes: o.maxBytes } : {})
   })
   const files = new Map<string, { info: LayerFileInfo, handle: LayerHandle }>()
+  const users = new Map<string, number>()
   const opening = new Map<string, Promise<string>>()
   let fs: LayerFs
   try {
@@ -58,6 +63,7 @@ export async function createLazyLayers (o: LazyLayersOptions): Promise<LazyLayer
   return {
     resolve (digest) {
       const name = `${digest.slice('sha256:'.length)}.erofs`
+      users.set(name, (users.get(name) ?? 0) + 1)
       const known = opening.get(name)
       if (known !== undefined) return known
       const work = cache.open(digest).then((handle) => {
@@ -65,9 +71,20 @@ export async function createLazyLayers (o: LazyLayersOptions): Promise<LazyLayer
         return join(fs.mountpoint, name)
       })
       opening.set(name, work)
-      work.catch(() => opening.delete(name))
+      work.catch(() => { opening.delete(name); users.delete(name) })
       return work
     },
+    async release (digest) {
+      const name = `${digest.slice('sha256:'.length)}.erofs`
+      const left = (users.get(name) ?? 0) - 1
+      if (left > 0) { users.set(name, left); return }
+      users.delete(name)
+      const file = files.get(name)
+      files.delete(name)
+      opening.delete(name)
+      await file?.handle.close()
+    },
+    cached: () => cache.layers().map((l) => l.digest),
     metrics: () => cache.metrics(),
     async close () {
       await fs.unmount()

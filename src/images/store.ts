@@ -34,18 +34,33 @@ export class LayerStore {
     private readonly onProgress?: (line: string) => void,
     private readonly source?: LayerSource,
     /** Present layers named by digest on demand (FUSE + chunk cache) instead of pulling them whole. */
-    private readonly lazy?: { resolve (digest: string): Promise<string> }
+    private readonly lazy?: { resolve (digest: string): Promise<string>, release (digest: string): Promise<void>, cached (): string[] }
   ) {
     mkdirSync(dir, { recursive: true })
   }
 
   /** Digests of the layers this store holds (`sha256:…`), for placement's locality. */
   cached (): string[] {
-    return readdirSync(this.dir).filter((f) => /^[0-9a-f]{64}\.erofs$/.test(f)).map((f) => `sha256:${f.slice(0, 64)}`)
+    const whole = readdirSync(this.dir).filter((f) => /^[0-9a-f]{64}\.erofs$/.test(f)).map((f) => `sha256:${f.slice(0, 64)}`)
+    return [...new Set([...whole, ...(this.lazy?.cached() ?? [])])]
+  }
+
+  /**
+   * A sandbox using `ref` ended. Layers presented on demand count their users (a layer with
+   * none may be evicted); whole local files need nothing.
+   */
+  async release (ref: string): Promise<void> {
+    if (this.lazy === undefined || !ref.startsWith('sha256:')) return
+    if (existsSync(join(this.dir, `${ref.slice(7)}.erofs`))) return
+    await this.lazy.release(ref)
   }
 
   /** The image file for a layer reference; builds it when the reference says how. */
   resolve (ref: string): Promise<string> {
+    // Layers on demand count every user, so they are not memoised here.
+    if (this.lazy !== undefined && ref.startsWith('sha256:') && !existsSync(join(this.dir, `${ref.slice(7)}.erofs`))) {
+      return this.lazy.resolve(ref)
+    }
     const known = this.building.get(ref)
     if (known !== undefined) return known
     const work = this.build(ref)
@@ -63,7 +78,6 @@ export class LayerStore {
       if (!/^[0-9a-f]{64}$/.test(hex)) throw createError(ErrorCodes.BAD_SPEC, `bad layer digest ${ref}`, { field: 'image' })
       const path = join(this.dir, `${hex}.erofs`)
       if (existsSync(path)) return path
-      if (this.lazy !== undefined) return await this.lazy.resolve(ref)
       if (this.source === undefined) throw createError(ErrorCodes.NOT_FOUND, `layer ${ref} is not on this node`)
       await pullLayer(this.source, hex, path)
       return path

@@ -62,6 +62,8 @@ export interface ContainerBackendOptions {
 export const ContainerBackendDefaults = { defaultLayers: ['busybox'], poolMax: 8 }
 
 interface Live {
+  /** The layer references it was made from (released when it ends). */
+  refs: string[]
   launched: LaunchedSandbox
   agent: AgentClient
   env: Record<string, string>
@@ -70,8 +72,8 @@ interface Live {
 
 interface JournalEntry { launched: LaunchedSandbox, meta: unknown, claimed: boolean }
 
-/** How a pooled sandbox is described: its layer files and limits (the pool key is this, as JSON). */
-interface Shape { layers: string[], limits: Limits }
+/** How a pooled sandbox is described: its layer references and files, and limits (the pool key is this, as JSON). */
+interface Shape { refs: string[], layers: string[], limits: Limits }
 
 const NO_LIMITS: Limits = { cpus: 0, memoryMiB: 0, diskMiB: ContainerDefaults.diskMiB, pids: 0 }
 
@@ -99,7 +101,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       // Journaled before anything else can fail: a crash from here on leaves a record to reclaim.
       journal.write(id, { launched, meta: undefined, claimed: false })
       const agent = await connectAgent(launched.socketPath)
-      return { launched, agent, env: {}, cgroup }
+      return { refs: shape.refs, launched, agent, env: {}, cgroup }
     } catch (err) {
       if (launched !== undefined) { await destroySandbox(launched).catch(() => {}); journal.remove(id) }
       await cgroup?.remove().catch(() => {})
@@ -112,11 +114,17 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     if ('agent' in entry) await entry.agent.close().catch(() => {})
     await destroySandbox(launched).catch(() => {})
     if ('cgroup' in entry) await entry.cgroup?.remove().catch(() => {})
+    if ('refs' in entry) for (const ref of entry.refs) await store.release(ref).catch(() => {})
     journal.remove(launched.id)
   }
 
   const pool = new WarmPool<Live>({
-    create: async (key) => await launch(`p${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`, JSON.parse(key) as Shape),
+    create: async (key) => {
+      // A pooled sandbox counts as a user of its layers like any other (released when it ends).
+      const shape = JSON.parse(key) as Shape
+      await Promise.all(shape.refs.map((r) => store.resolve(r)))
+      return await launch(`p${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`, shape)
+    },
     destroy: reclaim,
     min: options.pool?.min ?? 0,
     max: options.pool?.max ?? ContainerBackendDefaults.poolMax
@@ -124,7 +132,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
 
   async function shapeOf (spec: SandboxSpec): Promise<Shape> {
     const refs = spec.layers !== undefined && spec.layers.length > 0 ? spec.layers : options.defaultLayers ?? ContainerBackendDefaults.defaultLayers
-    return { layers: await Promise.all(refs.map((r) => store.resolve(r))), limits: spec.limits ?? NO_LIMITS }
+    return { refs, layers: await Promise.all(refs.map((r) => store.resolve(r))), limits: spec.limits ?? NO_LIMITS }
   }
 
   function find (handle: SandboxHandle): Live {
@@ -141,6 +149,8 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       const shape = await shapeOf(spec)
       const key = JSON.stringify(shape)
       const pooled = pool.claim(key)
+      // A claimed sandbox already counts as a user of its layers: this create's count goes back.
+      if (pooled !== undefined) for (const ref of shape.refs) await store.release(ref)
       const entry = pooled ?? await launch(spec.id ?? `c${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`, shape)
       // A pooled sandbox was named before anyone knew whose it would be: it takes its id now.
       // Not awaited: the agent handles one connection's requests in order, so every later
@@ -161,7 +171,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
           try {
             const agent = await connectAgent(launched.socketPath)
             await agent.ping()
-            live.set(launched.id, { launched, agent, env: {}, cgroup: options.cgroups?.open?.(launched.id) })
+            live.set(launched.id, { refs: [], launched, agent, env: {}, cgroup: options.cgroups?.open?.(launched.id) })
             adopted.push({ handle: { id: launched.id, kind: 'container' }, meta: entry.meta })
             keep.add(launched.id)
             continue

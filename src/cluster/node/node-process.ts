@@ -74,7 +74,13 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   const container = containerUnavailable()
   const layerSource = { baseUrl: options.url.replace(/^ws/, 'http'), token: options.joinToken }
   const lazy = container === undefined && options.dataDir !== undefined && options.lazyLayers === true
-    ? await createLazyLayers({ source: layerSource, cacheDir: join(options.dataDir, 'container', 'cache'), mountpoint: join('/run/warren/layers', nodeId) })
+    ? await createLazyLayers({
+      source: layerSource,
+      cacheDir: join(options.dataDir, 'container', 'cache'),
+      mountpoint: join('/run/warren/layers', nodeId),
+      // The sandbox reading got EIO; the node says why, once per failure.
+      onError: (err) => process.stderr.write(`warren node ${nodeId}: layer read failed: ${err.message}\n`)
+    })
     : undefined
   if (container === undefined && options.dataDir !== undefined) {
     // Each node its own run directory: a node reclaims what it finds there that it did not journal.
