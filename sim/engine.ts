@@ -12,7 +12,8 @@ import { ErrorCodes, isWarrenError } from '../src/errors.js'
 import { createVirtualClock } from './clock.js'
 import { DSecNodes, SimNode, type NodesConfig } from './nodes.js'
 import { createRng, deriveSeed, exponential } from './random.js'
-import { Workload, type WorkloadConfig } from './workload.js'
+import { Workload, type SandboxSpec, type WorkloadConfig } from './workload.js'
+import type { ArrivalSource } from './trace.js'
 
 export interface SimulationConfig {
   seed: number
@@ -33,6 +34,11 @@ export interface SimulationConfig {
   /** Called every `progressEveryMs` of simulated time. */
   progressEveryMs: number
   onProgress?: (p: Progress) => void
+  /**
+   * Where creations and kills come from instead of the generated workload (a trace replay).
+   * When given, there is no warm start and the workload only names the backend for the caps.
+   */
+  arrivals?: ArrivalSource
 }
 
 export interface Progress { simulatedMs: number, concurrent: number, created: number, rejected: number, events: number, wallMs: number }
@@ -69,6 +75,8 @@ export interface Summary {
   /** Virtual-clock events handled. */
   events: number
   wallMs: number
+  /** Sandboxes ended by a kill event (trace replay only). */
+  killed?: number
 }
 
 export const SimulationDefaults: Omit<SimulationConfig, 'nodes' | 'workload'> = {
@@ -204,13 +212,36 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
   // timer of its own: three million idle timers would only weigh on the virtual clock.
   const askTimeoutMs = Infinity
   let rr = 0
-  const issue = (arrivalMs: number, resident: boolean): void => {
-    const spec = resident ? workload.residentSpec() : workload.spec()
+  // Trace replay: ids of placed (slot) and in-flight (pending) sandboxes, and kills awaiting a reply.
+  const idSlot = new Map<string, number>()
+  const pending = new Set<string>()
+  const killWhenPlaced = new Set<string>()
+  let killed = 0
+  const endSlot = (slot: number): void => {
+    const node = nodes[slotNode[slot]!]!
+    const req = slotReq[slot]!
+    node.reqCpus -= req.cpus; node.useCpus -= slotUse[slot]!; node.memoryMiB -= req.memoryMiB; node.sandboxes--
+    concurrent--
+    shards[nodeShard[node.index]!]!.tell({ type: 'release', nodeId: node.id, req })
+  }
+  const kill = (id: string): void => {
+    if (pending.has(id)) { killWhenPlaced.add(id); return }
+    const slot = idSlot.get(id)
+    if (slot === undefined) return // rejected, or never asked for
+    idSlot.delete(id)
+    if (slotState[slot] === STATE_RUNNING) { endSlot(slot); killed++ }
+    freeSlot(slot)
+  }
+
+  const issue = (arrivalMs: number, resident: boolean, traced?: SandboxSpec, id?: string): void => {
+    const spec = traced ?? (resident ? workload.residentSpec() : workload.spec())
+    if (id !== undefined) pending.add(id)
     const req: PlacementRequest = { backend: spec.backend, cpus: spec.cpus, memoryMiB: spec.memoryMiB, layers: spec.layers }
     if (!resident) requested++
     const shard = shards[rr]!
     rr = (rr + 1) % shards.length
     shard.ask<{ nodeId: string | undefined }>({ type: 'place', req, deadline: arrivalMs + cfg.placementTimeoutMs }, { timeoutMs: askTimeoutMs }).then((r) => {
+      if (id !== undefined) pending.delete(id)
       const node = r.nodeId === undefined ? undefined : nodeById.get(r.nodeId)
       if (node === undefined) { otherErrors++; return }
       if (!node.alive) { crashedSandboxes++; return } // the node went down between decision and creation
@@ -234,8 +265,14 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
       node.reqCpus += req.cpus; node.useCpus += spec.cpuUse; node.memoryMiB += req.memoryMiB; node.sandboxes++
       concurrent++
       if (concurrent > peak) { peak = concurrent; peakAt = now }
+      if (id !== undefined) {
+        idSlot.set(id, slot)
+        if (killWhenPlaced.delete(id)) kill(id)
+        return
+      }
       scheduleDeparture(slot, done + spec.lifetimeMs)
     }, (err: unknown) => {
+      if (id !== undefined) { pending.delete(id); killWhenPlaced.delete(id) }
       if (isWarrenError(err, ErrorCodes.NO_CAPACITY)) rejected++
       else if (isWarrenError(err, ErrorCodes.OVERLOADED)) overloaded++
       else otherErrors++
@@ -243,15 +280,24 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
   }
 
   // Arrivals: one clock event per millisecond that has any.
+  const source = cfg.arrivals
   const scheduleArrivals = (): void => {
-    const t = workload.peek()
+    const t = source !== undefined ? source.peek() : workload.peek()
     if (t > end) return
     const ms = Math.floor(t)
     clock.setTimeout(fireArrivals, ms - clock.now())
   }
   const fireArrivals = (): void => {
     const now = clock.now()
-    while (workload.peek() < now + 1) issue(now, false), workload.take()
+    if (source !== undefined) {
+      while (source.peek() < now + 1) {
+        const ev = source.take()
+        if (ev.op === 'create') issue(now, false, ev.spec, ev.id)
+        else kill(ev.id)
+      }
+    } else {
+      while (workload.peek() < now + 1) issue(now, false), workload.take()
+    }
     scheduleArrivals()
   }
 
@@ -299,7 +345,7 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
   clock.setTimeout(sample, cfg.sampleEveryMs)
 
   // Warm start: the steady-state population, placed at time 0 (not counted as creations).
-  if (cfg.warmStart) {
+  if (cfg.warmStart && source === undefined) {
     const n = workload.steadyStateConcurrent()
     for (let i = 0; i < n; i++) issue(0, true)
   }
@@ -340,6 +386,7 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
     layerCacheHitRatio: layerTotal === 0 ? 0 : round3(layerHits / layerTotal),
     concurrent: { everyMs: cfg.sampleEveryMs, values: series },
     events: clock.events,
-    wallMs: Math.round(performance.now() - wallStart)
+    wallMs: Math.round(performance.now() - wallStart),
+    ...(source !== undefined ? { killed } : {})
   }
 }

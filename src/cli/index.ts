@@ -33,6 +33,9 @@ const USAGE = `usage: warren <command>
   image ls                           the image names and their digests
   sim [--nodes N] [--cores-per-node C] [--mem-per-node 1.5TiB] [--duration 24h] [--seed S] [--report F.html] [--json F]
                                      simulate a cluster under a DSec-shaped workload (the real placement code)
+  sim --trace F.jsonl [--nodes N] …  replay a JSONL trace of create/kill events instead
+  sim plan --target-concurrent N --target-rate R --p99-create-ms P [--duration 2h] [--seed S] [--cores-per-node C] [--mem-per-node M]
+                                     the smallest node count that meets the targets
 `
 
 /** Splits `args` at `--`: flags before, the command after. */
@@ -80,10 +83,13 @@ export async function main (argv: string[]): Promise<number> {
       case 'nodes':
         return await commands.nodes()
       case 'sim': {
-        const { values } = parse({
+        const { values, positionals } = parse({
           nodes: { type: 'string' }, 'cores-per-node': { type: 'string' }, 'mem-per-node': { type: 'string' }, duration: { type: 'string' },
-          seed: { type: 'string' }, report: { type: 'string' }, json: { type: 'string' }, profile: { type: 'string' }
+          seed: { type: 'string' }, report: { type: 'string' }, json: { type: 'string' }, profile: { type: 'string' }, trace: { type: 'string' },
+          'target-concurrent': { type: 'string' }, 'target-rate': { type: 'string' }, 'p99-create-ms': { type: 'string' }
         })
+        if (positionals[0] === 'plan' && positionals.length === 1) return await sim.plan(values)
+        if (positionals.length > 0) break
         return await sim.sim(values)
       }
       case 'image': {

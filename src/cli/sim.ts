@@ -4,10 +4,15 @@
  * `--json F` the whole summary.
  *
  *   warren sim --nodes 160 --cores-per-node 187 --mem-per-node 1.5TiB --duration 24h --seed 1 --report out.html
+ *   warren sim --trace events.jsonl --nodes 8          replay a create/kill trace instead
+ *   warren sim plan --target-concurrent 380000 --target-rate 5000 --p99-create-ms 1000
+ *                                                      the smallest node count that meets the targets
  */
 import { writeFileSync } from 'node:fs'
 import { createError, ErrorCodes } from '../errors.js'
-import { runSimulation } from '../../sim/engine.js'
+import { runSimulation, type Summary } from '../../sim/engine.js'
+import { planCapacity } from '../../sim/plan.js'
+import { readTrace } from '../../sim/trace.js'
 import { htmlReport, textTable } from '../../sim/report.js'
 
 export interface SimFlags {
@@ -19,6 +24,10 @@ export interface SimFlags {
   report?: string
   json?: string
   profile?: string
+  trace?: string
+  'target-concurrent'?: string
+  'target-rate'?: string
+  'p99-create-ms'?: string
 }
 
 /** `24h`, `90m`, `3600s`, `500ms` → ms. */
@@ -37,23 +46,37 @@ export function parseMemory (text: string): number {
   return Math.round(Number(m[1]) * unit)
 }
 
-export async function sim (flags: SimFlags): Promise<number> {
-  if (flags.profile !== undefined && flags.profile !== 'dsec') throw createError(ErrorCodes.INVALID_ARGUMENT, 'the only profile is dsec')
-  const num = (v: string | undefined, name: string): number | undefined => {
-    if (v === undefined) return undefined
-    const n = Number(v)
-    if (!Number.isFinite(n) || n <= 0) throw createError(ErrorCodes.INVALID_ARGUMENT, `--${name} must be a positive number`)
-    return n
-  }
-  const nodes = {
+const num = (v: string | undefined, name: string): number | undefined => {
+  if (v === undefined) return undefined
+  const n = Number(v)
+  if (!Number.isFinite(n) || n <= 0) throw createError(ErrorCodes.INVALID_ARGUMENT, `--${name} must be a positive number`)
+  return n
+}
+
+function nodeFlags (flags: SimFlags): { count?: number, cpus?: number, memoryMiB?: number } {
+  return {
     ...(flags.nodes !== undefined ? { count: num(flags.nodes, 'nodes')! } : {}),
     ...(flags['cores-per-node'] !== undefined ? { cpus: num(flags['cores-per-node'], 'cores-per-node')! } : {}),
     ...(flags['mem-per-node'] !== undefined ? { memoryMiB: parseMemory(flags['mem-per-node']) } : {})
   }
+}
+
+function writeOutputs (flags: SimFlags, summary: Summary, json: unknown = summary): void {
+  if (flags.report !== undefined) { writeFileSync(flags.report, htmlReport(summary)); process.stdout.write(`report: ${flags.report}\n`) }
+  if (flags.json !== undefined) { writeFileSync(flags.json, JSON.stringify(json, null, 2)); process.stdout.write(`summary: ${flags.json}\n`) }
+}
+
+export async function sim (flags: SimFlags): Promise<number> {
+  if (flags.profile !== undefined && flags.profile !== 'dsec') throw createError(ErrorCodes.INVALID_ARGUMENT, 'the only profile is dsec')
+  const nodes = nodeFlags(flags)
+  const trace = flags.trace !== undefined ? readTrace(flags.trace) : undefined
+  // A trace runs to its last event (and a second beyond), unless told otherwise.
+  const durationMs = flags.duration !== undefined ? parseDuration(flags.duration) : trace !== undefined ? Math.floor(trace.lastMs) + 1000 : undefined
   const tty = process.stderr.isTTY === true && process.env.CI === undefined
   const summary = await runSimulation({
     nodes,
-    ...(flags.duration !== undefined ? { durationMs: parseDuration(flags.duration) } : {}),
+    ...(durationMs !== undefined ? { durationMs } : {}),
+    ...(trace !== undefined ? { arrivals: trace, warmStart: false } : {}),
     ...(flags.seed !== undefined ? { seed: num(flags.seed, 'seed')! } : {}),
     onProgress: (p) => {
       const line = `sim: ${(p.simulatedMs / 3_600_000).toFixed(1)} h, ${p.concurrent.toLocaleString('en')} running, ${p.created.toLocaleString('en')} created, ${p.rejected} rejected`
@@ -62,7 +85,30 @@ export async function sim (flags: SimFlags): Promise<number> {
   })
   if (tty) process.stderr.write('\n')
   process.stdout.write(textTable(summary))
-  if (flags.report !== undefined) { writeFileSync(flags.report, htmlReport(summary)); process.stdout.write(`report: ${flags.report}\n`) }
-  if (flags.json !== undefined) { writeFileSync(flags.json, JSON.stringify(summary, null, 2)); process.stdout.write(`summary: ${flags.json}\n`) }
+  if (summary.killed !== undefined) process.stdout.write(`killed by the trace  ${summary.killed.toLocaleString('en')}\n`)
+  writeOutputs(flags, summary)
+  return 0
+}
+
+/** `warren sim plan`: the smallest node count that meets the targets. */
+export async function plan (flags: SimFlags): Promise<number> {
+  if (flags.trace !== undefined || flags.nodes !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'sim plan takes neither --trace nor --nodes')
+  const need = (name: 'target-concurrent' | 'target-rate' | 'p99-create-ms'): number => {
+    if (flags[name] === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `sim plan needs --${name}`)
+    return num(flags[name], name)!
+  }
+  const targets = { concurrent: need('target-concurrent'), ratePerS: need('target-rate'), p99CreateMs: need('p99-create-ms') }
+  const result = await planCapacity(targets, {
+    nodes: nodeFlags(flags),
+    ...(flags.duration !== undefined ? { durationMs: parseDuration(flags.duration) } : {}),
+    ...(flags.seed !== undefined ? { seed: num(flags.seed, 'seed')! } : {}),
+    onTrial: (t) => {
+      process.stderr.write(`plan: trying ${t.nodes} nodes: ${t.ok ? 'meets' : 'misses'} (${t.rejected} rejected, create p99 ${t.p99CreateMs} ms, peak ${t.peakConcurrent.toLocaleString('en')}, ${(t.wallMs / 1000).toFixed(1)} s)\n`)
+    }
+  })
+  process.stdout.write(`nodes needed  ${result.nodes} (hardware lower bound ${result.lowerBound}; workload peak ${result.calibratedPeak.toLocaleString('en')}; ${result.trials.length} trials in ${(result.wallMs / 1000).toFixed(1)} s)\n`)
+  process.stdout.write(`targets       ${targets.concurrent.toLocaleString('en')} concurrent, bursts of ${targets.ratePerS.toLocaleString('en')}/s, create p99 <= ${targets.p99CreateMs} ms\n`)
+  process.stdout.write(textTable(result.summary))
+  writeOutputs(flags, result.summary, { ...result })
   return 0
 }
