@@ -60,6 +60,19 @@ test('warren sim prints the table and writes the HTML report and the JSON summar
   const summary = JSON.parse(readFileSync(join(dir, 's.json'), 'utf8')) as { seed: number, nodes: number }
   assert.is(summary.seed, 7)
   assert.is(summary.nodes, 4)
+  const trace = join(dir, 't.jsonl')
+  writeFileSync(trace, [
+    { t: 0, op: 'create', id: 'a', spec: { backend: 'container', limits: { cpus: 1, memoryMiB: 512 }, image: { base: 'base:1' } } },
+    { t: 10, op: 'create', id: 'b', spec: { backend: 'container', limits: { cpus: 1, memoryMiB: 512 }, image: { base: 'base:1' } } },
+    { t: 500, op: 'kill', id: 'a' }
+  ].map((e) => JSON.stringify(e)).join('\n') + '\n')
+  const replay = spawnSync(process.execPath, [cli, 'sim', '--nodes', '2', '--trace', trace], { encoding: 'utf8', timeout: 30_000 })
+  assert.is(replay.status, 0, replay.stderr)
+  assert.match(replay.stdout, /created\s+2 of 2/)
+  writeFileSync(trace, '{"t": 0, "op": "create"}\n')
+  const badTrace = spawnSync(process.execPath, [cli, 'sim', '--trace', trace], { encoding: 'utf8', timeout: 30_000 })
+  assert.is(badTrace.status, 1)
+  assert.match(badTrace.stderr, /line 1/)
   const bad = spawnSync(process.execPath, [cli, 'sim', '--duration', 'forever'], { encoding: 'utf8', timeout: 10_000 })
   assert.is(bad.status, 1)
   assert.match(bad.stderr, /WARREN_ERR_INVALID_ARGUMENT/)
