@@ -70,6 +70,8 @@ export interface Summary {
   utilisation: { cpuUsed: Percentiles, cpuRequested: Percentiles, memoryRequested: Percentiles, sandboxesOfCap: Percentiles }
   /** Share of requested layers already cached on the chosen node. */
   layerCacheHitRatio: number
+  /** Bytes cold starts fetched from the blob store (image size × the language's read share). */
+  bytesFetched: number
   /** Concurrent sandboxes at each sample. */
   concurrent: { everyMs: number, values: number[] }
   /** Virtual-clock events handled. */
@@ -173,6 +175,8 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
   let residents = 0; let crashedSandboxes = 0; let nodeCrashes = 0
   let concurrent = 0; let peak = 0; let peakAt = 0
   let layerHits = 0; let layerTotal = 0
+  let bytesFetched = 0
+  const fetchFreeAt: number[] = []
   const latency = new Samples()
   const wait = new Samples()
   const uCpuUsed = new Samples(); const uCpuReq = new Samples(); const uMem = new Samples(); const uCount = new Samples()
@@ -246,7 +250,16 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
       if (node === undefined) { otherErrors++; return }
       if (!node.alive) { crashedSandboxes++; return } // the node went down between decision and creation
       const now = clock.now()
-      const done = resident ? now : node.create(now, spec.backend, serviceRng)
+      let done = resident ? now : node.create(now, spec.backend, serviceRng)
+      // A node without the image fetches what the cold start reads, over its link to the blob
+      // store; fetches on one node take turns on that link.
+      if (!resident && spec.coldReadBytes > 0 && spec.layers[0] !== undefined && !node.layers.has(spec.layers[0])) {
+        const start = Math.max(now, fetchFreeAt[node.index] ?? 0)
+        const end = start + (spec.coldReadBytes / nodesCfg.blobBytesPerS) * 1000
+        fetchFreeAt[node.index] = end
+        done = Math.max(done, end)
+        bytesFetched += spec.coldReadBytes
+      }
       const hits = node.pull(spec.layers)
       layerHits += hits; layerTotal += spec.layers.length
       if (node.layers.size > cfg.layerCacheSize) {
@@ -384,6 +397,7 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
     placementWaitMs: wait.percentiles(),
     utilisation: { cpuUsed: uCpuUsed.percentiles(), cpuRequested: uCpuReq.percentiles(), memoryRequested: uMem.percentiles(), sandboxesOfCap: uCount.percentiles() },
     layerCacheHitRatio: layerTotal === 0 ? 0 : round3(layerHits / layerTotal),
+    bytesFetched,
     concurrent: { everyMs: cfg.sampleEveryMs, values: series },
     events: clock.events,
     wallMs: Math.round(performance.now() - wallStart),

@@ -19,6 +19,8 @@ export interface NodesConfig extends NodeCapacity {
   /** Crashes per node per day (Poisson); a crashed node is back after `repairMs`. */
   crashesPerNodePerDay: number
   repairMs: number
+  /** The node's bandwidth to the blob store, bytes/s; cold-start fetches share it one after another. */
+  blobBytesPerS: number
 }
 
 export const DSecNodes: NodesConfig = {
@@ -33,6 +35,7 @@ export const DSecNodes: NodesConfig = {
   serviceSigma: 0.25,
   createSlots: 1,
   crashesPerNodePerDay: 0.01,
+  blobBytesPerS: 1.25e9, // 10 Gbit/s
   repairMs: 10 * 60_000
 }
 

@@ -21,6 +21,7 @@ export function textTable (s: Summary): string {
     ['memory requested', pct(s.utilisation.memoryRequested)],
     ['sandboxes / cap', pct(s.utilisation.sandboxesOfCap)],
     ['layer cache hits', `${fmt(s.layerCacheHitRatio * 100)} %`],
+    ['bytes fetched', `${fmt(s.bytesFetched / 1e12)} TB by cold starts`],
     ['node crashes', `${fmt(s.nodeCrashes)} (ending ${fmt(s.crashedSandboxes)} sandboxes)`],
     ['wall time', `${fmt(s.wallMs / 1000)} s for ${fmt(s.events)} events`]
   ]
@@ -67,6 +68,7 @@ ${barChart(percentileBars(s.createLatencyMs), 'Creation latency (ms)', ' ms')}
 ${barChart(percentileBars(s.utilisation.cpuRequested), 'Node CPU requested per core', '')}
 ${barChart(percentileBars(s.utilisation.sandboxesOfCap), 'Node sandboxes as a share of the cap', '')}
 ${barChart([['hits', s.layerCacheHitRatio * 100], ['misses', (1 - s.layerCacheHitRatio) * 100]], 'Layer cache', ' %')}
+${barChart([['fetched', s.bytesFetched / 1e9]], 'Bytes cold starts fetched from the blob store', ' GB')}
 ${barChart([['created', s.created], ['rejected', s.rejected], ['overloaded', s.overloaded], ['crash-ended', s.crashedSandboxes]], 'Creations and rejections', '')}
 </body></html>
 `

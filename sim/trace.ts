@@ -118,7 +118,7 @@ export function parseTrace (text: string): Trace {
       if (image.workspace !== undefined) layers.push(layerName(image.workspace, line, 'spec.image.workspace'))
       if (image.tools !== undefined) layers.push(layerName(image.tools, line, 'spec.image.tools'))
       live.add(id)
-      events.push({ t, op: 'create', id, spec: { backend: s.backend as BackendKind, cpus, memoryMiB, cpuUse, lifetimeMs: Infinity, layers } })
+      events.push({ t, op: 'create', id, spec: { backend: s.backend as BackendKind, cpus, memoryMiB, cpuUse, lifetimeMs: Infinity, layers, coldReadBytes: 0 } })
     } else {
       bad(line, 'op must be "create" or "kill"')
     }

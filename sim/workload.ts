@@ -37,6 +37,11 @@ export interface WorkloadConfig {
   /** Share of sandboxes with at least one layer beyond the base. */
   extraLayerShare: number
   backend: BackendKind
+  /**
+   * Languages of the environments: image size and the share of it a cold start reads (DSec's
+   * figures), with their weights. A start on a node without the image fetches that much.
+   */
+  languages: Array<{ name: string, weight: number, imageBytes: number, readShare: number }>
 }
 
 export const DSecWorkload: WorkloadConfig = {
@@ -57,7 +62,12 @@ export const DSecWorkload: WorkloadConfig = {
   workspaces: 102_171,
   zipfS: 1,
   extraLayerShare: 0.678,
-  backend: 'container'
+  backend: 'container',
+  languages: [
+    { name: 'python', weight: 0.6, imageBytes: 6.0e9, readShare: 0.060 },
+    { name: 'java', weight: 0.2, imageBytes: 12.1e9, readShare: 0.092 },
+    { name: 'cpp', weight: 0.2, imageBytes: 4.9e9, readShare: 0.087 }
+  ]
 }
 
 export interface SandboxSpec {
@@ -68,6 +78,8 @@ export interface SandboxSpec {
   cpuUse: number
   lifetimeMs: number
   layers: string[]
+  /** Bytes a cold start reads from the image (fetched when the node lacks the base layer). */
+  coldReadBytes: number
 }
 
 const DAY_MS = 86_400_000
@@ -163,7 +175,9 @@ export class Workload {
     const useFraction = r() < c.lowUseShare ? r() * c.lowUseFraction : c.lowUseFraction + r() * (1 - c.lowUseFraction)
     const layers = [`b${this.baseZipf.sample()}`]
     if (r() < c.extraLayerShare) layers.push(`w${this.wsZipf.sample()}`)
+    const lang = weighted(r, c.languages.map((l) => [l, l.weight] as const))
     return {
+      coldReadBytes: Math.round(lang.imageBytes * lang.readShare),
       backend: c.backend,
       cpus,
       memoryMiB: weighted(r, c.memoryRequestsMiB),

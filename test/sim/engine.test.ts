@@ -40,6 +40,25 @@ test('a tiny cluster rejects what does not fit (NO_CAPACITY), and places what do
   assert.is(s.created + s.rejected + s.overloaded + s.otherErrors, s.requested)
 }))
 
+test('cold starts fetch what their language reads, over the node\'s link: a slower link, slower creations', timed(60_000, async () => {
+  const run = (blobBytesPerS: number) => runSimulation({
+    seed: 5,
+    durationMs: 600_000,
+    warmStart: false,
+    nodes: { count: 4, crashesPerNodePerDay: 0, blobBytesPerS },
+    workload: { creationsPerDay: 200_000, burstShare: 0, bases: 50, languages: [{ name: 'python', weight: 1, imageBytes: 6.0e9, readShare: 0.06 }] },
+    shards: 2
+  })
+  const fast = await run(1e15)
+  const slow = await run(1e8)
+  assert.ok(fast.bytesFetched > 0)
+  assert.is(fast.bytesFetched % 360_000_000, 0, 'each cold start fetches 6 % of 6 GB')
+  assert.is(slow.bytesFetched % 360_000_000, 0)
+  assert.ok(slow.createLatencyMs.p99 > fast.createLatencyMs.p99, `p99 ${slow.createLatencyMs.p99} vs ${fast.createLatencyMs.p99}`)
+  assert.ok(slow.createLatencyMs.max >= 3600, `a 360 MB fetch at 100 MB/s takes 3.6 s (max ${slow.createLatencyMs.max} ms)`)
+  assert.ok(fast.createLatencyMs.max < 1000)
+}))
+
 test('lifetimes: lognormal with a 16 min median and a p99 above 3 h; Zipf favours the first items', timed(30_000, async () => {
   const w = new Workload(5)
   const xs: number[] = []
