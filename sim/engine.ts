@@ -72,6 +72,8 @@ export interface Summary {
   layerCacheHitRatio: number
   /** Bytes cold starts fetched from the blob store (image size × the language's read share). */
   bytesFetched: number
+  /** Cold starts (node without the image): from arrival until the start's reads are fetched, ms. */
+  coldStartMs: Percentiles
   /** Concurrent sandboxes at each sample. */
   concurrent: { everyMs: number, values: number[] }
   /** Virtual-clock events handled. */
@@ -177,6 +179,7 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
   let layerHits = 0; let layerTotal = 0
   let bytesFetched = 0
   const fetchFreeAt: number[] = []
+  const coldStart = new Samples()
   const latency = new Samples()
   const wait = new Samples()
   const uCpuUsed = new Samples(); const uCpuReq = new Samples(); const uMem = new Samples(); const uCount = new Samples()
@@ -250,14 +253,15 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
       if (node === undefined) { otherErrors++; return }
       if (!node.alive) { crashedSandboxes++; return } // the node went down between decision and creation
       const now = clock.now()
-      let done = resident ? now : node.create(now, spec.backend, serviceRng)
+      const done = resident ? now : node.create(now, spec.backend, serviceRng)
       // A node without the image fetches what the cold start reads, over its link to the blob
-      // store; fetches on one node take turns on that link.
+      // store, fetches on one node taking turns. Layers load on demand, so this delays the first
+      // command's reads, not the creation: it is measured apart, as the cold start.
       if (!resident && spec.coldReadBytes > 0 && spec.layers[0] !== undefined && !node.layers.has(spec.layers[0])) {
-        const start = Math.max(now, fetchFreeAt[node.index] ?? 0)
+        const start = Math.max(done, fetchFreeAt[node.index] ?? 0)
         const end = start + (spec.coldReadBytes / nodesCfg.blobBytesPerS) * 1000
         fetchFreeAt[node.index] = end
-        done = Math.max(done, end)
+        coldStart.push(end - arrivalMs)
         bytesFetched += spec.coldReadBytes
       }
       const hits = node.pull(spec.layers)
@@ -398,6 +402,7 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
     utilisation: { cpuUsed: uCpuUsed.percentiles(), cpuRequested: uCpuReq.percentiles(), memoryRequested: uMem.percentiles(), sandboxesOfCap: uCount.percentiles() },
     layerCacheHitRatio: layerTotal === 0 ? 0 : round3(layerHits / layerTotal),
     bytesFetched,
+    coldStartMs: coldStart.percentiles(),
     concurrent: { everyMs: cfg.sampleEveryMs, values: series },
     events: clock.events,
     wallMs: Math.round(performance.now() - wallStart),

@@ -22,6 +22,7 @@ export function textTable (s: Summary): string {
     ['sandboxes / cap', pct(s.utilisation.sandboxesOfCap)],
     ['layer cache hits', `${fmt(s.layerCacheHitRatio * 100)} %`],
     ['bytes fetched', `${fmt(s.bytesFetched / 1e12)} TB by cold starts`],
+    ['cold start', pct(s.coldStartMs, ' ms')],
     ['node crashes', `${fmt(s.nodeCrashes)} (ending ${fmt(s.crashedSandboxes)} sandboxes)`],
     ['wall time', `${fmt(s.wallMs / 1000)} s for ${fmt(s.events)} events`]
   ]

@@ -27,8 +27,7 @@ test('plan finds the count where one node fewer fails and it succeeds', timed(12
 }))
 
 test('a tight latency bound needs more nodes than the hardware bound; an impossible one is refused', timed(120_000, async () => {
-  // A blob store fast enough that cold starts cost nothing: latency here is creation service time alone.
-  const nodes = { cpus: 16, memoryMiB: 64 * 1024, serviceMs: { container: 50 }, blobBytesPerS: 1e15 }
+  const nodes = { cpus: 16, memoryMiB: 64 * 1024, serviceMs: { container: 50 } }
   const loose = await planCapacity({ concurrent: 1000, ratePerS: 400, p99CreateMs: 5000 }, { seed: 1, nodes, durationMs: 3_600_000 })
   const tight = await planCapacity({ concurrent: 1000, ratePerS: 400, p99CreateMs: 150 }, { seed: 1, nodes, durationMs: 3_600_000 })
   assert.ok(tight.nodes > loose.nodes, `tight ${tight.nodes} vs loose ${loose.nodes}`)
