@@ -101,11 +101,15 @@ export class Workload {
   private queuedBursts = 0
   private readonly burstGapMs: number
 
+  /** The language choices, built once (a spec is drawn millions of times a simulated day). */
+  private readonly languages: ReadonlyArray<readonly [WorkloadConfig['languages'][number], number]>
+
   constructor (seed: number, overrides: Partial<WorkloadConfig> = {}) {
     this.config = { ...DSecWorkload, ...overrides }
     const c = this.config
     this.arrivalsRng = createRng(deriveSeed(seed, 'arrivals'))
     this.specRng = createRng(deriveSeed(seed, 'specs'))
+    this.languages = c.languages.map((l) => [l, l.weight] as const)
     const imgRng = createRng(deriveSeed(seed, 'images'))
     this.baseZipf = createZipf(imgRng, c.bases, c.zipfS)
     this.wsZipf = createZipf(imgRng, c.workspaces, c.zipfS)
@@ -175,7 +179,7 @@ export class Workload {
     const useFraction = r() < c.lowUseShare ? r() * c.lowUseFraction : c.lowUseFraction + r() * (1 - c.lowUseFraction)
     const layers = [`b${this.baseZipf.sample()}`]
     if (r() < c.extraLayerShare) layers.push(`w${this.wsZipf.sample()}`)
-    const lang = weighted(r, c.languages.map((l) => [l, l.weight] as const))
+    const lang = weighted(r, this.languages)
     return {
       coldReadBytes: Math.round(lang.imageBytes * lang.readShare),
       backend: c.backend,
