@@ -77,12 +77,6 @@ export function toView (r: SandboxRecord): SandboxView {
   }
 }
 
-function hashToShard (id: string, shards: number): number {
-  let h = 0
-  for (let i = 0; i < id.length; i++) h = (h * 31 + id.charCodeAt(i)) | 0
-  return (h >>> 0) % shards
-}
-
 export class Session extends Actor<ClientRequest | SandboxStateNotice> {
   private readonly tenant: string
 
@@ -185,7 +179,7 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
     const shards = this.o.shards()
     // Sandboxes of one image go to one shard, whose nodes then hold that image's layers: the
     // locality a shard can see is within its own partition. Without an image, spread by id.
-    const shardFor = (id: string): number => hashToShard(req.layers[0] ?? id, shards.length)
+    const shardFor = (id: string): number => shardOf(req.layers[0] ?? id, shards.length)
     const placed = await Promise.allSettled(ids.map((id) =>
       shards[shardFor(id)]!.ask<{ nodeId: string }>({ type: 'place', req, deadline }, { timeoutMs: deadline - Date.now() + 5000 })))
 
