@@ -56,7 +56,8 @@ export class DynamicSupervisor<A, M = unknown> extends Actor<DynamicSupervisorMe
     this.spec = options.child
     this.restart = options.child.restart ?? ChildSpecDefaults.restart
     this.shutdown = options.child.shutdown ?? ChildSpecDefaults.shutdown
-    this.intensity = createRestartIntensity(options.intensity)
+    // Time from the actor system's clock, so a supervisor on a virtual clock counts virtual restarts.
+    this.intensity = createRestartIntensity(options.intensity, () => this.ctx.system.clock.now())
     this.maxChildren = options.maxChildren ?? Infinity
   }
 
@@ -100,7 +101,7 @@ export class DynamicSupervisor<A, M = unknown> extends Actor<DynamicSupervisorMe
     this.live.delete(ref.address)
     if (this.restart === 'temporary' || (this.restart === 'transient' && !isAbnormal(reason))) return
     if (child.backoff !== undefined) {
-      child.backoff.ranFor(Date.now() - child.startedAt)
+      child.backoff.ranFor(this.ctx.system.clock.now() - child.startedAt)
       const key = this.nextKey++
       this.waitingRestart.set(key, child)
       this.ctx.setTimer(`restart:${key}`, child.backoff.next(), { type: 'restart-due', key })
@@ -123,7 +124,7 @@ export class DynamicSupervisor<A, M = unknown> extends Actor<DynamicSupervisorMe
   }
 
   private startChild (child: DynamicChild<A>): Ref {
-    child.startedAt = Date.now()
+    child.startedAt = this.ctx.system.clock.now()
     try {
       child.ref = this.ctx.spawn(() => this.spec.start(child.args), this.spec.spawn?.(child.args))
     } catch (err) {

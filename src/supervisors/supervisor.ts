@@ -57,7 +57,8 @@ export class Supervisor extends Actor<SupervisorMessage> {
   constructor (private readonly options: SupervisorOptions) {
     super()
     this.strategy = options.strategy ?? 'one_for_one'
-    this.intensity = createRestartIntensity(options.intensity)
+    // Time from the actor system's clock, so a supervisor on a virtual clock counts virtual restarts.
+    this.intensity = createRestartIntensity(options.intensity, () => this.ctx.system.clock.now())
   }
 
   preStart (): void {
@@ -103,7 +104,7 @@ export class Supervisor extends Actor<SupervisorMessage> {
     if (child.restart === 'transient' && !isAbnormal(reason)) return
 
     if (child.backoff !== undefined) {
-      child.backoff.ranFor(Date.now() - child.startedAt)
+      child.backoff.ranFor(this.ctx.system.clock.now() - child.startedAt)
       this.ctx.setTimer(`restart:${child.spec.id}`, child.backoff.next(), { type: 'restart-due', id: child.spec.id, generation: child.generation })
       return
     }
@@ -167,7 +168,7 @@ export class Supervisor extends Actor<SupervisorMessage> {
 
   private startChild (child: Child): Ref {
     child.generation++
-    child.startedAt = Date.now()
+    child.startedAt = this.ctx.system.clock.now()
     child.ref = this.ctx.spawn(child.spec.start as ActorFactory, child.spec.spawn)
     return child.ref
   }

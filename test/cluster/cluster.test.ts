@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import type { ControlPlane, IamMessage } from '../../src/cluster/index.js'
+import type { Ref } from '../../src/actors/index.js'
+import { CONTROL_PLANE, ControlPlaneDefaults, shardOf, type ControlPlane, type IamMessage, type ShardMessage, type ShardStats } from '../../src/cluster/index.js'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
 import { connect, type Client } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
@@ -156,6 +157,25 @@ test('kill -9 a node: its sandboxes are lost within the heartbeat timeout, nothi
   const fresh = await client.create({})
   assert.is((await fresh.info()).nodeId, 'n1')
   assert.is((await fresh.exec(['js', 'console.log("back")'])).stdout, 'back\n')
+}))
+
+test('a killed placement shard is restarted and recovers its nodes and their sandboxes from registry and directory', timed(60_000, async (defer) => {
+  const { cp, client } = await clusterWithNode(defer)
+  for (let i = 0; i < 3; i++) await client.create({ backend: 'function', ttlMs: 600_000 })
+  const name = `${CONTROL_PLANE}/shard-${shardOf('n1', ControlPlaneDefaults.shards)}`
+  const before = cp.system.lookup<ShardMessage>(name)!
+  assert.is((await before.ask<ShardStats>({ type: 'stats' })).sandboxes, 3)
+  cp.system.kill(before)
+  let after: Ref<ShardMessage> | undefined
+  await waitFor(async () => {
+    after = cp.system.lookup<ShardMessage>(name)
+    if (after === undefined || after === before) return false
+    return (await after.ask<ShardStats>({ type: 'stats' })).nodes === 1
+  }, 10_000, 'shard restarted with its node')
+  const stats = await after!.ask<ShardStats>({ type: 'stats' })
+  assert.is(stats.sandboxes, 3, 'what runs on the node is reserved again')
+  const sb = await client.create({ backend: 'function', ttlMs: 600_000 })
+  assert.is(sb.state, 'ready')
 }))
 
 test('TTL ends a sandbox with reason ttl; exec on it then says SANDBOX_GONE', timed(30_000, async (defer) => {

@@ -86,4 +86,27 @@ test('a shard with no room offers the request to its peers', timed(5000, async (
   assert.is(await place(shards[0]!, req()), 'far')
 }))
 
+test('place-now places a batch in one message: what fits gets a node, the rest null', timed(5000, async (defer) => {
+  const system = new ActorSystem()
+  defer(() => system.shutdown(0))
+  const shard = system.spawn(createPlacementShard())
+  shard.tell({ type: 'node-up', id: 'n', capacity: cap({ cpus: 3 }) })
+  const ids = await shard.ask<Array<string | null>>({ type: 'place-now', reqs: [req(), req({ cpus: 2 }), req()] })
+  assert.equal(ids, ['n', 'n', null])
+  const stats = await shard.ask<ShardStats>({ type: 'stats' })
+  assert.is(stats.allocatedCpus, 3)
+  assert.is(stats.sandboxes, 2)
+}))
+
+test('a shard started with recover finds its nodes and what runs on them again', timed(5000, async (defer) => {
+  const system = new ActorSystem()
+  defer(() => system.shutdown(0))
+  const shard = system.spawn(createPlacementShard({
+    recover: async () => [{ id: 'n', capacity: cap({ cpus: 3 }), layers: ['L'], usage: { cpus: 2, memoryMiB: 512, sandboxes: { function: 2 } } }]
+  }))
+  await waitFor(async () => (await shard.ask<ShardStats>({ type: 'stats' })).nodes === 1, 2000, 'recovered')
+  // 2 of the 3 CPUs are taken by what already runs there: one more fits, not two.
+  assert.equal(await shard.ask<Array<string | null>>({ type: 'place-now', reqs: [req(), req()] }), ['n', null])
+}))
+
 test.run()

@@ -21,7 +21,7 @@ import { createDirectory, type DirectoryMessage } from './directory.js'
 import { NameIndex } from '../../images/index.js'
 import { createGateway } from './gateway.js'
 import { createImageIndex, type ImageIndexMessage } from './image-index.js'
-import { createRegistry, type RegistryMessage } from './registry.js'
+import { createRegistry, createShardRecovery, type RegistryMessage } from './registry.js'
 
 /** The control plane's actor system name: nodes address `cp/registry` and `cp/directory`. */
 export const CONTROL_PLANE = 'cp'
@@ -85,7 +85,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       shutdown: 'infinity',
       start: createSupervisor({
         children: Array.from({ length: o.shards }, (_, i): ChildSpec => ({
-          id: `shard-${i}`, start: createPlacementShard({ peers: shards }), spawn: { name: `shard-${i}`, ...big }
+          id: `shard-${i}`, start: createPlacementShard({ peers: shards, recover: createShardRecovery(i, registry, directory) }), spawn: { name: `shard-${i}`, ...big }
         }))
       }),
       spawn: { name: 'placement' }

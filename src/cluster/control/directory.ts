@@ -8,7 +8,7 @@ import { Actor, type ExitReason, type Ref } from '../../actors/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
 import type { IamMessage } from '../iam/index.js'
 import type { SandboxSummary } from '../node/index.js'
-import type { PlacementRequest, ShardMessage } from '../placement/index.js'
+import type { NodeUsage, PlacementRequest, ShardMessage } from '../placement/index.js'
 import { placementRequestOf } from '../spec.js'
 import type { EndReason, SandboxEvent, SandboxState } from '../sandbox/index.js'
 import { shardOf } from './registry.js'
@@ -45,6 +45,7 @@ export type DirectoryMessage =
   | { type: 'subscribe', tenant: string, ref: Ref }
   | { type: 'sweep' }
   | { type: 'count' }
+  | { type: 'usage', nodeIds: string[] }
 
 export const DirectoryDefaults = {
   /** Ended sandboxes stay visible (state gone/failed/lost, with a reason) this long… */
@@ -141,6 +142,22 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
       }
       case 'count':
         return this.records.size
+      case 'usage': {
+        // What the live sandboxes of each node were given: a restarted placement shard reserves it again.
+        const out: Record<string, NodeUsage> = {}
+        for (const nodeId of m.nodeIds) {
+          const usage: NodeUsage = { cpus: 0, memoryMiB: 0, sandboxes: {} }
+          for (const id of this.byNode.get(nodeId) ?? []) {
+            const r = this.records.get(id)
+            if (r === undefined || TERMINAL.has(r.state)) continue
+            usage.cpus += r.req.cpus
+            usage.memoryMiB += r.req.memoryMiB
+            usage.sandboxes[r.req.backend] = (usage.sandboxes[r.req.backend] ?? 0) + 1
+          }
+          out[nodeId] = usage
+        }
+        return out
+      }
     }
   }
 

@@ -5,7 +5,7 @@
  * owners. A lost node that comes back simply joins again.
  */
 import { Actor, type Ref } from '../../actors/index.js'
-import type { NodeCapacity, ShardMessage } from '../placement/index.js'
+import type { NodeCapacity, NodeUsage, PlacementRequest, RecoveredNode, ShardMessage } from '../placement/index.js'
 import type { SandboxSummary } from '../node/index.js'
 import type { DirectoryMessage } from './directory.js'
 
@@ -19,7 +19,8 @@ export type RegistryMessage =
   | { type: 'heartbeat', nodeId: string, layers?: string[] }
   | { type: 'leave', nodeId: string }
   | { type: 'check' }
-  | { type: 'nodes' }
+  /** Every member, or only those a shard owns. */
+  | { type: 'nodes', shard?: number }
 
 export interface NodeStatus { id: string, alive: boolean, lastSeenMs: number, shard: number, capacity: NodeCapacity, layers: string[] }
 
@@ -38,6 +39,15 @@ export function shardOf (nodeId: string, shards: number): number {
   let h = 2166136261
   for (let i = 0; i < nodeId.length; i++) h = Math.imul(h ^ nodeId.charCodeAt(i), 16777619)
   return (h >>> 0) % shards
+}
+
+/**
+ * Which shard places a sandbox. Sandboxes of one image go to one shard, whose nodes then hold
+ * that image's layers (the locality a shard can see is within its own partition); without an
+ * image, spread by id.
+ */
+export function shardForSandbox (req: Pick<PlacementRequest, 'layers'>, id: string, shards: number): number {
+  return shardOf(req.layers[0] ?? id, shards)
 }
 
 export class Registry extends Actor<RegistryMessage> {
@@ -89,7 +99,7 @@ export class Registry extends Actor<RegistryMessage> {
         return undefined
       }
       case 'nodes':
-        return [...this.members.values()].map((n): NodeStatus => ({
+        return [...this.members.values()].filter((n) => m.shard === undefined || n.shard === m.shard).map((n): NodeStatus => ({
           id: n.id, alive: n.alive, lastSeenMs: this.now() - n.lastSeen, shard: n.shard, capacity: n.capacity, layers: n.layers
         }))
     }
@@ -104,4 +114,16 @@ export class Registry extends Actor<RegistryMessage> {
 
 export function createRegistry (options: RegistryOptions): () => Registry {
   return () => new Registry(options)
+}
+
+/**
+ * How shard `index` finds its nodes again after a restart: the registry's live members it owns,
+ * with what the directory's live sandboxes on them hold.
+ */
+export function createShardRecovery (index: number, registry: () => Ref<RegistryMessage>, directory: () => Ref<DirectoryMessage>): () => Promise<RecoveredNode[]> {
+  return async () => {
+    const members = (await registry().ask<NodeStatus[]>({ type: 'nodes', shard: index })).filter((n) => n.alive)
+    const usage = await directory().ask<Record<string, NodeUsage>>({ type: 'usage', nodeIds: members.map((n) => n.id) })
+    return members.map((n) => ({ id: n.id, capacity: n.capacity, layers: n.layers, usage: usage[n.id] ?? { cpus: 0, memoryMiB: 0, sandboxes: {} } }))
+  }
 }

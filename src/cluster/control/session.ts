@@ -15,7 +15,7 @@ import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.
 import { isImageName, type LayerKind } from '../../images/index.js'
 import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
-import { shardOf, type NodeStatus, type RegistryMessage } from './registry.js'
+import { shardForSandbox, shardOf, type NodeStatus, type RegistryMessage } from './registry.js'
 
 /** What an SDK may ask of its session. */
 export type ClientRequest =
@@ -177,11 +177,8 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
     const req = placementRequestOf(spec)
     const ids = Array.from({ length: count }, () => newId())
     const shards = this.o.shards()
-    // Sandboxes of one image go to one shard, whose nodes then hold that image's layers: the
-    // locality a shard can see is within its own partition. Without an image, spread by id.
-    const shardFor = (id: string): number => shardOf(req.layers[0] ?? id, shards.length)
     const placed = await Promise.allSettled(ids.map((id) =>
-      shards[shardFor(id)]!.ask<{ nodeId: string }>({ type: 'place', req, deadline }, { timeoutMs: deadline - Date.now() + 5000 })))
+      shards[shardForSandbox(req, id, shards.length)]!.ask<{ nodeId: string }>({ type: 'place', req, deadline }, { timeoutMs: deadline - Date.now() + 5000 })))
 
     // Group by node: one create message per node, whatever the batch size.
     const byNode = new Map<string, CreateItem[]>()

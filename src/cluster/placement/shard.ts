@@ -11,6 +11,7 @@
  * from `random`, never from globals.
  */
 import { Actor, type Ref, type ReplyTo } from '../../actors/index.js'
+import type { BackendKind } from '../../backends/types.js'
 import { createError, ErrorCodes } from '../../errors.js'
 import { chooseNode } from './choose.js'
 import { createNodeView, release, reserve, type NodeCapacity, type NodeView, type PlacementRequest } from './node-view.js'
@@ -29,12 +30,34 @@ export type ShardMessage =
   | { type: 'node-layers', id: string, layers: string[] }
   | { type: 'node-lost', id: string }
   | { type: 'place', req: PlacementRequest, deadline: number, local?: boolean }
+  | { type: 'place-now', reqs: PlacementRequest[] }
   | { type: 'release', nodeId: string, req: PlacementRequest }
   | { type: 'reserve', nodeId: string, req: PlacementRequest }
   | { type: 'sweep' }
   | { type: 'stats' }
+  | { type: 'recovered', nodes: RecoveredNode[] }
 
-export interface ShardStats { nodes: number, alive: number, waiting: number, placed: number, refused: number }
+/** A node as a restarted shard finds it again: from the registry, with what its sandboxes hold. */
+export interface RecoveredNode {
+  id: string
+  capacity: NodeCapacity
+  layers: string[]
+  /** What the sandboxes running there were given (summed). */
+  usage: NodeUsage
+}
+
+export interface NodeUsage { cpus: number, memoryMiB: number, sandboxes: Partial<Record<BackendKind, number>> }
+
+export interface ShardStats {
+  nodes: number
+  alive: number
+  waiting: number
+  placed: number
+  refused: number
+  /** What is reserved on this shard's nodes now: CPUs and sandboxes. */
+  allocatedCpus: number
+  sandboxes: number
+}
 
 export interface PlacementShardOptions {
   /** The other shards, to offer requests this one cannot fit. */
@@ -44,6 +67,11 @@ export interface PlacementShardOptions {
   sweepMs?: number
   now?: () => number
   random?: () => number
+  /**
+   * Where a (re)started shard finds the nodes it owns and what runs on them. Without it a shard
+   * restarted by its supervisor would see no node until each one rejoined.
+   */
+  recover?: () => Promise<RecoveredNode[]>
 }
 
 interface Waiting { req: PlacementRequest, deadline: number, reply: ReplyTo }
@@ -54,7 +82,7 @@ export class PlacementShard extends Actor<ShardMessage> {
   private readonly waiting: Waiting[] = []
   private placed = 0
   private refused = 0
-  private readonly o: Required<Omit<PlacementShardOptions, 'peers'>> & Pick<PlacementShardOptions, 'peers'>
+  private readonly o: Required<Omit<PlacementShardOptions, 'peers' | 'recover'>> & Pick<PlacementShardOptions, 'peers' | 'recover'>
 
   constructor (options: PlacementShardOptions = {}) {
     super()
@@ -64,8 +92,16 @@ export class PlacementShard extends Actor<ShardMessage> {
       sweepMs: options.sweepMs ?? PlacementDefaults.sweepMs,
       now: options.now ?? Date.now,
       random: options.random ?? Math.random,
-      peers: options.peers
+      peers: options.peers,
+      recover: options.recover
     }
+  }
+
+  preStart (): void {
+    const recover = this.o.recover
+    if (recover === undefined) return
+    // Asked, not awaited: the shard answers from the first message; what it recovers arrives as a message.
+    recover().then((nodes) => this.self.tell({ type: 'recovered', nodes }), () => {})
   }
 
   receive (m: ShardMessage): unknown {
@@ -103,6 +139,23 @@ export class PlacementShard extends Actor<ShardMessage> {
       }
       case 'place':
         return this.place(m.req, m.deadline, m.local === true)
+      case 'place-now':
+        // A batch (a createMany, or the simulator's arrivals of one instant) placed in one
+        // message; what does not fit now is null, and the caller asks `place` for it.
+        return m.reqs.map((req) => this.tryPlace(req)?.id ?? null)
+      case 'recovered':
+        for (const r of m.nodes) {
+          if (this.nodes.has(r.id)) continue // a node-up since the restart is newer
+          const view = createNodeView(r.id, r.capacity)
+          view.allocatedCpus = r.usage.cpus
+          view.allocatedMemoryMiB = r.usage.memoryMiB
+          view.sandboxes = { ...r.usage.sandboxes }
+          for (const l of r.layers) view.layers.add(l)
+          this.nodes.set(r.id, view)
+        }
+        this.list = [...this.nodes.values()]
+        this.drainWaiting()
+        return undefined
       case 'release': {
         const node = this.nodes.get(m.nodeId)
         if (node !== undefined) { release(node, m.req); this.drainWaiting() }
@@ -123,7 +176,9 @@ export class PlacementShard extends Actor<ShardMessage> {
           alive: this.list.filter((n) => n.alive).length,
           waiting: this.waiting.length,
           placed: this.placed,
-          refused: this.refused
+          refused: this.refused,
+          allocatedCpus: this.list.reduce((sum, n) => sum + n.allocatedCpus, 0),
+          sandboxes: this.list.reduce((sum, n) => sum + Object.values(n.sandboxes).reduce((a, b) => a + (b ?? 0), 0), 0)
         } satisfies ShardStats
     }
   }
