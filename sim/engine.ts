@@ -1,19 +1,27 @@
 /**
- * The simulation engine: the real PlacementShard actors, on a virtual clock, deciding where a
- * simulated workload's sandboxes go on simulated nodes. Arrivals and departures are events on
- * the clock (batched per millisecond, so a day of 3 M creations stays a few million events);
- * placement is asked exactly as the control plane asks it; departures send `release`; node
- * crashes send `node-lost` and end the node's sandboxes. Same config and seed → same summary.
+ * The simulation engine: the control plane's real placement side (registry, placement shards,
+ * their supervisors; see control.ts) on a virtual clock, deciding where a simulated workload's
+ * sandboxes go on simulated nodes.
+ *
+ * Nodes join the registry and heartbeat to it; a crashed node falls silent and the registry
+ * declares it lost after its timeout, as in production (placements in between fail on the dead
+ * node). Arrivals are batched per millisecond into one `place-now` per shard (the rest ask
+ * `place`, which waits for capacity); departures send `release`. Same config and seed → same
+ * summary.
  */
 import { ActorSystem, type Ref } from '../src/actors/index.js'
-import { createPlacementShard, type PlacementRequest, type ShardMessage } from '../src/cluster/placement/index.js'
-import { shardOf } from '../src/cluster/control/registry.js'
-import { ErrorCodes, isWarrenError } from '../src/errors.js'
+import type { BackendKind } from '../src/backends/types.js'
+import type { PlacementRequest, ShardMessage } from '../src/cluster/placement/index.js'
+import { createError, ErrorCodes, isWarrenError } from '../src/errors.js'
 import { createVirtualClock } from './clock.js'
+import { startSimControl } from './control.js'
 import { DSecNodes, SimNode, type NodesConfig } from './nodes.js'
 import { createRng, deriveSeed, exponential } from './random.js'
-import { Workload, type SandboxSpec, type WorkloadConfig } from './workload.js'
+import { round3, Samples, type Percentiles } from './samples.js'
 import type { ArrivalSource } from './trace.js'
+import { Workload, type SandboxSpec, type WorkloadConfig } from './workload.js'
+
+export type { Percentiles } from './samples.js'
 
 export interface SimulationConfig {
   seed: number
@@ -28,9 +36,15 @@ export interface SimulationConfig {
   warmStart: boolean
   /** How often concurrency and node utilisation are sampled. */
   sampleEveryMs: number
-  /** How often nodes report their cached layers to placement (0: never); each node caches `layerCacheSize` layers (LRU). */
+  /** Nodes heartbeat this often; the registry declares a node lost after `heartbeatTimeoutMs` of silence, checking every `registryCheckMs`. */
+  heartbeatEveryMs: number
+  heartbeatTimeoutMs: number
+  registryCheckMs: number
+  /** How often heartbeats carry the node's cached layers (0: never); each node caches `layerCacheSize` layers (LRU). */
   layerReportMs: number
   layerCacheSize: number
+  /** Placement shards killed per shard per day (their supervisor restarts them). */
+  shardCrashesPerDay: number
   /** Called every `progressEveryMs` of simulated time. */
   progressEveryMs: number
   onProgress?: (p: Progress) => void
@@ -43,8 +57,6 @@ export interface SimulationConfig {
 
 export interface Progress { simulatedMs: number, concurrent: number, created: number, rejected: number, events: number, wallMs: number }
 
-export interface Percentiles { p50: number, p90: number, p99: number, max: number }
-
 export interface Summary {
   seed: number
   simulatedMs: number
@@ -55,11 +67,22 @@ export interface Summary {
   created: number
   rejected: number
   overloaded: number
+  /** Placed on a node that had crashed but was not yet declared lost: the creation failed. */
+  failedOnLostNode: number
+  /** Failed because their placement shard was down (killed, being restarted). */
+  shardErrors: number
   otherErrors: number
+  /** Still waiting for placement when the run ended. */
+  unfinished: number
   residents: number
   /** Sandboxes ended by their node crashing, and the crashes. */
   crashedSandboxes: number
   nodeCrashes: number
+  /** From a node's crash until the registry declares it lost, ms. */
+  lossDetectionMs: Percentiles
+  shardCrashes: number
+  /** Placements that left a node holding more than it may promise (0 unless placement is wrong). */
+  overPromised: number
   peakConcurrent: number
   peakAtMs: number
   endConcurrent: number
@@ -90,101 +113,116 @@ export const SimulationDefaults: Omit<SimulationConfig, 'nodes' | 'workload'> = 
   placementTimeoutMs: 1000,
   warmStart: true,
   sampleEveryMs: 60_000,
+  // Slower than production's 500 ms / 3 s: a day of 160 nodes' beats stays ~1.4 M messages.
+  heartbeatEveryMs: 10_000,
+  heartbeatTimeoutMs: 30_000,
+  registryCheckMs: 5_000,
   layerReportMs: 600_000,
   layerCacheSize: 2000,
+  shardCrashesPerDay: 0,
   progressEveryMs: 3_600_000
 }
 
 const STATE_FREE = 0
 const STATE_RUNNING = 1
 const STATE_CRASHED = 2
+const BACKENDS: readonly BackendKind[] = ['function', 'container', 'microvm', 'fullvm']
+const NO_LAYERS: string[] = []
 
-/** A growable float array for samples. */
-class Samples {
-  private a = new Float64Array(1024)
-  length = 0
-  push (v: number): void {
-    if (this.length === this.a.length) { const b = new Float64Array(this.a.length * 2); b.set(this.a); this.a = b }
-    this.a[this.length++] = v
-  }
-
-  percentiles (): Percentiles {
-    if (this.length === 0) return { p50: 0, p90: 0, p99: 0, max: 0 }
-    const s = this.a.subarray(0, this.length).sort()
-    const q = (p: number): number => round3(s[Math.min(s.length - 1, Math.floor(p * s.length))]!)
-    return { p50: q(0.5), p90: q(0.9), p99: q(0.99), max: round3(s[s.length - 1]!) }
-  }
-}
-
-function round3 (v: number): number { return Math.round(v * 1000) / 1000 }
+/** One creation on its way through placement. */
+interface Arrival { spec: SandboxSpec, req: PlacementRequest, resident: boolean, id: string | undefined, at: number }
 
 export async function runSimulation (overrides: Partial<SimulationConfig> = {}): Promise<Summary> {
   const wallStart = performance.now()
   const cfg: SimulationConfig = { ...SimulationDefaults, nodes: {}, workload: {}, ...overrides }
+  if (!(cfg.heartbeatTimeoutMs > cfg.heartbeatEveryMs)) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, 'heartbeatTimeoutMs must exceed heartbeatEveryMs, or live nodes would be declared lost')
+  }
   const nodesCfg: NodesConfig = { ...DSecNodes, ...cfg.nodes }
   const workload = new Workload(cfg.seed, cfg.workload)
   const clock = createVirtualClock()
-  const system = new ActorSystem({ clock })
-  const rng = createRng(deriveSeed(cfg.seed, 'engine'))
+  const system = new ActorSystem({ name: 'sim', clock })
   const serviceRng = createRng(deriveSeed(cfg.seed, 'service'))
   const crashRng = createRng(deriveSeed(cfg.seed, 'crashes'))
-
-  // The real placement shards, on the virtual clock, with seeded randomness.
-  const shards: Array<Ref<ShardMessage>> = []
-  for (let i = 0; i < cfg.shards; i++) {
-    const shardRng = createRng(deriveSeed(cfg.seed, `shard-${i}`))
-    shards.push(system.spawn(createPlacementShard({ now: () => clock.now(), random: shardRng, peers: () => shards }), {
-      name: `placement-${i}`,
-      mailbox: { capacity: 2_000_000 }
-    }) as Ref<ShardMessage>)
-  }
+  const end = cfg.durationMs
 
   const nodes: SimNode[] = []
   const nodeById = new Map<string, SimNode>()
-  const nodeShard: number[] = []
+  const crashAt = new Float64Array(nodesCfg.count).fill(-1)
+  const lossDetection = new Samples()
+  const control = startSimControl(system, {
+    seed: cfg.seed,
+    shards: cfg.shards,
+    clock,
+    heartbeatTimeoutMs: cfg.heartbeatTimeoutMs,
+    registryCheckMs: cfg.registryCheckMs,
+    usage: (id) => nodeById.get(id)!.usage(),
+    onNodeLost: (id) => {
+      const node = nodeById.get(id)!
+      if (!node.alive && crashAt[node.index]! >= 0) { lossDetection.push(clock.now() - crashAt[node.index]!); crashAt[node.index] = -1 }
+    }
+  })
+  const shardOfNodeIndex: number[] = []
+  const releaseOn = (node: SimNode, req: PlacementRequest): void => { control.shard(shardOfNodeIndex[node.index]!)?.tell({ type: 'release', nodeId: node.id, req }) }
   for (let i = 0; i < nodesCfg.count; i++) {
     const node = new SimNode(`node-${i}`, i, nodesCfg)
     nodes.push(node)
     nodeById.set(node.id, node)
-    nodeShard.push(shardOf(node.id, cfg.shards))
-    shards[nodeShard[i]!]!.tell({ type: 'node-up', id: node.id, capacity: node.capacity() })
+    shardOfNodeIndex.push(control.shardOfNode(node.id))
+    control.registry()!.tell({ type: 'join', nodeId: node.id, capacity: node.capacity() })
   }
+  await clock.runUntil(0) // the joins reach the shards before anything is placed
 
-  // Sandboxes, by slot (struct of arrays: ~400,000 live at once).
+  // Sandboxes, by slot (struct of arrays: ~400,000 live at once, no object each).
   let cap = 1 << 16
   let slotNode = new Int32Array(cap)
   let slotUse = new Float64Array(cap)
+  let slotCpus = new Float64Array(cap)
+  let slotMem = new Float64Array(cap)
+  let slotBackend = new Uint8Array(cap)
   let slotState = new Uint8Array(cap)
-  let slotReq: Array<PlacementRequest | undefined> = new Array(cap)
   const free: number[] = []
   let nextSlot = 0
+  const grow = <T extends Float64Array | Int32Array | Uint8Array>(a: T, make: (n: number) => T): T => { const b = make(cap); b.set(a); return b }
   const allocSlot = (): number => {
     const f = free.pop()
     if (f !== undefined) return f
     if (nextSlot === cap) {
       cap *= 2
-      const n = new Int32Array(cap); n.set(slotNode); slotNode = n
-      const u = new Float64Array(cap); u.set(slotUse); slotUse = u
-      const s = new Uint8Array(cap); s.set(slotState); slotState = s
-      slotReq.length = cap
+      slotNode = grow(slotNode, (n) => new Int32Array(n)); slotUse = grow(slotUse, (n) => new Float64Array(n))
+      slotCpus = grow(slotCpus, (n) => new Float64Array(n)); slotMem = grow(slotMem, (n) => new Float64Array(n))
+      slotBackend = grow(slotBackend, (n) => new Uint8Array(n)); slotState = grow(slotState, (n) => new Uint8Array(n))
     }
     return nextSlot++
   }
-  const freeSlot = (i: number): void => { slotState[i] = STATE_FREE; slotReq[i] = undefined; free.push(i) }
+  const slotReq = (slot: number): PlacementRequest => ({ backend: BACKENDS[slotBackend[slot]!]!, cpus: slotCpus[slot]!, memoryMiB: slotMem[slot]!, layers: NO_LAYERS })
 
   // Counters.
   let requested = 0; let created = 0; let rejected = 0; let overloaded = 0; let otherErrors = 0
+  let failedOnLostNode = 0; let shardErrors = 0; let shardCrashes = 0; let overPromised = 0
   let residents = 0; let crashedSandboxes = 0; let nodeCrashes = 0
+  // Creations in placement now; once the run is over, late answers change nothing.
+  let inPlacement = 0
+  let over = false
   let concurrent = 0; let peak = 0; let peakAt = 0
   let layerHits = 0; let layerTotal = 0
   let bytesFetched = 0
-  const fetchFreeAt: number[] = []
+  const fetchFreeAt = new Float64Array(nodesCfg.count)
   const coldStart = new Samples()
   const latency = new Samples()
   const wait = new Samples()
   const uCpuUsed = new Samples(); const uCpuReq = new Samples(); const uMem = new Samples(); const uCount = new Samples()
   const series: number[] = []
-  const end = cfg.durationMs
+
+  /** A running sandbox ends: its node and its shard get its share back. */
+  const endSlot = (slot: number): void => {
+    const node = nodes[slotNode[slot]!]!
+    const req = slotReq(slot)
+    node.account(req, slotUse[slot]!, -1)
+    concurrent--
+    releaseOn(node, req)
+  }
+  const freeSlot = (i: number): void => { slotState[i] = STATE_FREE; free.push(i) }
 
   // Departures: one clock event per millisecond that has any.
   const departures = new Map<number, number[]>()
@@ -193,13 +231,7 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
     departures.delete(ms)
     if (list === undefined) return
     for (const slot of list) {
-      if (slotState[slot] === STATE_RUNNING) {
-        const node = nodes[slotNode[slot]!]!
-        const req = slotReq[slot]!
-        node.reqCpus -= req.cpus; node.useCpus -= slotUse[slot]!; node.memoryMiB -= req.memoryMiB; node.sandboxes--
-        concurrent--
-        shards[nodeShard[node.index]!]!.tell({ type: 'release', nodeId: node.id, req })
-      }
+      if (slotState[slot] === STATE_RUNNING) endSlot(slot)
       freeSlot(slot)
     }
   }
@@ -215,22 +247,11 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
     list.push(slot)
   }
 
-  // The shard answers every place by its deadline (NO_CAPACITY at worst), so the ask needs no
-  // timer of its own: three million idle timers would only weigh on the virtual clock.
-  const askTimeoutMs = Infinity
-  let rr = 0
-  // Trace replay: ids of placed (slot) and in-flight (pending) sandboxes, and kills awaiting a reply.
+  // Trace replay: ids of placed (slot) and in-flight (pending) sandboxes, and kills awaiting a placement.
   const idSlot = new Map<string, number>()
   const pending = new Set<string>()
   const killWhenPlaced = new Set<string>()
   let killed = 0
-  const endSlot = (slot: number): void => {
-    const node = nodes[slotNode[slot]!]!
-    const req = slotReq[slot]!
-    node.reqCpus -= req.cpus; node.useCpus -= slotUse[slot]!; node.memoryMiB -= req.memoryMiB; node.sandboxes--
-    concurrent--
-    shards[nodeShard[node.index]!]!.tell({ type: 'release', nodeId: node.id, req })
-  }
   const kill = (id: string): void => {
     if (pending.has(id)) { killWhenPlaced.add(id); return }
     const slot = idSlot.get(id)
@@ -240,60 +261,98 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
     freeSlot(slot)
   }
 
-  const issue = (arrivalMs: number, resident: boolean, traced?: SandboxSpec, id?: string): void => {
+  /** Placement chose `nodeId` for `a`: the node creates it (or cannot, being down). */
+  const placed = (a: Arrival, nodeId: string): void => {
+    if (over) return
+    inPlacement--
+    if (a.id !== undefined) pending.delete(a.id)
+    const node = nodeById.get(nodeId)
+    if (node === undefined) { otherErrors++; return }
+    if (!node.alive) {
+      // Down but not yet declared lost: the create fails, and the session gives the share back.
+      failedOnLostNode++
+      releaseOn(node, a.req)
+      if (a.id !== undefined) killWhenPlaced.delete(a.id)
+      return
+    }
+    const { spec, req } = a
+    const now = clock.now()
+    const done = a.resident ? now : node.create(now, spec.backend, serviceRng)
+    // A node without the image fetches what the cold start reads over its link to the blob
+    // store, fetches on one node taking turns. Layers load on demand, so this delays the first
+    // command's reads, not the creation: it is measured apart, as the cold start.
+    if (!a.resident && spec.coldReadBytes > 0 && spec.layers[0] !== undefined && !node.layers.has(spec.layers[0])) {
+      const start = Math.max(done, fetchFreeAt[node.index]!)
+      const fetched = start + (spec.coldReadBytes / nodesCfg.blobBytesPerS) * 1000
+      fetchFreeAt[node.index] = fetched
+      coldStart.push(fetched - a.at)
+      bytesFetched += spec.coldReadBytes
+    }
+    layerHits += node.pull(spec.layers); layerTotal += spec.layers.length
+    if (node.layers.size > cfg.layerCacheSize) {
+      const it = node.layers.values() // a Set keeps insertion order: the oldest go first
+      for (let n = node.layers.size - cfg.layerCacheSize; n > 0; n--) node.layers.delete(it.next().value!)
+    }
+    if (a.resident) residents++
+    else { created++; wait.push(now - a.at); latency.push(done - a.at) }
+    const slot = allocSlot()
+    slotNode[slot] = node.index; slotUse[slot] = spec.cpuUse; slotCpus[slot] = req.cpus; slotMem[slot] = req.memoryMiB
+    slotBackend[slot] = BACKENDS.indexOf(req.backend); slotState[slot] = STATE_RUNNING
+    node.account(req, spec.cpuUse, 1)
+    if (node.overPromised()) overPromised++
+    concurrent++
+    if (concurrent > peak) { peak = concurrent; peakAt = now }
+    if (a.id !== undefined) {
+      idSlot.set(a.id, slot)
+      if (killWhenPlaced.delete(a.id)) kill(a.id)
+      return
+    }
+    scheduleDeparture(slot, done + a.spec.lifetimeMs)
+  }
+  const failed = (a: Arrival, err: unknown): void => {
+    if (over) return
+    inPlacement--
+    if (a.resident) return // the steady state is more than the cluster holds: the rest are simply not there
+    if (a.id !== undefined) { pending.delete(a.id); killWhenPlaced.delete(a.id) }
+    if (isWarrenError(err, ErrorCodes.NO_CAPACITY)) rejected++
+    else if (isWarrenError(err, ErrorCodes.OVERLOADED)) overloaded++
+    else if (isWarrenError(err, ErrorCodes.ACTOR_STOPPED) || isWarrenError(err, ErrorCodes.NO_SUCH_ACTOR)) shardErrors++
+    else otherErrors++
+  }
+  // The shards answer every place by its deadline (NO_CAPACITY at worst), so asks need no timer
+  // of their own: millions of idle timers would only weigh on the virtual clock.
+  const noTimer = { timeoutMs: Infinity }
+  /** What did not fit at once asks `place`, which tries the peer shards and waits to the deadline. */
+  const placeLater = (shard: Ref<ShardMessage>, a: Arrival): void => {
+    shard.ask<{ nodeId: string }>({ type: 'place', req: a.req, deadline: a.at + cfg.placementTimeoutMs }, noTimer)
+      .then((r) => placed(a, r.nodeId), (err: unknown) => failed(a, err))
+  }
+
+  // Arrivals collect per shard (as sessions choose shards) and go as one `place-now` each.
+  const batches: Arrival[][] = Array.from({ length: cfg.shards }, () => [])
+  const issue = (at: number, resident: boolean, traced?: SandboxSpec, id?: string): void => {
     const spec = traced ?? (resident ? workload.residentSpec() : workload.spec())
     if (id !== undefined) pending.add(id)
-    const req: PlacementRequest = { backend: spec.backend, cpus: spec.cpus, memoryMiB: spec.memoryMiB, layers: spec.layers }
     if (!resident) requested++
-    const shard = shards[rr]!
-    rr = (rr + 1) % shards.length
-    shard.ask<{ nodeId: string | undefined }>({ type: 'place', req, deadline: arrivalMs + cfg.placementTimeoutMs }, { timeoutMs: askTimeoutMs }).then((r) => {
-      if (id !== undefined) pending.delete(id)
-      const node = r.nodeId === undefined ? undefined : nodeById.get(r.nodeId)
-      if (node === undefined) { otherErrors++; return }
-      if (!node.alive) { crashedSandboxes++; return } // the node went down between decision and creation
-      const now = clock.now()
-      const done = resident ? now : node.create(now, spec.backend, serviceRng)
-      // A node without the image fetches what the cold start reads, over its link to the blob
-      // store, fetches on one node taking turns. Layers load on demand, so this delays the first
-      // command's reads, not the creation: it is measured apart, as the cold start.
-      if (!resident && spec.coldReadBytes > 0 && spec.layers[0] !== undefined && !node.layers.has(spec.layers[0])) {
-        const start = Math.max(done, fetchFreeAt[node.index] ?? 0)
-        const end = start + (spec.coldReadBytes / nodesCfg.blobBytesPerS) * 1000
-        fetchFreeAt[node.index] = end
-        coldStart.push(end - arrivalMs)
-        bytesFetched += spec.coldReadBytes
-      }
-      const hits = node.pull(spec.layers)
-      layerHits += hits; layerTotal += spec.layers.length
-      if (node.layers.size > cfg.layerCacheSize) {
-        // Evict least recently inserted (Set keeps insertion order).
-        const it = node.layers.values()
-        for (let n = node.layers.size - cfg.layerCacheSize; n > 0; n--) node.layers.delete(it.next().value!)
-      }
-      if (resident) residents++
-      else {
-        created++
-        wait.push(now - arrivalMs)
-        latency.push(done - arrivalMs)
-      }
-      const slot = allocSlot()
-      slotNode[slot] = node.index; slotUse[slot] = spec.cpuUse; slotState[slot] = STATE_RUNNING; slotReq[slot] = req
-      node.reqCpus += req.cpus; node.useCpus += spec.cpuUse; node.memoryMiB += req.memoryMiB; node.sandboxes++
-      concurrent++
-      if (concurrent > peak) { peak = concurrent; peakAt = now }
-      if (id !== undefined) {
-        idSlot.set(id, slot)
-        if (killWhenPlaced.delete(id)) kill(id)
-        return
-      }
-      scheduleDeparture(slot, done + spec.lifetimeMs)
-    }, (err: unknown) => {
-      if (id !== undefined) { pending.delete(id); killWhenPlaced.delete(id) }
-      if (isWarrenError(err, ErrorCodes.NO_CAPACITY)) rejected++
-      else if (isWarrenError(err, ErrorCodes.OVERLOADED)) overloaded++
-      else otherErrors++
-    })
+    inPlacement++
+    const req: PlacementRequest = { backend: spec.backend, cpus: spec.cpus, memoryMiB: spec.memoryMiB, layers: spec.layers }
+    batches[control.shardForSandbox(req, id ?? '')]!.push({ spec, req, resident, id, at })
+  }
+  const flush = (): void => {
+    for (let i = 0; i < batches.length; i++) {
+      const batch = batches[i]!
+      if (batch.length === 0) continue
+      batches[i] = []
+      const shard = control.shard(i)
+      if (shard === undefined) { for (const a of batch) failed(a, createError(ErrorCodes.ACTOR_STOPPED, 'placement is restarting')); continue }
+      shard.ask<Array<string | null>>({ type: 'place-now', reqs: batch.map((a) => a.req) }, noTimer).then((ids) => {
+        for (let k = 0; k < batch.length; k++) {
+          const nodeId = ids[k]
+          if (nodeId !== null && nodeId !== undefined) placed(batch[k]!, nodeId)
+          else placeLater(shard, batch[k]!)
+        }
+      }, (err: unknown) => { for (const a of batch) failed(a, err) })
+    }
   }
 
   // Arrivals: one clock event per millisecond that has any.
@@ -301,8 +360,7 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
   const scheduleArrivals = (): void => {
     const t = source !== undefined ? source.peek() : workload.peek()
     if (t > end) return
-    const ms = Math.floor(t)
-    clock.setTimeout(fireArrivals, ms - clock.now())
+    clock.setTimeout(fireArrivals, Math.floor(t) - clock.now())
   }
   const fireArrivals = (): void => {
     const now = clock.now()
@@ -315,37 +373,53 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
     } else {
       while (workload.peek() < now + 1) issue(now, false), workload.take()
     }
+    flush()
     scheduleArrivals()
   }
 
-  // Node crashes and repairs.
+  // Node crashes: the node falls silent (no heartbeats) and its sandboxes end; the registry
+  // notices after its timeout. Repaired, the node joins again, empty.
   const crashTime = (): number => nodesCfg.crashesPerNodePerDay > 0 ? exponential(crashRng, 86_400_000 / nodesCfg.crashesPerNodePerDay) : Infinity
   const scheduleCrash = (node: SimNode, after: number): void => {
     if (clock.now() + after > end) return
     clock.setTimeout(() => {
       nodeCrashes++
-      shards[nodeShard[node.index]!]!.tell({ type: 'node-lost', id: node.id })
+      crashAt[node.index] = clock.now()
       for (let s = 0; s < nextSlot; s++) {
         if (slotState[s] === STATE_RUNNING && slotNode[s] === node.index) { slotState[s] = STATE_CRASHED; concurrent--; crashedSandboxes++ }
       }
       node.crash()
       clock.setTimeout(() => {
         node.alive = true
-        shards[nodeShard[node.index]!]!.tell({ type: 'node-up', id: node.id, capacity: node.capacity() })
+        crashAt[node.index] = -1
+        control.registry()?.tell({ type: 'join', nodeId: node.id, capacity: node.capacity() })
         scheduleCrash(node, crashTime())
       }, nodesCfg.repairMs)
     }, after)
   }
   for (const node of nodes) scheduleCrash(node, crashTime())
 
-  // Layer reports, as the registry forwards heartbeats.
-  if (cfg.layerReportMs > 0) {
-    const report = (): void => {
-      for (const node of nodes) if (node.alive) shards[nodeShard[node.index]!]!.tell({ type: 'node-layers', id: node.id, layers: [...node.layers] })
-      if (clock.now() + cfg.layerReportMs <= end) clock.setTimeout(report, cfg.layerReportMs)
-    }
-    clock.setTimeout(report, cfg.layerReportMs)
+  // Placement shards killed now and then: their supervisor restarts them, and they recover.
+  const shardCrashTime = (): number => cfg.shardCrashesPerDay > 0 ? exponential(crashRng, 86_400_000 / cfg.shardCrashesPerDay) : Infinity
+  const scheduleShardCrash = (i: number, after: number): void => {
+    if (clock.now() + after > end) return
+    clock.setTimeout(() => { shardCrashes++; control.crashShard(i); scheduleShardCrash(i, shardCrashTime()) }, after)
   }
+  for (let i = 0; i < cfg.shards; i++) scheduleShardCrash(i, shardCrashTime())
+
+  // Heartbeats, all nodes at one instant; some carry the node's cached layers for locality.
+  const layerEvery = cfg.layerReportMs > 0 ? Math.max(1, Math.round(cfg.layerReportMs / cfg.heartbeatEveryMs)) : 0
+  let beats = 0
+  const heartbeat = (): void => {
+    const withLayers = layerEvery > 0 && ++beats % layerEvery === 0
+    const registry = control.registry()
+    for (const node of nodes) {
+      if (!node.alive) continue
+      registry?.tell({ type: 'heartbeat', nodeId: node.id, ...(withLayers ? { layers: [...node.layers] } : {}) })
+    }
+    if (clock.now() + cfg.heartbeatEveryMs <= end) clock.setTimeout(heartbeat, cfg.heartbeatEveryMs)
+  }
+  clock.setTimeout(heartbeat, cfg.heartbeatEveryMs)
 
   // Sampling.
   const sample = (): void => {
@@ -365,6 +439,7 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
   if (cfg.warmStart && source === undefined) {
     const n = workload.steadyStateConcurrent()
     for (let i = 0; i < n; i++) issue(0, true)
+    flush()
   }
   scheduleArrivals()
 
@@ -377,9 +452,9 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
     // Let the last replies settle.
     await new Promise((resolve) => setImmediate(resolve))
   } finally {
+    over = true
     await system.shutdown(0)
   }
-  void rng
 
   return {
     seed: cfg.seed,
@@ -390,10 +465,16 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
     created,
     rejected,
     overloaded,
+    failedOnLostNode,
+    shardErrors,
     otherErrors,
+    unfinished: inPlacement,
     residents,
     crashedSandboxes,
     nodeCrashes,
+    lossDetectionMs: lossDetection.percentiles(),
+    shardCrashes,
+    overPromised,
     peakConcurrent: peak,
     peakAtMs: peakAt,
     endConcurrent: concurrent,

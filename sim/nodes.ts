@@ -5,7 +5,7 @@
  * ~7 ms; namespace creation serialises, so one creation at a time per node by default).
  */
 import type { BackendKind } from '../src/backends/types.js'
-import type { NodeCapacity } from '../src/cluster/placement/index.js'
+import type { NodeCapacity, NodeUsage, PlacementRequest } from '../src/cluster/placement/index.js'
 import { lognormal, type Rng } from './random.js'
 
 /** A simulated node is what placement sees of a real one (NodeCapacity), plus how it behaves. */
@@ -46,6 +46,7 @@ export class SimNode {
   useCpus = 0
   memoryMiB = 0
   sandboxes = 0
+  readonly byBackend: Partial<Record<BackendKind, number>> = {}
   /** Layers pulled to this node (its cache; unbounded in this model). */
   readonly layers = new Set<string>()
   layerHits = 0
@@ -82,6 +83,28 @@ export class SimNode {
     return done
   }
 
+  /** A sandbox starts (`sign` 1) or ends (-1) here. */
+  account (req: PlacementRequest, cpuUse: number, sign: 1 | -1): void {
+    this.reqCpus += sign * req.cpus
+    this.useCpus += sign * cpuUse
+    this.memoryMiB += sign * req.memoryMiB
+    this.sandboxes += sign
+    this.byBackend[req.backend] = (this.byBackend[req.backend] ?? 0) + sign
+  }
+
+  /** True when what runs here exceeds what placement may promise (a placement bug if ever true). */
+  overPromised (): boolean {
+    const c = this.config
+    const eps = 1e-6
+    return this.reqCpus > c.cpus * c.cpuOvercommit + eps || this.memoryMiB > c.memoryMiB * c.memoryOvercommit + eps ||
+      Object.entries(this.byBackend).some(([b, n]) => n > (c.maxSandboxes[b as BackendKind] ?? Infinity))
+  }
+
+  /** What runs here, as a restarted placement shard reserves it again. */
+  usage (): NodeUsage {
+    return { cpus: this.reqCpus, memoryMiB: this.memoryMiB, sandboxes: { ...this.byBackend } }
+  }
+
   /** Records which layers a creation needed; returns how many were already cached. */
   pull (layers: readonly string[]): number {
     let hits = 0
@@ -100,6 +123,7 @@ export class SimNode {
     this.useCpus = 0
     this.memoryMiB = 0
     this.sandboxes = 0
+    for (const b of Object.keys(this.byBackend)) delete this.byBackend[b as BackendKind]
     this.slots.fill(0)
     this.layers.clear()
   }

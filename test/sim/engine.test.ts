@@ -37,7 +37,7 @@ test('a tiny cluster rejects what does not fit (NO_CAPACITY), and places what do
   assert.ok(s.rejected > 0, `rejected ${s.rejected}`)
   assert.is(s.peakConcurrent, 8, 'exactly the 8 CPUs of the two nodes')
   assert.is(s.created, 8)
-  assert.is(s.created + s.rejected + s.overloaded + s.otherErrors, s.requested)
+  assert.is(s.created + s.rejected + s.overloaded + s.otherErrors + s.failedOnLostNode + s.shardErrors + s.unfinished, s.requested)
 }))
 
 test('cold starts fetch what their language reads, over the node\'s link: a slower link, slower cold starts', timed(60_000, async () => {
@@ -79,6 +79,44 @@ test('lifetimes: lognormal with a 16 min median and a p99 above 3 h; Zipf favour
   assert.ok(Math.abs(low / 50_000 - 0.9) < 0.01, `low use ${low / 50_000}`)
   assert.ok(Math.abs(extra / 50_000 - 0.678) < 0.01, `extra layers ${extra / 50_000}`)
   assert.ok(lognormal(rng, 1, 0) === 1)
+}))
+
+test('a crashed node falls silent: the registry declares it lost within its timeout, and placements meanwhile fail on it', timed(60_000, async () => {
+  const s = await runSimulation({
+    ...small,
+    seed: 11,
+    nodes: { ...small.nodes, crashesPerNodePerDay: 40 },
+    heartbeatEveryMs: 2000,
+    heartbeatTimeoutMs: 6000,
+    registryCheckMs: 1000
+  })
+  assert.ok(s.nodeCrashes >= 3, `crashes ${s.nodeCrashes}`)
+  assert.ok(s.lossDetectionMs.max > 0, 'losses were detected')
+  // Silent for more than the timeout, noticed at the next check after it: (6 s, 6 s + 2 s beat + 1 s check].
+  assert.ok(s.lossDetectionMs.p50 > 4000 && s.lossDetectionMs.max <= 9000, JSON.stringify(s.lossDetectionMs))
+  assert.ok(s.failedOnLostNode > 0, 'a node down but not yet lost still gets placements, which fail')
+  assert.is(s.overPromised, 0)
+}))
+
+test('killed placement shards are restarted by their supervisor and recover their nodes and what runs there', timed(60_000, async () => {
+  const base = { ...small, seed: 12, nodes: { ...small.nodes, crashesPerNodePerDay: 0 } }
+  const calm = await runSimulation(base)
+  const stormy = await runSimulation({ ...base, shardCrashesPerDay: 48 })
+  assert.ok(stormy.shardCrashes >= 4, `shard crashes ${stormy.shardCrashes}`)
+  // A restarted shard that forgot what runs on its nodes would promise it again.
+  assert.is(stormy.overPromised, 0)
+  // Placement goes on: nearly everything asked for is still created.
+  assert.ok(stormy.created > 0.95 * calm.created, `created ${stormy.created} vs ${calm.created} without crashes`)
+  assert.is(stormy.created + stormy.rejected + stormy.overloaded + stormy.otherErrors + stormy.failedOnLostNode + stormy.shardErrors + stormy.unfinished, stormy.requested)
+}))
+
+test('a heartbeat timeout not above the heartbeat interval is refused', timed(10_000, async () => {
+  try {
+    await runSimulation({ ...small, heartbeatEveryMs: 5000, heartbeatTimeoutMs: 5000 })
+    assert.unreachable('should refuse')
+  } catch (err) {
+    assert.is((err as { code?: string }).code, 'WARREN_ERR_INVALID_ARGUMENT')
+  }
 }))
 
 test.run()
