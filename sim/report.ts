@@ -13,6 +13,7 @@ export function textTable (s: Summary): string {
     ['simulated', `${fmt(s.simulatedMs / 3_600_000)} h on ${s.nodes} nodes, ${s.shards} shards, seed ${s.seed}`],
     ['created', `${fmt(s.created)} of ${fmt(s.requested)} asked (+${fmt(s.residents)} running at the start)`],
     ['rejected', `${fmt(s.rejected)} no capacity, ${fmt(s.overloaded)} overloaded, ${fmt(s.otherErrors)} other`],
+    ['failed', `${fmt(s.failedOnLostNode)} on a node not yet known lost, ${fmt(s.shardErrors)} while a shard restarted`],
     ['peak concurrent', `${fmt(s.peakConcurrent)} at ${fmt(s.peakAtMs / 3_600_000)} h`],
     ['create latency', pct(s.createLatencyMs, ' ms')],
     ['placement wait', pct(s.placementWaitMs, ' ms')],
@@ -24,6 +25,8 @@ export function textTable (s: Summary): string {
     ['bytes fetched', `${fmt(s.bytesFetched / 1e12)} TB by cold starts`],
     ['cold start', pct(s.coldStartMs, ' ms')],
     ['node crashes', `${fmt(s.nodeCrashes)} (ending ${fmt(s.crashedSandboxes)} sandboxes)`],
+    ['loss noticed after', pct(s.lossDetectionMs, ' ms')],
+    ['shard crashes', `${fmt(s.shardCrashes)} (restarted by their supervisor)${s.overPromised > 0 ? `; ${fmt(s.overPromised)} placements over a node's limits` : ''}`],
     ['wall time', `${fmt(s.wallMs / 1000)} s for ${fmt(s.events)} events`]
   ]
   const width = Math.max(...rows.map(([k]) => k.length))
