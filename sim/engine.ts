@@ -30,6 +30,8 @@ export interface SimulationConfig {
   workload: Partial<WorkloadConfig>
   /** Placement shards (like the control plane's). */
   shards: number
+  /** Node ids (default `node-0` …): a calibration names them as the real cluster does, so shards own the same nodes. */
+  nodeIds?: string[]
   /** How long a creation may wait for capacity before NO_CAPACITY. */
   placementTimeoutMs: number
   /** Start from the steady state (sandboxes already running, Little's law) instead of empty. */
@@ -165,7 +167,7 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
   const shardOfNodeIndex: number[] = []
   const releaseOn = (node: SimNode, req: PlacementRequest): void => { control.shard(shardOfNodeIndex[node.index]!)?.tell({ type: 'release', nodeId: node.id, req }) }
   for (let i = 0; i < nodesCfg.count; i++) {
-    const node = new SimNode(`node-${i}`, i, nodesCfg)
+    const node = new SimNode(cfg.nodeIds?.[i] ?? `node-${i}`, i, nodesCfg)
     nodes.push(node)
     nodeById.set(node.id, node)
     shardOfNodeIndex.push(control.shardOfNode(node.id))

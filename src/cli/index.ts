@@ -36,6 +36,7 @@ const USAGE = `usage: warren <command>
   sim --trace F.jsonl [--nodes N] …  replay a JSONL trace of create/kill events instead
   sim plan --target-concurrent N --target-rate R --p99-create-ms P [--duration 2h] [--seed S] [--cores-per-node C] [--mem-per-node M]
                                      the smallest node count that meets the targets
+  sim calibrate [--seed S] [--shards K]   300 creations on this cluster and in the simulator, compared (admin)
 `
 
 /** Splits `args` at `--`: flags before, the command after. */
@@ -86,9 +87,10 @@ export async function main (argv: string[]): Promise<number> {
         const { values, positionals } = parse({
           nodes: { type: 'string' }, 'cores-per-node': { type: 'string' }, 'mem-per-node': { type: 'string' }, duration: { type: 'string' },
           seed: { type: 'string' }, report: { type: 'string' }, json: { type: 'string' }, profile: { type: 'string' }, trace: { type: 'string' },
-          'target-concurrent': { type: 'string' }, 'target-rate': { type: 'string' }, 'p99-create-ms': { type: 'string' }
+          'target-concurrent': { type: 'string' }, 'target-rate': { type: 'string' }, 'p99-create-ms': { type: 'string' }, shards: { type: 'string' }
         })
         if (positionals[0] === 'plan' && positionals.length === 1) return await sim.plan(values)
+        if (positionals[0] === 'calibrate' && positionals.length === 1) return await sim.calibrate(values)
         if (positionals.length > 0) break
         return await sim.sim(values)
       }

@@ -7,6 +7,8 @@
  *   warren sim --trace events.jsonl --nodes 8          replay a create/kill trace instead
  *   warren sim plan --target-concurrent 380000 --target-rate 5000 --p99-create-ms 1000
  *                                                      the smallest node count that meets the targets
+ *   warren sim calibrate                               the same small scenario on the real cluster and
+ *                                                      in the simulator, side by side
  */
 import { writeFileSync } from 'node:fs'
 import { createError, ErrorCodes } from '../errors.js'
@@ -14,6 +16,9 @@ import { runSimulation, type Summary } from '../../sim/engine.js'
 import { planCapacity } from '../../sim/plan.js'
 import { readTrace } from '../../sim/trace.js'
 import { htmlReport, textTable } from '../../sim/report.js'
+import { calibrationTrace, compareObserved, probeCreation, replayOnCluster, simulateTrace } from '../../sim/calibrate.js'
+import { ControlPlaneDefaults, type NodeStatus } from '../cluster/index.js'
+import { connect } from '../sdk/index.js'
 
 export interface SimFlags {
   nodes?: string
@@ -28,6 +33,7 @@ export interface SimFlags {
   'target-concurrent'?: string
   'target-rate'?: string
   'p99-create-ms'?: string
+  shards?: string
 }
 
 /** `24h`, `90m`, `3600s`, `500ms` → ms. */
@@ -111,4 +117,30 @@ export async function plan (flags: SimFlags): Promise<number> {
   process.stdout.write(textTable(result.summary))
   writeOutputs(flags, result.summary, { ...result })
   return 0
+}
+
+/**
+ * `warren sim calibrate`: plays a small scenario (300 function sandboxes) on the cluster the
+ * client is configured for, and the same in the simulator, and prints the figures side by side.
+ * Needs an admin key (it reads the nodes' capacity). Exit code 1 when a figure is outside the tolerance.
+ */
+export async function calibrate (flags: SimFlags): Promise<number> {
+  const client = await connect()
+  try {
+    const nodes = (await client.nodes()) as NodeStatus[]
+    const alive = nodes.filter((n) => n.alive && n.capacity.backends.includes('function'))
+    if (alive.length === 0) throw createError(ErrorCodes.NO_CAPACITY, 'no live node offers the function backend')
+    process.stderr.write(`calibrate: measuring one creation on ${alive.length} node(s)\n`)
+    const creation = await probeCreation(client)
+    const trace = calibrationTrace(flags.seed !== undefined ? { seed: num(flags.seed, 'seed')! } : {})
+    process.stderr.write(`calibrate: playing ${trace.creates} creations in real time (${(trace.lastMs / 1000).toFixed(1)} s)\n`)
+    const real = await replayOnCluster(client, trace, alive)
+    const simulated = await simulateTrace(trace, alive, creation, { shards: num(flags.shards, 'shards') ?? ControlPlaneDefaults.shards })
+    process.stdout.write(`one creation unloaded: median ${creation.medianMs.toFixed(2)} ms, sigma ${creation.sigma.toFixed(2)}\n`)
+    const rows = compareObserved(real, simulated)
+    for (const r of rows) process.stdout.write(`${r.ok ? 'ok  ' : 'off '} ${r.figure.padEnd(28)} real ${r.real.toFixed(2).padStart(9)}  simulated ${r.simulated.toFixed(2).padStart(9)}  allowed ±${r.allowed.toFixed(2)}\n`)
+    return rows.every((r) => r.ok) && real.failed === 0 ? 0 : 1
+  } finally {
+    await client.close()
+  }
 }

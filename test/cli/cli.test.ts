@@ -40,6 +40,12 @@ test('warren up writes a 0600 config; run streams output and exits with the comm
   const missing = spawnSync(process.execPath, [cli, 'exec', 'nosuchsandbox', '--', 'js', '1'], { env, encoding: 'utf8', timeout: 30_000 })
   assert.is(missing.status, 1)
   assert.match(missing.stderr, /WARREN_ERR_NOT_FOUND/)
+  // The calibration plays 300 sandboxes on this cluster and in the simulator; whether the figures
+  // agree is the calibration test's matter (test/sim), here the command's output is.
+  const cal = spawnSync(process.execPath, [cli, 'sim', 'calibrate'], { env, encoding: 'utf8', timeout: 60_000 })
+  assert.ok(cal.status === 0 || cal.status === 1, cal.stderr)
+  assert.match(cal.stdout, /create latency p50 \(ms\)\s+real\s+[\d.]+\s+simulated\s+[\d.]+/)
+  assert.match(cal.stdout, /peak concurrent\s+real\s+113\.00/)
   const usage = spawnSync(process.execPath, [cli, 'frobnicate'], { env, encoding: 'utf8', timeout: 30_000 })
   assert.is(usage.status, 2)
 
