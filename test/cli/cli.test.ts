@@ -45,7 +45,7 @@ test('warren up writes a 0600 config; run streams output and exits with the comm
   const cal = spawnSync(process.execPath, [cli, 'sim', 'calibrate'], { env, encoding: 'utf8', timeout: 60_000 })
   assert.ok(cal.status === 0 || cal.status === 1, cal.stderr)
   assert.match(cal.stdout, /create latency p50 \(ms\)\s+real\s+[\d.]+\s+simulated\s+[\d.]+/)
-  assert.match(cal.stdout, /peak concurrent\s+real\s+113\.00/)
+  assert.match(cal.stdout, /peak concurrent\s+real\s+\d+/)
   const usage = spawnSync(process.execPath, [cli, 'frobnicate'], { env, encoding: 'utf8', timeout: 30_000 })
   assert.is(usage.status, 2)
 
