@@ -6,7 +6,7 @@
  */
 import { WebSocket } from 'ws'
 import { createError, ErrorCodes, fromWireError, type WarrenError } from '../errors.js'
-import { createBackoff, type Backoff } from './backoff.js'
+import { createBackoff, type Backoff } from '../supervisors/index.js'
 import { createCodec } from './codec.js'
 import { resolveLinkOptions, type LinkOptionsInput } from './defaults.js'
 import { FrameProblem, parseFrame, type Frame } from './frames.js'
@@ -45,7 +45,9 @@ class ClientLink extends LinkCore implements LinkClient {
       closed: (reason) => self.onClosed(reason)
     }, { sessionId: '', principal: undefined, handler })
     self = this
-    this.backoff = createBackoff(o.reconnect)
+    const r = o.reconnect
+    // Success resets the sequence (reset() on open), not a quiet period.
+    this.backoff = createBackoff({ minMs: r.minDelayMs, maxMs: r.maxDelayMs, factor: r.factor, jitter: r.jitter, resetAfterMs: Infinity })
     this.ready = new Promise<void>((resolve, reject) => {
       this.settleReady = (err) => { if (err === undefined) resolve(); else reject(err) }
     })

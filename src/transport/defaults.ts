@@ -12,7 +12,7 @@ export interface ReconnectOptions {
   maxDelayMs: number
   /** Growth of the delay per failed attempt. */
   factor: number
-  /** Fraction of the delay randomised away (0 = none, 0.5 = delay * [0.5, 1]). */
+  /** Spread of each delay as a fraction (0.5 = delay × [0.5, 1.5], never past `maxDelayMs`). */
   jitter: number
   /** Consecutive failed attempts after which the link closes for good. */
   maxAttempts: number

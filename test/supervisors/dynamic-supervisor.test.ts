@@ -78,6 +78,10 @@ test('backoff: doubles from min to max, jitter stays within bounds, long runs re
   const hi = createBackoff({ minMs: 100, jitter: 0.5 }, () => 0.999999).next()
   assert.is(lo, 50)
   assert.is(hi, 150)
+  // The transport's reconnects grow by their own factor, and jitter never passes the ceiling.
+  const f = createBackoff({ minMs: 100, maxMs: 1000, factor: 3, jitter: 0 })
+  assert.equal([f.next(), f.next(), f.next(), f.next()], [100, 300, 900, 1000])
+  assert.is(createBackoff({ minMs: 1000, maxMs: 1000, jitter: 0.5 }, () => 0.999999).next(), 1000)
 })
 
 test.run()

@@ -1,7 +1,7 @@
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
-import { createBackoff, createCodec, FrameProblem, parseFrame, transportDefaults, type Frame } from '../../src/transport/index.js'
+import { createCodec, FrameProblem, parseFrame, transportDefaults, type Frame } from '../../src/transport/index.js'
 import { resolveLinkOptions } from '../../src/transport/defaults.js'
 
 const codec = createCodec(64 * 1024)
@@ -120,17 +120,6 @@ test('parseFrame refuses wrong shapes with the right code', () => {
   }
   // A key named like the problem marker cannot make a valid frame look refused, or the reverse.
   assert.not.ok(parseFrame({ k: 'ping', problem: true }) instanceof FrameProblem)
-})
-
-test('backoff grows by the factor, stops at the ceiling, and jitter only shortens', () => {
-  const o = { minDelayMs: 100, maxDelayMs: 1000, factor: 2, jitter: 0.5, maxAttempts: Infinity }
-  const noJitter = createBackoff(o, () => 0)
-  assert.equal([1, 2, 3, 4, 5, 6].map(() => noJitter.next()), [100, 200, 400, 800, 1000, 1000])
-  assert.is(noJitter.attempts, 6)
-  noJitter.reset()
-  assert.is(noJitter.next(), 100)
-  const fullJitter = createBackoff(o, () => 0.999999)
-  assert.equal([1, 2, 3].map(() => fullJitter.next()), [50, 100, 200])
 })
 
 test('inconsistent options are refused at creation', () => {
