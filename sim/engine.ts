@@ -92,7 +92,7 @@ export interface Summary {
   createLatencyMs: Percentiles
   placementWaitMs: Percentiles
   /** Node utilisation over all (node, sample) pairs, as shares of the node's hardware. */
-  utilisation: { cpuUsed: Percentiles, cpuRequested: Percentiles, memoryRequested: Percentiles, sandboxesOfCap: Percentiles }
+  utilisation: { cpuUsed: Percentiles, cpuRequested: Percentiles, memoryRequested: Percentiles, sandboxesOfCap: Percentiles, clusterCpuRequested: Percentiles }
   /** Share of requested layers already cached on the chosen node. */
   layerCacheHitRatio: number
   /** Bytes cold starts fetched from the blob store (image size × the language's read share). */
@@ -213,7 +213,7 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
   const coldStart = new Samples()
   const latency = new Samples()
   const wait = new Samples()
-  const uCpuUsed = new Samples(); const uCpuReq = new Samples(); const uMem = new Samples(); const uCount = new Samples()
+  const uCpuUsed = new Samples(); const uCpuReq = new Samples(); const uMem = new Samples(); const uCount = new Samples(); const uCluster = new Samples()
   const series: number[] = []
 
   /** A running sandbox ends: its node and its shard get its share back. */
@@ -426,13 +426,16 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
   // Sampling.
   const sample = (): void => {
     series.push(concurrent)
+    let reqCpus = 0; let cores = 0
     for (const node of nodes) {
       if (!node.alive) continue
+      reqCpus += node.reqCpus; cores += nodesCfg.cpus
       uCpuUsed.push(node.useCpus / nodesCfg.cpus)
       uCpuReq.push(node.reqCpus / nodesCfg.cpus)
       uMem.push(node.memoryMiB / nodesCfg.memoryMiB)
       uCount.push(node.sandboxes / (nodesCfg.maxSandboxes[workload.config.backend] ?? Infinity))
     }
+    if (cores > 0) uCluster.push(reqCpus / cores)
     if (clock.now() + cfg.sampleEveryMs <= end) clock.setTimeout(sample, cfg.sampleEveryMs)
   }
   clock.setTimeout(sample, cfg.sampleEveryMs)
@@ -482,7 +485,7 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
     endConcurrent: concurrent,
     createLatencyMs: latency.percentiles(),
     placementWaitMs: wait.percentiles(),
-    utilisation: { cpuUsed: uCpuUsed.percentiles(), cpuRequested: uCpuReq.percentiles(), memoryRequested: uMem.percentiles(), sandboxesOfCap: uCount.percentiles() },
+    utilisation: { cpuUsed: uCpuUsed.percentiles(), cpuRequested: uCpuReq.percentiles(), memoryRequested: uMem.percentiles(), sandboxesOfCap: uCount.percentiles(), clusterCpuRequested: uCluster.percentiles() },
     layerCacheHitRatio: layerTotal === 0 ? 0 : round3(layerHits / layerTotal),
     bytesFetched,
     coldStartMs: coldStart.percentiles(),
