@@ -45,8 +45,11 @@ export interface SandboxHandle {
 
 /** How one command runs. Every field is optional; backends document their defaults. */
 export interface ExecOptions {
-  /** Bytes given to the command as its standard input. */
-  stdin?: Uint8Array
+  /**
+   * The command's standard input: bytes given up front, or (backends with `interactiveStdin`)
+   * chunks as they come, EOF when the iterable ends.
+   */
+  stdin?: Uint8Array | AsyncIterable<Uint8Array>
   /** Variables laid over the sandbox's environment for this command only. */
   env?: Record<string, string>
   /** Wall-clock limit; when it passes the command is cut with exit code 124, reason 'timeout'. */
@@ -93,6 +96,8 @@ export interface SandboxFiles {
 export interface Backend {
   /** Which kind of sandbox this backend makes. */
   readonly kind: BackendKind
+  /** True when `exec` takes stdin as an async iterable (written while the command runs). */
+  readonly interactiveStdin?: boolean
   /** Makes a ready sandbox. */
   create (spec?: SandboxSpec): Promise<SandboxHandle>
   /**

@@ -142,6 +142,6 @@ export function decodeAll (chunks: Uint8Array[]): string {
   return Buffer.concat(chunks).toString('utf8')
 }
 
-export function unsupportedStdin (): never {
-  throw createError(ErrorCodes.UNSUPPORTED, 'interactive stdin is not offered by this sandbox\'s backend: pass opts.stdin up front')
+export function stdinNotOpen (): never {
+  throw createError(ErrorCodes.INVALID_ARGUMENT, 'this command was spawned without openStdin: its stdin was given up front', { field: 'openStdin' })
 }

@@ -8,10 +8,13 @@ import { Actor, type Ref } from '../actors/index.js'
 import type { ExecResult } from '../backends/types.js'
 import type { OutputPage, SandboxStateNotice, SandboxView, WireExecOptions } from '../cluster/index.js'
 import { createError, ErrorCodes, isWarrenError } from '../errors.js'
-import { decodeAll, ExecDefaults, ExecPump, unsupportedStdin, type ExecChunk, type ExecTransport } from './exec.js'
+import { decodeAll, ExecDefaults, ExecPump, stdinNotOpen, type ExecChunk, type ExecTransport } from './exec.js'
+import { StdinWriter } from './stdin.js'
 
 export interface ExecOptions {
   stdin?: Uint8Array | string
+  /** `spawn` only: keep stdin open for `write()` and `closeStdin()` (container sandboxes). */
+  openStdin?: boolean
   env?: Record<string, string>
   timeoutMs?: number
   maxOutputBytes?: number
@@ -30,8 +33,12 @@ export interface ExecHandle extends AsyncIterable<ExecChunk> {
   readonly execId: string
   wait (): Promise<ExecResult>
   kill (): Promise<void>
-  /** Streams stdin to the command (backends with interactive stdin only). */
+  /**
+   * Writes to the command's stdin (spawned with `openStdin`, container sandboxes); resolves when
+   * the sandbox holds the bytes, so awaiting each write is the backpressure.
+   */
   write (data: Uint8Array | string): Promise<void>
+  /** Ends the command's stdin: it reads EOF after what was written. */
   closeStdin (): Promise<void>
 }
 
@@ -98,7 +105,8 @@ export class Sandbox {
   async exec (argv: string[], opts: ExecOptions = {}): Promise<CommandResult> {
     const out: Uint8Array[] = []
     const err: Uint8Array[] = []
-    const pump = this.start(argv, opts, (c) => {
+    if (opts.openStdin === true) throw createError(ErrorCodes.INVALID_ARGUMENT, 'openStdin is for spawn(): exec() gives stdin up front', { field: 'openStdin' })
+    const { pump } = this.start(argv, opts, (c) => {
       if (c.stream === 'stdout') { out.push(c.data); opts.onStdout?.(c.data) } else { err.push(c.data); opts.onStderr?.(c.data) }
     })
     const result = await pump.wait()
@@ -107,15 +115,16 @@ export class Sandbox {
 
   /** Starts a command and hands back its running handle. */
   spawn (argv: string[], opts: Omit<ExecOptions, 'onStdout' | 'onStderr'> = {}): ExecHandle {
-    const pump = this.start(argv, opts, undefined)
+    const { pump, started } = this.start(argv, opts, undefined)
     const id = this.id
     const t = this.t
+    const stdin = opts.openStdin === true ? new StdinWriter(t, id, pump.execId, started) : undefined
     return {
       execId: pump.execId,
       wait: () => pump.wait(),
       kill: async () => { await t.request({ type: 'exec-kill', id, execId: pump.execId }, 10_000) },
-      write: async () => unsupportedStdin(),
-      closeStdin: async () => unsupportedStdin(),
+      write: async (data) => { await (stdin ?? stdinNotOpen()).write(typeof data === 'string' ? new TextEncoder().encode(data) : data) },
+      closeStdin: async () => { await (stdin ?? stdinNotOpen()).end() },
       [Symbol.asyncIterator]: () => ({
         next: async () => {
           const chunk = await pump.next()
@@ -134,14 +143,15 @@ export class Sandbox {
     }
   }
 
-  private start (argv: string[], opts: ExecOptions, onChunk: ((c: ExecChunk) => void) | undefined): ExecPump {
+  private start (argv: string[], opts: ExecOptions, onChunk: ((c: ExecChunk) => void) | undefined): { pump: ExecPump, started: Promise<OutputPage> } {
     const execId = nanoid(16)
     const pump = new ExecPump(this.t, this.id, execId, onChunk)
     const wire: WireExecOptions = {
       ...(opts.stdin !== undefined ? { stdin: typeof opts.stdin === 'string' ? new TextEncoder().encode(opts.stdin) : opts.stdin } : {}),
       ...(opts.env !== undefined ? { env: opts.env } : {}),
       ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
-      ...(opts.maxOutputBytes !== undefined ? { maxOutputBytes: opts.maxOutputBytes } : {})
+      ...(opts.maxOutputBytes !== undefined ? { maxOutputBytes: opts.maxOutputBytes } : {}),
+      ...(opts.openStdin === true ? { openStdin: true } : {})
     }
     const message = { type: 'exec', id: this.id, execId, argv, opts: wire }
     // Starting is idempotent by execId, so a start lost with a socket is simply sent again.
@@ -153,7 +163,8 @@ export class Sandbox {
         throw err
       }
     }
-    send(0).then((first) => pump.start(first), (e: unknown) => pump.abort(e))
-    return pump
+    const started = send(0)
+    started.then((first) => pump.start(first), (e: unknown) => pump.abort(e))
+    return { pump, started }
   }
 }

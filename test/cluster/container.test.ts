@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -66,6 +67,51 @@ ctest('a container sandbox through the whole path: exec, hostname, files, kill r
   assert.ok(!existsSync(runDir) || readdirSync(runDir).length === 0, 'run directory emptied')
   assert.is(hostMounts(), mountsBefore, 'no mounts left on the host')
   assert.equal(leftoverCgroups('warren-cn1'), [], 'no cgroups left behind')
+}))
+
+ctest('interactive stdin: a spawned shell answers each line as it is written; 3 MiB through cat arrive whole; closeStdin ends it', timed(120_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-ct-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const cp = await startTestControlPlane()
+  defer(() => cp.close())
+  const node = await spawnNode(cp, 'cn-stdin', join(dir, 'node'))
+  defer(() => node.kill())
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
+  defer(() => client.close())
+  const sb = await client.create({ backend: 'container' })
+  defer(() => sb.kill())
+
+  // Each answer is read before the next line is written: the command really runs while we write.
+  const shell = sb.spawn(['sh', '-c', 'while read -r line; do echo "got $line"; done; echo bye'], { openStdin: true })
+  const out = shell[Symbol.asyncIterator]()
+  let seen = ''
+  for (const word of ['alpha', 'beta', 'gamma']) {
+    await shell.write(`${word}\n`)
+    while (!seen.includes(`got ${word}\n`)) {
+      const next = await out.next()
+      assert.not.ok(next.done, `ended before answering ${word}`)
+      seen += new TextDecoder().decode(next.value.data)
+    }
+  }
+  await shell.closeStdin()
+  for (let next = await out.next(); next.done !== true; next = await out.next()) seen += new TextDecoder().decode(next.value.data)
+  assert.is(seen, 'got alpha\ngot beta\ngot gamma\nbye\n')
+  assert.is((await shell.wait()).exitCode, 0)
+
+  // More than the sandbox buffers (1 MiB): the writes wait for the command to read.
+  const data = new Uint8Array(3 * 1024 * 1024).map((_, i) => (i * 7) % 251)
+  const sum = sb.spawn(['sh', '-c', 'cat | md5sum'], { openStdin: true })
+  for (let at = 0; at < data.length; at += 200_000) await sum.write(data.subarray(at, at + 200_000))
+  await sum.closeStdin()
+  let text = ''
+  for await (const chunk of sum) text += new TextDecoder().decode(chunk.data)
+  assert.is(text.split(' ')[0], createHash('md5').update(data).digest('hex'))
+  assert.is((await sum.wait()).exitCode, 0)
+
+  // Writing to a command that has ended goes nowhere, without error.
+  const quick = sb.spawn(['true'], { openStdin: true })
+  await quick.wait()
+  await quick.write('ignored\n')
 }))
 
 ctest('kill -9 the node agent, restart it: the running sandbox is re-adopted and still answers', timed(120_000, async (defer) => {

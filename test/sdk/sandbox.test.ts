@@ -60,9 +60,13 @@ test('files on the function backend answer WARREN_ERR_UNSUPPORTED; stdin streami
   for (const call of [() => sb.files.write('/x', 'data'), () => sb.files.read('/x'), () => sb.files.list('/'), () => sb.files.remove('/x')]) {
     assert.ok(isWarrenError(await call().catch((e: unknown) => e), ErrorCodes.UNSUPPORTED))
   }
-  const h = sb.spawn(['js', '1'])
-  assert.ok(isWarrenError(await h.write('x').catch((e: unknown) => e), ErrorCodes.UNSUPPORTED))
-  await h.wait()
+  // Interactive stdin needs a backend that streams it; functions take stdin up front.
+  const open = sb.spawn(['js', '1'], { openStdin: true })
+  assert.ok(isWarrenError(await open.write('x').catch((e: unknown) => e), ErrorCodes.UNSUPPORTED))
+  assert.ok(isWarrenError(await open.wait().catch((e: unknown) => e), ErrorCodes.UNSUPPORTED))
+  const shut = sb.spawn(['js', '1'])
+  assert.ok(isWarrenError(await shut.write('x').catch((e: unknown) => e), ErrorCodes.INVALID_ARGUMENT), 'spawned without openStdin')
+  await shut.wait()
 }))
 
 test('idle timeout: a sandbox with no exec for idleTimeoutMs ends with reason idle', timed(30_000, async (defer) => {

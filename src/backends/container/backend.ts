@@ -143,6 +143,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
 
   return {
     kind: 'container',
+    interactiveStdin: true,
 
     async create (spec = {}) {
       if (closed) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, 'the container backend is closed', { reason: 'closed' })

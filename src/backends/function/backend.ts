@@ -139,7 +139,7 @@ export function createFunctionBackend (options: FunctionBackendOptions = {}): Fu
         throw createError(ErrorCodes.INVALID_ARGUMENT, 'maxOutputBytes must be a non-negative integer')
       }
       if (execOpts.stdin !== undefined && !(execOpts.stdin instanceof Uint8Array)) {
-        throw createError(ErrorCodes.INVALID_ARGUMENT, 'stdin must be a Uint8Array')
+        throw createError(ErrorCodes.UNSUPPORTED, 'function sandboxes take stdin only up front, as bytes')
       }
       // An exact copy: cloning a view sends its whole backing buffer, which for a small Buffer
       // is Node's shared pool holding unrelated data of this process.

@@ -26,6 +26,7 @@ export type ClientRequest =
   | { type: 'exec', id: string, execId: string, argv: string[], opts?: WireExecOptions }
   | { type: 'read', id: string, execId: string, fromSeq: number, maxBytes?: number, waitMs?: number }
   | { type: 'exec-kill', id: string, execId: string }
+  | { type: 'stdin', id: string, execId: string, offset: number, data?: Uint8Array, eof?: boolean }
   | { type: 'files', id: string, op: 'read' | 'write', path: string, data?: Uint8Array }
   | { type: 'token-create', tenant: string, scopes: Scope[] }
   | { type: 'nodes' }
@@ -125,6 +126,13 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
       case 'exec-kill':
         this.authorize('sandbox:exec')
         return this.ctx.answerLater(this.forward(m.id, { type: 'exec-kill', execId: m.execId }))
+      case 'stdin':
+        this.authorize('sandbox:exec')
+        return this.ctx.answerLater(this.forward(m.id, {
+          type: 'stdin', execId: m.execId, offset: m.offset,
+          ...(m.data !== undefined ? { data: m.data } : {}),
+          ...(m.eof !== undefined ? { eof: m.eof } : {})
+        }))
       case 'files':
         this.authorize(m.op === 'read' ? 'sandbox:read' : 'sandbox:exec')
         return this.ctx.answerLater(this.forward(m.id, { type: 'files', op: m.op, path: m.path, ...(m.data !== undefined ? { data: m.data } : {}) }, 60_000))

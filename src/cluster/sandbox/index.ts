@@ -4,3 +4,4 @@ export {
   Sandbox, SandboxDefaults, type SandboxMeta,
   type EndReason, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage, type SandboxState, type WireExecOptions
 } from './sandbox.js'
+export { StdinDefaults, StdinPipe, type StdinAck } from './stdin-pipe.js'

@@ -11,6 +11,7 @@ import type { Backend, ExecResult, SandboxHandle } from '../../backends/types.js
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import { parseArgv, placementRequestOf, type SandboxSpec } from '../spec.js'
 import { ExecOutput } from './exec-output.js'
+import { StdinPipe } from './stdin-pipe.js'
 
 export type SandboxState = 'creating' | 'ready' | 'stopping' | 'gone' | 'failed'
 
@@ -41,6 +42,8 @@ export interface SandboxEvent {
 /** Exec options as they cross the wire (no callbacks: output is pulled). */
 export interface WireExecOptions {
   stdin?: Uint8Array
+  /** Keep stdin open for `stdin` messages (instead of bytes given up front). */
+  openStdin?: boolean
   env?: Record<string, string>
   timeoutMs?: number
   maxOutputBytes?: number
@@ -50,6 +53,7 @@ export type SandboxMessage =
   | { type: 'exec', execId: string, argv: string[], opts?: WireExecOptions }
   | { type: 'read', execId: string, fromSeq: number, maxBytes?: number, waitMs?: number }
   | { type: 'exec-kill', execId: string }
+  | { type: 'stdin', execId: string, offset: number, data?: Uint8Array, eof?: boolean }
   | { type: 'info' }
   | { type: 'kill', reason?: EndReason }
   | { type: 'files', op: 'read' | 'write', path: string, data?: Uint8Array }
@@ -82,7 +86,7 @@ export interface SandboxMeta { id: string, tenant: string, spec: SandboxSpec, cr
 
 
 
-interface RunningExec { output: ExecOutput, abort: AbortController }
+interface RunningExec { output: ExecOutput, abort: AbortController, stdin: StdinPipe | undefined }
 
 export class Sandbox extends Actor<SandboxMessage> {
   private state: SandboxState = 'creating'
@@ -130,6 +134,12 @@ export class Sandbox extends Actor<SandboxMessage> {
         this.execs.get(m.execId)?.abort.abort()
         return true
       }
+      case 'stdin': {
+        const exec = this.execs.get(m.execId)
+        if (exec === undefined) throw createError(ErrorCodes.NOT_FOUND, `no command ${m.execId} in sandbox ${this.args.id}`)
+        if (exec.stdin === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `command ${m.execId} was not started with openStdin`, { field: 'openStdin' })
+        return exec.stdin.write(m.offset, m.data, m.eof)
+      }
       case 'info': return this.info()
       case 'kill':
         this.end(m.reason ?? 'killed')
@@ -156,13 +166,21 @@ export class Sandbox extends Actor<SandboxMessage> {
       throw createError(ErrorCodes.OVERLOADED, `sandbox ${this.args.id} runs ${running} commands already`, { retryAfterMs: 100 })
     }
     const argv = parseArgv(argvIn)
+    if (opts.openStdin === true && this.args.backend.interactiveStdin !== true) {
+      throw createError(ErrorCodes.UNSUPPORTED, `the ${this.args.backend.kind} backend takes stdin only up front (opts.stdin)`, { field: 'openStdin' })
+    }
+    if (opts.openStdin === true && opts.stdin !== undefined) {
+      throw createError(ErrorCodes.INVALID_ARGUMENT, 'give stdin up front or keep it open, not both', { field: 'openStdin' })
+    }
+    const stdin = opts.openStdin === true ? new StdinPipe() : undefined
     const output = new ExecOutput()
     const abort = new AbortController()
-    this.execs.set(execId, { output, abort })
+    this.execs.set(execId, { output, abort, stdin })
     this.lastExecAt = Date.now()
     const started = Date.now()
     this.args.backend.exec(this.handle!, argv, {
       ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}),
+      ...(stdin !== undefined ? { stdin } : {}),
       ...(opts.env !== undefined ? { env: opts.env } : {}),
       ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
       ...(opts.maxOutputBytes !== undefined ? { maxOutputBytes: opts.maxOutputBytes } : {}),
@@ -177,7 +195,7 @@ export class Sandbox extends Actor<SandboxMessage> {
         output.append('stderr', new TextEncoder().encode(`warren: ${isWarrenError(err) ? err.code + ': ' : ''}${message}\n`))
         output.finish({ exitCode: isWarrenError(err, ErrorCodes.NOT_FOUND) ? 127 : 126, durationMs: Date.now() - started, truncated: false, message })
       }
-    ).finally(() => { this.lastExecAt = Date.now() })
+    ).finally(() => { stdin?.close(); this.lastExecAt = Date.now() })
     return { execId }
   }
 
