@@ -40,7 +40,7 @@ try {
   const workload = ['python3', '-c', `import sys\nn = 0\nfor i in range(${READ_FILES}):\n  n += len(open('/data/f%d' % (i * 13), 'rb').read())\nprint(n)`]
   const spec = { backend: 'container' as const, image: { base: pushed.digest }, limits: { cpus: 1, memoryMiB: 512 } }
 
-  async function coldRun (nodeId: string, lazy: boolean): Promise<{ ms: number, metrics: ReturnType<Awaited<ReturnType<typeof startNode>>['layerMetrics']> }> {
+  async function coldRun (nodeId: string, lazy: boolean): Promise<{ ms: number, metrics: Awaited<ReturnType<Awaited<ReturnType<typeof startNode>>['layerMetrics']>> }> {
     const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId, dataDir: join(dir, nodeId), lazyLayers: lazy, containerPool: { max: 0 } })
     const client = await connect({ url: cp.url, token })
     try {
@@ -50,7 +50,7 @@ try {
       const ms = performance.now() - t
       if (r.stdout.trim() !== String(READ_FILES * (FILE_MIB << 20))) throw new Error(`workload failed: ${r.stdout} ${r.stderr}`)
       await sb.kill()
-      return { ms, metrics: node.layerMetrics() }
+      return { ms, metrics: await node.layerMetrics() }
     } finally {
       await client.close()
       await node.close()

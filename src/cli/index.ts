@@ -18,9 +18,9 @@ import * as sim from './sim.js'
 import * as servers from './servers.js'
 
 const USAGE = `usage: warren <command>
-  up [--port 7100] [--host 127.0.0.1] [--data-dir DIR] [--functions-dir DIR] [--no-local-node] [--lazy-layers]
+  up [--port 7100] [--host 127.0.0.1] [--data-dir DIR] [--functions-dir DIR] [--no-local-node] [--no-lazy-layers]
                                      control plane + a local node in one process
-  node --join URL --token T [--lazy-layers]   join a control plane as a node
+  node --join URL --token T [--no-lazy-layers]   join a control plane as a node (layers load on demand unless told not to)
   run [--backend B] [--image N:T | --image-dir D] [--ttl MS] -- CMD…
                                      create, run, stream output, exit with its code, kill
   ps [--label k=v] [--state S]       list your sandboxes
@@ -53,11 +53,11 @@ export async function main (argv: string[]): Promise<number> {
   try {
     switch (command) {
       case 'up': {
-        const { values } = parse({ port: { type: 'string' }, host: { type: 'string' }, 'data-dir': { type: 'string' }, 'functions-dir': { type: 'string' }, shards: { type: 'string' }, 'no-local-node': { type: 'boolean' }, 'lazy-layers': { type: 'boolean' } })
+        const { values } = parse({ port: { type: 'string' }, host: { type: 'string' }, 'data-dir': { type: 'string' }, 'functions-dir': { type: 'string' }, shards: { type: 'string' }, 'no-local-node': { type: 'boolean' }, 'lazy-layers': { type: 'boolean' }, 'no-lazy-layers': { type: 'boolean' } })
         return await servers.up(values)
       }
       case 'node': {
-        const { values } = parse({ join: { type: 'string' }, token: { type: 'string' }, 'node-id': { type: 'string' }, 'data-dir': { type: 'string' }, 'functions-dir': { type: 'string' }, 'lazy-layers': { type: 'boolean' } })
+        const { values } = parse({ join: { type: 'string' }, token: { type: 'string' }, 'node-id': { type: 'string' }, 'data-dir': { type: 'string' }, 'functions-dir': { type: 'string' }, 'lazy-layers': { type: 'boolean' }, 'no-lazy-layers': { type: 'boolean' } })
         return await servers.node(values)
       }
       case 'run': {

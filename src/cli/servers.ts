@@ -31,7 +31,7 @@ function persistentNodeId (dataDir: string): string {
   }
 }
 
-export interface UpFlags { port?: string, host?: string, 'data-dir'?: string, 'functions-dir'?: string, shards?: string, 'no-local-node'?: boolean, 'lazy-layers'?: boolean }
+export interface UpFlags { port?: string, host?: string, 'data-dir'?: string, 'functions-dir'?: string, shards?: string, 'no-local-node'?: boolean, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean }
 
 /** `warren up`: prints the URL and an admin token, writes ~/.warren/config.json (0600), runs until a signal. */
 export async function up (flags: UpFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
@@ -47,7 +47,7 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   let node: NodeProcess | undefined
   try {
     if (flags['no-local-node'] !== true) {
-      node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null, dataDir, lazyLayers: flags['lazy-layers'] === true })
+      node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null, dataDir, lazyLayers: flags['no-lazy-layers'] !== true })
     }
     const token = await cp.createToken('admin', ['admin'])
     const written = writeConfig({ url: cp.url, token })
@@ -68,7 +68,7 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   return 0
 }
 
-export interface NodeFlags { join?: string, token?: string, 'node-id'?: string, 'data-dir'?: string, 'functions-dir'?: string, 'lazy-layers'?: boolean }
+export interface NodeFlags { join?: string, token?: string, 'node-id'?: string, 'data-dir'?: string, 'functions-dir'?: string, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean }
 
 /** `warren node --join URL --token T`: joins and runs until a signal. */
 export async function node (flags: NodeFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
@@ -80,7 +80,7 @@ export async function node (flags: NodeFlags, until: Promise<unknown> = waitForS
     nodeId: flags['node-id'] ?? persistentNodeId(dataDir),
     functionsDir: flags['functions-dir'] ?? null,
     dataDir,
-    lazyLayers: flags['lazy-layers'] === true
+    lazyLayers: flags['no-lazy-layers'] !== true
   })
   process.stdout.write(`warren node ${n.nodeId} joined ${flags.join}\n`)
   try { await until } finally { await n.close() }

@@ -21,6 +21,14 @@ export interface LazyLayers {
   /** Digests of the layers the cache holds (for placement's locality). */
   cached (): string[]
   metrics (): CacheMetrics
+  /** Layers presented now (some sandbox uses each). */
+  inUse (): number
+  /**
+   * Sets how many users each presented layer has, from what the node found running after a
+   * restart of its agent: users that did not survive are dropped (a layer left with none may be
+   * evicted). Layers not presented now are not presented by this.
+   */
+  sync (users: Record<string, number>): Promise<void>
   close (): Promise<void>
 }
 
@@ -60,6 +68,15 @@ export async function createLazyLayers (o: LazyLayersOptions): Promise<LazyLayer
     await cache.close()
     throw err
   }
+  /** No sandbox uses the layer any more: stop presenting it; its cache entry may be evicted. */
+  async function unpresent (name: string): Promise<void> {
+    users.delete(name)
+    const file = files.get(name)
+    files.delete(name)
+    opening.delete(name)
+    await file?.handle.close()
+  }
+
   return {
     resolve (digest) {
       const name = `${digest.slice('sha256:'.length)}.erofs`
@@ -78,14 +95,18 @@ export async function createLazyLayers (o: LazyLayersOptions): Promise<LazyLayer
       const name = `${digest.slice('sha256:'.length)}.erofs`
       const left = (users.get(name) ?? 0) - 1
       if (left > 0) { users.set(name, left); return }
-      users.delete(name)
-      const file = files.get(name)
-      files.delete(name)
-      opening.delete(name)
-      await file?.handle.close()
+      await unpresent(name)
+    },
+    async sync (counts) {
+      for (const name of [...users.keys()]) {
+        const n = counts[`sha256:${name.slice(0, -'.erofs'.length)}`] ?? 0
+        if (n > 0) users.set(name, n)
+        else await unpresent(name)
+      }
     },
     cached: () => cache.layers().map((l) => l.digest),
     metrics: () => cache.metrics(),
+    inUse: () => users.size,
     async close () {
       await fs.unmount()
       await rmdir(fs.mountpoint).catch(() => {})

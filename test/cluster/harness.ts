@@ -18,8 +18,8 @@ export async function startTestControlPlane (options: ControlPlaneOptions = {}):
 export interface NodeChild { proc: ChildProcess, nodeId: string, kill (signal?: NodeJS.Signals): Promise<void> }
 
 /** Starts `warren node` in a child process and resolves once it has joined. */
-export function spawnNode (cp: ControlPlane, nodeId: string, dataDir: string): Promise<NodeChild> {
-  const proc = spawn(process.execPath, [join(repoRoot, 'bin', 'warren.js'), 'node', '--join', cp.url, '--token', cp.joinToken, '--node-id', nodeId, '--data-dir', dataDir, '--functions-dir', functionsDir], {
+export function spawnNode (cp: ControlPlane, nodeId: string, dataDir: string, extraArgs: string[] = []): Promise<NodeChild> {
+  const proc = spawn(process.execPath, [join(repoRoot, 'bin', 'warren.js'), 'node', '--join', cp.url, '--token', cp.joinToken, '--node-id', nodeId, '--data-dir', dataDir, '--functions-dir', functionsDir, ...extraArgs], {
     stdio: ['ignore', 'pipe', 'pipe']
   })
   const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()))

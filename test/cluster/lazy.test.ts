@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
@@ -8,8 +8,8 @@ import { containerUnavailable, startNode } from '../../src/cluster/index.js'
 import { pushLayer } from '../../src/images/blob/index.js'
 import { buildLayerFromDir, LayerStore } from '../../src/images/index.js'
 import { connect } from '../../src/sdk/index.js'
-import { timed } from '../support/index.js'
-import { startTestControlPlane } from './harness.js'
+import { timed, waitFor } from '../support/index.js'
+import { spawnNode, startTestControlPlane } from './harness.js'
 
 const why = containerUnavailable()
 if (why !== undefined) console.log(`lazy layer tests skipped: ${why}`)
@@ -46,7 +46,7 @@ ltest('a layer loaded on demand: every file read inside the sandbox is byte-iden
   assert.equal(r.stdout.trim().split('\n').sort(), expected.sort())
   const b = await client.create(spec)
   assert.is((await b.exec(['cat', '/data/f1'])).exitCode, 0)
-  const m = node.layerMetrics()!
+  const m = (await node.layerMetrics())!
   assert.ok(m.bytesFetched <= pushed.size + pushed.manifest.chunkBytes, `fetched ${m.bytesFetched} of ${pushed.size}`)
   await a.kill()
   await b.kill()
@@ -66,10 +66,51 @@ ltest('a cold start fetches what it reads, not the whole image (Debian with pyth
   const sb = await client.create({ backend: 'container', image: { base: pushed.digest }, limits: { cpus: 0.5, memoryMiB: 256 } })
   const r = await sb.exec(['python3', '-c', 'import json; print(json.dumps({"ok": 1}))'])
   assert.is(r.stdout, '{"ok": 1}\n', r.stderr)
-  const m = node.layerMetrics()!
+  const m = (await node.layerMetrics())!
   assert.ok(m.bytesFetched < pushed.size * 0.5, `fetched ${m.bytesFetched} of ${pushed.size}`)
   console.log(`  python3 cold start fetched ${(m.bytesFetched / 1048576).toFixed(1)} MiB of ${(pushed.size / 1048576).toFixed(1)} MiB`)
   await sb.kill()
+}))
+
+ltest('kill -9 the node agent: the layer server outlives it, the re-adopted sandbox still reads its lazily loaded layer; a graceful stop ends the server', timed(120_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-lazy-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const tree = join(dir, 'tree')
+  mkdirSync(join(tree, 'bin'), { recursive: true })
+  copyFileSync('/bin/busybox', join(tree, 'bin', 'busybox'))
+  chmodSync(join(tree, 'bin', 'busybox'), 0o755)
+  for (const a of ['sh', 'md5sum', 'cat', 'sleep']) symlinkSync('busybox', join(tree, 'bin', a))
+  // Never read before the crash: after it, these bytes must come through the surviving server.
+  const late = randomBytes(3 << 20)
+  writeFileSync(join(tree, 'late.bin'), late)
+  const cp = await startTestControlPlane({ dataDir: join(dir, 'cp') })
+  defer(() => cp.close())
+  const layer = await buildLayerFromDir(tree, join(dir, 'build'))
+  const pushed = await pushLayer(join(dir, 'cp', 'blobs'), layer.path)
+  const nodeDir = join(dir, 'node')
+  let node = await spawnNode(cp, 'lazy-crash', nodeDir, ['--lazy-layers'])
+  defer(() => node.kill())
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', ['admin']) })
+  defer(() => client.close())
+  const sb = await client.create({ backend: 'container', image: { base: pushed.digest }, limits: { cpus: 0.1, memoryMiB: 64 } })
+  defer(() => sb.kill())
+  assert.is((await sb.exec(['sh', '-c', 'echo up'])).stdout, 'up\n')
+  const serverPid = Number(readFileSync(join(nodeDir, 'container', 'layer-server', 'pid'), 'utf8'))
+  assert.ok(serverPid > 0)
+
+  await node.kill('SIGKILL')
+  assert.not.throws(() => process.kill(serverPid, 0), 'the layer server outlives the agent')
+  node = await spawnNode(cp, 'lazy-crash', nodeDir, ['--lazy-layers'])
+  await waitFor(async () => (await sb.info()).state === 'ready', 20_000, 'sandbox re-adopted')
+  const r = await sb.exec(['md5sum', '/late.bin'])
+  assert.is(r.exitCode, 0, r.stderr)
+  assert.is(r.stdout.split(' ')[0], createHash('md5').update(late).digest('hex'))
+  assert.is(Number(readFileSync(join(nodeDir, 'container', 'layer-server', 'pid'), 'utf8')), serverPid, 'the same server, found again')
+
+  // A graceful stop reclaims the sandboxes and ends the server, leaving no mount behind.
+  await node.kill('SIGTERM')
+  await waitFor(() => { try { process.kill(serverPid, 0); return false } catch { return true } }, 20_000, 'layer server gone')
+  assert.not.match(readFileSync('/proc/self/mountinfo', 'utf8'), /\/run\/warren\/layers\/lazy-crash/)
 }))
 
 test.run()

@@ -10,7 +10,7 @@ import { nanoid } from 'nanoid'
 import { readdir, rm, rmdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
-import { LayerStore, type LayerSource, type LazyLayers } from '../../images/index.js'
+import { LayerStore, type LayerService, type LayerSource } from '../../images/index.js'
 import type { AdoptedSandbox, Backend, ExecOptions, ExecResult, SandboxHandle, SandboxSpec } from '../types.js'
 import { connectAgent, type AgentClient } from './agent-client.js'
 import { ContainerDefaults } from './defaults.js'
@@ -51,7 +51,7 @@ export interface ContainerBackendOptions {
   /** Where layers named by digest are fetched from when not cached here. */
   layerSource?: LayerSource
   /** Load layers on demand (only the chunks read) instead of pulling them whole. */
-  lazy?: LazyLayers
+  lazy?: LayerService
   runDir?: string
   cgroups?: CgroupProvider
   pool?: { min?: number, max?: number }
@@ -70,7 +70,8 @@ interface Live {
   cgroup: SandboxCgroup | undefined
 }
 
-interface JournalEntry { launched: LaunchedSandbox, meta: unknown, claimed: boolean }
+/** `refs`: the layers it uses, so a restarted agent knows which layers adopted sandboxes still need. */
+interface JournalEntry { launched: LaunchedSandbox, meta: unknown, claimed: boolean, refs?: string[] }
 
 /** How a pooled sandbox is described: its layer references and files, and limits (the pool key is this, as JSON). */
 interface Shape { refs: string[], layers: string[], limits: Limits }
@@ -99,7 +100,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     try {
       launched = await launchSandbox({ id, layers: shape.layers, diskMiB: shape.limits.diskMiB, runDir, ...(cgroup !== undefined ? { cgroups: cgroup.dirs } : {}) })
       // Journaled before anything else can fail: a crash from here on leaves a record to reclaim.
-      journal.write(id, { launched, meta: undefined, claimed: false })
+      journal.write(id, { launched, meta: undefined, claimed: false, refs: shape.refs })
       const agent = await connectAgent(launched.socketPath)
       return { refs: shape.refs, launched, agent, env: {}, cgroup }
     } catch (err) {
@@ -114,7 +115,8 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     if ('agent' in entry) await entry.agent.close().catch(() => {})
     await destroySandbox(launched).catch(() => {})
     if ('cgroup' in entry) await entry.cgroup?.remove().catch(() => {})
-    if ('refs' in entry) for (const ref of entry.refs) await store.release(ref).catch(() => {})
+    // A journal entry's layers are settled by the sync at the end of adopt, not one by one.
+    if ('agent' in entry) for (const ref of entry.refs) await store.release(ref).catch(() => {})
     journal.remove(launched.id)
   }
 
@@ -158,7 +160,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       // command already sees the new name, and the claim costs no extra round trip.
       if (pooled !== undefined && spec.id !== undefined) entry.agent.setHostname(spec.id).catch(() => {})
       entry.env = spec.env ?? {}
-      journal.write(entry.launched.id, { launched: entry.launched, meta: spec.meta, claimed: true })
+      journal.write(entry.launched.id, { launched: entry.launched, meta: spec.meta, claimed: true, refs: entry.refs })
       live.set(entry.launched.id, entry)
       return { id: entry.launched.id, kind: 'container' }
     },
@@ -172,7 +174,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
           try {
             const agent = await connectAgent(launched.socketPath)
             await agent.ping()
-            live.set(launched.id, { refs: [], launched, agent, env: {}, cgroup: options.cgroups?.open?.(launched.id) })
+            live.set(launched.id, { refs: entry.refs ?? [], launched, agent, env: {}, cgroup: options.cgroups?.open?.(launched.id) })
             adopted.push({ handle: { id: launched.id, kind: 'container' }, meta: entry.meta })
             keep.add(launched.id)
             continue
@@ -185,6 +187,12 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
         if (!keep.has(name)) await rm(join(runDir, name), { recursive: true, force: true }).catch(() => {})
       }
       await options.cgroups?.reclaimOrphans?.(keep)
+      // The layer server outlived the old agent: it learns which of its layers' users survived.
+      if (options.lazy !== undefined) {
+        const users: Record<string, number> = {}
+        for (const e of live.values()) for (const r of e.refs) if (r.startsWith('sha256:')) users[r] = (users[r] ?? 0) + 1
+        await options.lazy.sync(users).catch(() => {})
+      }
       return adopted
     },
 

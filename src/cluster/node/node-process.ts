@@ -14,7 +14,8 @@ import { ActorSystem, type Ref } from '../../actors/index.js'
 import { ContainerBackendDefaults, ContainerDefaults, createCgroupProvider, createContainerBackend, type CgroupProvider } from '../../backends/container/index.js'
 import { createFunctionBackend } from '../../backends/function/index.js'
 import type { Backend, BackendKind } from '../../backends/types.js'
-import { createLazyLayers } from '../../images/index.js'
+import { startLayerService, type LayerService } from '../../images/index.js'
+import type { CacheMetrics } from '../../images/blob/index.js'
 import { createSupervisor } from '../../supervisors/index.js'
 import type { LinkOptionsInput } from '../../transport/index.js'
 import type { NodeCapacity } from '../placement/index.js'
@@ -38,7 +39,10 @@ export interface NodeOptions {
   cgroups?: CgroupProvider
   /** Where container layers are cached (default: under dataDir); shared by nodes on one machine. */
   layersDir?: string
-  /** Load container layers on demand through FUSE (only the chunks read are fetched). */
+  /**
+   * Load container layers on demand through FUSE, only the chunks read being fetched (default);
+   * false pulls each layer whole before its first sandbox starts.
+   */
   lazyLayers?: boolean
   /** Warm pool bounds for container sandboxes. */
   containerPool?: { min?: number, max?: number }
@@ -56,7 +60,9 @@ export interface NodeProcess {
   readonly nodeId: string
   readonly system: ActorSystem
   /** Bytes fetched and served by the on-demand layer cache (undefined without lazy layers). */
-  layerMetrics (): ReturnType<NonNullable<Awaited<ReturnType<typeof createLazyLayers>>>['metrics']> | undefined
+  layerMetrics (): Promise<CacheMetrics | undefined>
+  /** The layer server (undefined without lazy layers). */
+  readonly layers: LayerService | undefined
   close (): Promise<void>
 }
 
@@ -73,13 +79,20 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   }
   const container = containerUnavailable()
   const layerSource = { baseUrl: options.url.replace(/^ws/, 'http'), token: options.joinToken }
-  const lazy = container === undefined && options.dataDir !== undefined && options.lazyLayers === true
-    ? await createLazyLayers({
+  // Layers on demand are served by a process of the node's own that outlives the agent, so
+  // sandboxes re-adopted after a crash of the agent keep reading their layers.
+  const lazy = container === undefined && options.dataDir !== undefined && options.lazyLayers !== false
+    ? await startLayerService({
+      dir: join(options.dataDir, 'container', 'layer-server'),
       source: layerSource,
       cacheDir: join(options.dataDir, 'container', 'cache'),
       mountpoint: join('/run/warren/layers', nodeId),
       // The sandbox reading got EIO; the node says why, once per failure.
-      onError: (err) => process.stderr.write(`warren node ${nodeId}: layer read failed: ${err.message}\n`)
+      onError: (message) => process.stderr.write(`warren node ${nodeId}: layer read failed: ${message}\n`)
+    }).catch((err: unknown) => {
+      // No FUSE here (or it failed): the node still works, pulling layers whole.
+      process.stderr.write(`warren node ${nodeId}: layers on demand unavailable, pulling them whole: ${(err as Error).message}\n`)
+      return undefined
     })
     : undefined
   if (container === undefined && options.dataDir !== undefined) {
@@ -133,7 +146,8 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   return {
     nodeId,
     system,
-    layerMetrics: () => lazy?.metrics(),
+    layerMetrics: async () => await lazy?.metrics(),
+    layers: lazy,
     async close () {
       await system.stop(root, 15_000)
       await system.shutdown(1000)

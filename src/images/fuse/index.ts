@@ -10,6 +10,7 @@
  * How it talks to the kernel, and the rules for the process serving it: README.md.
  */
 import { writeFileSync } from 'node:fs'
+import { resolve } from 'node:path'
 import { createError, ErrorCodes, type WarrenError } from '../../errors.js'
 import { openChannel } from './channel.js'
 import { FuseDefaults, type FuseTunables } from './defaults.js'
@@ -21,6 +22,22 @@ import type { LayerFs, LayerFsErrorContext, LayerFsStats, MountLayerFsOptions } 
 
 export { FuseDefaults, type FuseTunables } from './defaults.js'
 export type { LayerFileInfo, LayerFileLookup, LayerFiles, LayerFs, LayerFsErrorContext, LayerFsStats, LayerRead, MountLayerFsOptions } from './types.js'
+
+/**
+ * Detaches a layer file system left on `mountpoint` by a server that died (it answers ENOTCONN
+ * to everyone): its connection is aborted and the mount detached. Call it only when no live
+ * server can be serving that mount point.
+ * @returns true when there was one
+ */
+export async function clearStaleLayerFs (mountpoint: string, tunables: Partial<FuseTunables> = {}): Promise<boolean> {
+  const t = { ...FuseDefaults, ...tunables }
+  // Not realpath: on a dead FUSE mount that fails with ENOTCONN.
+  const entry = findMount(resolve(mountpoint))
+  if (entry === undefined || entry.fsType !== `fuse.${t.subtype}`) return false
+  abortConnectionSync(connectionId(entry), t.fusectlDir)
+  await umountFuse(entry.mountPoint, true, t.umountBin, t.mountTimeoutMs)
+  return true
+}
 
 /**
  * Mounts a layer file system on `options.mountpoint` and waits until the kernel has completed
