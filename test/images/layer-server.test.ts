@@ -1,11 +1,12 @@
 import { readFileSync } from 'node:fs'
-import { readdir, readFile } from 'node:fs/promises'
+import { readdir, readFile, rmdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { containerUnavailable } from '../../src/cluster/index.js'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
 import { startLayerService, type LayerService } from '../../src/images/index.js'
+import { clearStaleLayerFs } from '../../src/images/fuse/index.js'
 import { createLinkClient } from '../../src/transport/index.js'
 import { timed, waitFor } from '../support/index.js'
 import { pushBytes, seededBytes, startStore, tempDir, TOKEN } from './blob/helpers.js'
@@ -29,7 +30,13 @@ async function service (defer: (fn: () => unknown) => void, idleExitMs?: number)
     source: { baseUrl: store.url, token: TOKEN },
     ...(idleExitMs !== undefined ? { idleExitMs } : {})
   })
-  defer(async () => { await svc.close(); if (!gone(svc.pid)) process.kill(svc.pid, 'SIGKILL') })
+  defer(async () => {
+    await svc.close()
+    if (!gone(svc.pid)) process.kill(svc.pid, 'SIGKILL')
+    // A server killed in the middle leaves its mount dead: detach it, and its directory.
+    await clearStaleLayerFs(mountpoint)
+    await rmdir(mountpoint).catch(() => {})
+  })
   return { svc, dir, digest: pushed.digest, bytes, mountpoint }
 }
 
