@@ -185,8 +185,7 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
     const req = placementRequestOf(spec)
     const ids = Array.from({ length: count }, () => newId())
     const shards = this.o.shards()
-    const placed = await Promise.allSettled(ids.map((id) =>
-      shards[shardForSandbox(req, id, shards.length)]!.ask<{ nodeId: string }>({ type: 'place', req, deadline }, { timeoutMs: deadline - Date.now() + 5000 })))
+    const placed = await this.place(ids, req, deadline)
 
     // Group by node: one create message per node, whatever the batch size.
     const byNode = new Map<string, CreateItem[]>()
@@ -234,6 +233,35 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
     }
     const views = records.map(toView)
     return m.count === undefined ? views[0]! : views
+  }
+
+  /**
+   * Places a batch: each shard gets its share as one `place-now`; what did not fit at once asks
+   * `place`, which tries the other shards and waits for capacity until the deadline.
+   */
+  private async place (ids: string[], req: PlacementRequest, deadline: number): Promise<Array<PromiseSettledResult<{ nodeId: string }>>> {
+    const shards = this.o.shards()
+    const byShard = new Map<number, number[]>()
+    ids.forEach((id, i) => {
+      const s = shardForSandbox(req, id, shards.length)
+      let list = byShard.get(s)
+      if (list === undefined) { list = []; byShard.set(s, list) }
+      list.push(i)
+    })
+    const out: Array<Promise<{ nodeId: string }>> = new Array(ids.length)
+    const timeoutMs = (): number => Math.max(1, deadline - Date.now() + 5000)
+    await Promise.all([...byShard].map(async ([s, indices]) => {
+      const shard = shards[s]!
+      const now = await shard.ask<Array<string | null>>({ type: 'place-now', reqs: indices.map(() => req) }, { timeoutMs: timeoutMs() })
+        .catch(() => indices.map(() => null))
+      indices.forEach((i, k) => {
+        const nodeId = now[k]
+        out[i] = nodeId !== null && nodeId !== undefined
+          ? Promise.resolve({ nodeId })
+          : shard.ask<{ nodeId: string }>({ type: 'place', req, deadline }, { timeoutMs: timeoutMs() })
+      })
+    }))
+    return await Promise.allSettled(out)
   }
 
   /** Turns image names (`name:tag`) into digests, so placement and nodes see digests only. */
