@@ -69,6 +69,31 @@ ctest('a container sandbox through the whole path: exec, hostname, files, kill r
   assert.equal(leftoverCgroups('warren-cn1'), [], 'no cgroups left behind')
 }))
 
+ctest('commands run under a seccomp filter: no new user namespace, no kernel log, no keyring or mounts; ordinary work is untouched', timed(120_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-ct-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const cp = await startTestControlPlane()
+  defer(() => cp.close())
+  const node = await spawnNode(cp, 'cn-seccomp', join(dir, 'node'))
+  defer(() => node.kill())
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
+  defer(() => client.close())
+  const sb = await client.create({ backend: 'container' })
+  defer(() => sb.kill())
+
+  const seccomp = await sb.exec(['sh', '-c', 'grep -E "^(Seccomp|NoNewPrivs):" /proc/self/status'])
+  assert.match(seccomp.stdout, /NoNewPrivs:\s+1/)
+  assert.match(seccomp.stdout, /Seccomp:\s+2/, 'filter mode')
+  for (const argv of [['unshare', '-U', 'true'], ['unshare', '-r', 'true'], ['dmesg'], ['mount', '-t', 'tmpfs', 'x', '/mnt'], ['swapon', '-a']]) {
+    const r = await sb.exec(argv)
+    assert.is.not(r.exitCode, 0, `${argv.join(' ')} must fail`)
+    assert.match(r.stderr, /not permitted|permission denied/i, `${argv.join(' ')}: ${r.stderr}`)
+  }
+  // Threads, processes and pipes (clone without CLONE_NEWUSER) work as ever.
+  const ok = await sb.exec(['sh', '-c', '(echo a; sleep 0.1; echo b) | cat & wait; echo done'])
+  assert.is(ok.stdout, 'a\nb\ndone\n')
+}))
+
 ctest('interactive stdin: a spawned shell answers each line as it is written; 3 MiB through cat arrive whole; closeStdin ends it', timed(120_000, async (defer) => {
   const dir = mkdtempSync(join(tmpdir(), 'warren-ct-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "agent.h"
+#include "seccomp.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 /* Pipe reads per event: the size of one out frame's data. */
@@ -68,7 +69,7 @@ static struct exec *find(const struct conn *c, uint64_t id)
 /* ---- the child side ---- */
 
 struct child_fail { int32_t stage, err; };
-enum { STAGE_CWD = 1, STAGE_GROUPS, STAGE_GID, STAGE_UID, STAGE_EXEC };
+enum { STAGE_CWD = 1, STAGE_GROUPS, STAGE_GID, STAGE_UID, STAGE_EXEC, STAGE_SECCOMP };
 
 static void __attribute__((noreturn)) child_fail(int fd, int stage)
 {
@@ -126,6 +127,8 @@ static void __attribute__((noreturn)) child(int in_r, int out_w, int err_w, int 
 		if (setuid(uid) < 0) child_fail(status_w, STAGE_UID);
 	}
 	umask(022);
+	/* Last before exec: the filter holds for the command and everything it starts. */
+	if (seccomp_install_command_filter() < 0) child_fail(status_w, STAGE_SECCOMP);
 	exec_path(argv, envp, path);
 	child_fail(status_w, STAGE_EXEC);
 }
@@ -218,6 +221,7 @@ static const char *stage_name(int stage)
 	case STAGE_GROUPS: return "setgroups";
 	case STAGE_GID: return "setgid";
 	case STAGE_UID: return "setuid";
+	case STAGE_SECCOMP: return "install the seccomp filter";
 	default: return "exec";
 	}
 }

@@ -1,0 +1,9 @@
+/* The seccomp filter every command (and everything it starts) runs under. */
+#ifndef WARREN_SECCOMP_H
+#define WARREN_SECCOMP_H
+
+/* Installs the filter on the calling thread (no_new_privs must be set: the launcher sets it).
+ * Returns 0, or -1 with errno. On architectures it does not know, installs nothing. */
+int seccomp_install_command_filter(void);
+
+#endif
