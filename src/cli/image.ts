@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { homedir, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createError, ErrorCodes } from '../errors.js'
-import { debootstrapTree, LAYER_KINDS, makeErofsImage, run, unpackImage, type LayerKind } from '../images/index.js'
+import { applyLayer, debootstrapTree, LAYER_KINDS, makeErofsImage, run, unpackImage, type LayerKind } from '../images/index.js'
 import { pushLayer } from '../images/blob/index.js'
 import { connect } from '../sdk/index.js'
 import { createProgress } from './progress.js'
@@ -44,7 +44,8 @@ export async function imageBuild (flags: ImageBuildFlags): Promise<number> {
     else if (flags['from-tar'] !== undefined) {
       tree = join(work, 'root')
       await run('mkdir', ['-p', tree])
-      await run('tar', ['-xf', flags['from-tar'], '-C', tree, '--numeric-owner'])
+      // Applied like an image layer: inside the tree, so no member or link reaches the host.
+      await applyLayer(tree, flags['from-tar'])
     } else if (flags['from-oci'] !== undefined) {
       tree = join(work, 'root')
       await run('mkdir', ['-p', tree])

@@ -4,11 +4,15 @@
  * whiteouts of the OCI spec: `.wh.NAME` deletes NAME from the layers below, and a directory
  * holding `.wh..wh..opq` hides everything the layers below put in it.
  *
- * Tar handling is GNU tar's (always on Debian); we read only JSON and decide, tar unpacks.
+ * A layer is applied with the image's root as `/` (bubblewrap, busybox's sh, rm and tar, bound in
+ * for the moment): every path it names, and every symlink a lower layer left, resolves inside the
+ * tree, as in the container it becomes. Applied on the host instead, a lower layer's `etc -> /etc`
+ * would let the next layer's `etc/passwd` land on the host's. The host only lists members
+ * (refusing any outside the root) and decompresses.
  */
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { readdir, rm } from 'node:fs/promises'
+import { randomBytes } from 'node:crypto'
+import { closeSync, createReadStream, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync } from 'node:fs'
 import { join, normalize } from 'node:path'
 import { createError, ErrorCodes } from '../errors.js'
 import { run } from './build.js'
@@ -39,10 +43,66 @@ function safeMember (name: string): string | undefined {
   return n.replace(/\/$/, '')
 }
 
-/** Applies one layer tar onto `root`: whiteouts first, then the layer's own files. */
+/** The static busybox whose sh, rm and tar apply layers inside the image's root. */
+const BUSYBOX = '/bin/busybox'
+
+const quote = (s: string): string => `'${s.replace(/'/g, "'\\''")}'`
+
+/** The command that decompresses a layer blob by its magic bytes (OCI layers are usually gzip), or undefined for a plain tar. */
+function decompressor (file: string): string[] | undefined {
+  const head = Buffer.alloc(6)
+  const fd = openSync(file, 'r')
+  try { readSync(fd, head, 0, 6, 0) } finally { closeSync(fd) }
+  if (head[0] === 0x1f && head[1] === 0x8b) return ['gzip', '-dc', file]
+  if (head.subarray(0, 6).equals(Buffer.from([0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00]))) return ['xz', '-dc', file]
+  if (head.subarray(0, 3).toString('latin1') === 'BZh') return ['bzip2', '-dc', file]
+  if (head.readUInt32LE(0) === 0xfd2fb528) return ['zstd', '-dc', file]
+  return undefined
+}
+
+/**
+ * Runs `script` with busybox's sh, the image root bound as `/` and the layer's tar on stdin.
+ * As root with its capabilities (device nodes, owners), but in its own mount, pid, network, ipc
+ * and uts namespaces, seeing nothing of the host but the one binary.
+ */
+function runInRoot (root: string, script: string, layerTar: string): Promise<void> {
+  // Named `busybox` so it runs as the multi-call binary; its directory goes when the layer is in.
+  const tools = `/.warren-apply-${randomBytes(6).toString('hex')}`
+  const shell = `${tools}/busybox`
+  const scriptFile = `${tools}/apply.sh`
+  const staged = join(root, '..', `${tools.slice(1)}.sh`)
+  writeFileSync(staged, script)
+  const bwrap = ['--bind', root, '/', '--ro-bind', BUSYBOX, shell, '--ro-bind', staged, scriptFile,
+    '--unshare-ipc', '--unshare-pid', '--unshare-net', '--unshare-uts', '--die-with-parent', '--new-session', '--cap-add', 'ALL',
+    '--chdir', '/', '--', shell, 'sh', '-e', scriptFile, shell]
+  return new Promise<void>((resolve, reject) => {
+    const unzip = decompressor(layerTar)
+    const feeder = unzip !== undefined ? spawn(unzip[0]!, unzip.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] }) : undefined
+    const child = spawn('bwrap', bwrap, { stdio: ['pipe', 'ignore', 'pipe'] })
+    let err = ''
+    child.stderr.on('data', (b: Buffer) => { err = (err + b.toString()).slice(-4000) })
+    feeder?.stderr?.on('data', (b: Buffer) => { err = (err + b.toString()).slice(-4000) })
+    const source = feeder?.stdout ?? createReadStream(layerTar)
+    source.on('error', () => {})
+    child.stdin.on('error', () => {}) // tar may stop reading early on a bad archive: its exit code says so
+    source.pipe(child.stdin)
+    const done = (code: number | null): void => {
+      // The mount points bwrap made for the binary and the script are in the tree: not the image's.
+      rmSync(join(root, tools.slice(1)), { recursive: true, force: true })
+      rmSync(staged, { force: true })
+      if (code === 0) resolve()
+      else reject(createError(ErrorCodes.BAD_SPEC, `layer ${layerTar} could not be applied inside its root (exit ${code}): ${err.trim().split('\n').slice(-3).join(' | ')}`))
+    }
+    child.once('error', (e) => { feeder?.kill(); done(null); err += e.message })
+    child.once('close', (code) => { feeder?.kill(); done(code) })
+  })
+}
+
+/** Applies one layer tar onto `root`: whiteouts first, then the layer's own files, then the markers go. */
 export async function applyLayer (root: string, layerTar: string): Promise<void> {
   const members = await listTar(layerTar)
-  const exclude: string[] = []
+  const lines: string[] = []
+  const markers: string[] = []
   for (const raw of members) {
     const m = safeMember(raw)
     if (m === undefined) throw createError(ErrorCodes.BAD_SPEC, `layer ${layerTar} has a member outside its root: ${raw}`)
@@ -52,17 +112,19 @@ export async function applyLayer (root: string, layerTar: string): Promise<void>
     const base = slash < 0 ? m : m.slice(slash + 1)
     if (base === OPAQUE) {
       // Opaque: what lower layers put in this directory disappears; this layer refills it.
-      const target = join(root, dir)
-      for (const entry of await readdir(target).catch(() => [] as string[])) await rm(join(target, entry), { recursive: true, force: true })
-      exclude.push(raw)
+      const d = quote(`/${dir}`)
+      lines.push(`for e in ${d}/* ${d}/.[!.]* ${d}/..?*; do if [ -e "$e" ] || [ -L "$e" ]; then "$BB" rm -rf -- "$e"; fi; done`)
+      markers.push(`/${m}`)
     } else if (base.startsWith(WHITEOUT)) {
-      await rm(join(root, dir, base.slice(WHITEOUT.length)), { recursive: true, force: true })
-      exclude.push(raw)
+      lines.push(`"$BB" rm -rf -- ${quote(`/${dir === '' ? '' : dir + '/'}${base.slice(WHITEOUT.length)}`)}`)
+      markers.push(`/${m}`)
     }
   }
-  const excludeArgs = exclude.flatMap((e) => ['--exclude', e])
-  // --no-same-owner is wrong for a rootfs; as root, tar keeps owners, modes and device nodes.
-  await run('tar', ['-xf', layerTar, '-C', root, '--numeric-owner', '--no-overwrite-dir', ...excludeArgs])
+  // As root, tar keeps owners (numeric: the image's, not this host's names), modes and device nodes.
+  lines.push('"$BB" tar -x -f - -C / --numeric-owner')
+  for (const m of markers) lines.push(`"$BB" rm -f -- ${quote(m)}`)
+  // $1 is the busybox binary: the image may have no rm or tar of its own.
+  await runInRoot(root, ['BB="$1"', ...lines].join('\n') + '\n', layerTar)
 }
 
 interface DockerManifestEntry { Layers: string[] }

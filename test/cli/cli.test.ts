@@ -1,4 +1,4 @@
-import { spawn, spawnSync } from 'node:child_process'
+import { execFileSync, spawn, spawnSync } from 'node:child_process'
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -109,6 +109,11 @@ const noContainers = containerUnavailable()
   assert.match(build.stdout, /^sha256:[0-9a-f]{64} .* as greet:1\n$/)
   const again = spawnSync(process.execPath, [cli, 'image', 'build', '--kind', 'base', '--no-tag', '--from-dir', tree, '--store', join(data, 'blobs')], { env, encoding: 'utf8', timeout: 60_000 })
   assert.is(again.stdout.split(' ')[0], build.stdout.split(' ')[0], 'the same tree gives the same digest')
+  // The same tree as a gzipped tar, applied inside a fresh root like an image layer: the same digest again.
+  execFileSync('tar', ['-czf', join(dir, 'tree.tgz'), '-C', tree, '.'])
+  const fromTar = spawnSync(process.execPath, [cli, 'image', 'build', '--kind', 'base', '--no-tag', '--from-tar', join(dir, 'tree.tgz'), '--store', join(data, 'blobs')], { env, encoding: 'utf8', timeout: 60_000 })
+  assert.is(fromTar.status, 0, fromTar.stderr)
+  assert.is(fromTar.stdout.split(' ')[0], build.stdout.split(' ')[0], 'a tar of the tree gives the same digest')
   const ran = spawnSync(process.execPath, [cli, 'run', '--image', 'greet:1', '--', 'cat', '/greeting'], { env, encoding: 'utf8', timeout: 60_000 })
   assert.is(ran.status, 0, ran.stderr)
   assert.is(ran.stdout, 'hello from a built image\n')

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
@@ -85,6 +85,41 @@ test('a layer that climbs out of its root is refused', timed(30_000, async (defe
   mkdirSync(root)
   const err = await unpackImage(join(dir, 'image.tar'), root).catch((e: unknown) => e) as { code?: string }
   assert.is(err.code, 'WARREN_ERR_BAD_SPEC')
+}))
+
+test('a lower layer\'s symlinks cannot carry a later layer outside the tree: writes and whiteouts stay inside', timed(30_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-oci-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  // On the host: a directory a malicious image would like to write into, and a file it would like to delete.
+  const victim = mkdtempSync(join(tmpdir(), 'warren-oci-victim-'))
+  defer(() => rmSync(victim, { recursive: true, force: true }))
+  writeFileSync(join(victim, 'precious'), 'keep me')
+  const lower = join(dir, 'lower.d')
+  mkdirSync(lower)
+  symlinkSync(victim, join(lower, 'abs'))
+  symlinkSync('../../../../../../../../..' + victim, join(lower, 'rel'))
+  execFileSync('tar', ['-cf', join(dir, 'lower.tar'), '-C', lower, '.'])
+  const upper = join(dir, 'upper.d')
+  mkdirSync(join(upper, 'abs'), { recursive: true })
+  mkdirSync(join(upper, 'rel'), { recursive: true })
+  writeFileSync(join(upper, 'abs', 'pwned'), 'x')
+  writeFileSync(join(upper, 'rel', 'pwned2'), 'x')
+  writeFileSync(join(upper, 'abs', '.wh.precious'), '')
+  // Files only, no directory entries: tar must walk through the lower layer's symlinks to place them.
+  execFileSync('tar', ['-cf', join(dir, 'upper.tar'), '-C', upper, 'abs/pwned', 'rel/pwned2', 'abs/.wh.precious'])
+  const archive = join(dir, 'archive')
+  mkdirSync(archive)
+  execFileSync('cp', [join(dir, 'lower.tar'), join(dir, 'upper.tar'), archive])
+  writeFileSync(join(archive, 'manifest.json'), JSON.stringify([{ Layers: ['lower.tar', 'upper.tar'] }]))
+  execFileSync('tar', ['-cf', join(dir, 'image.tar'), '-C', archive, '.'])
+  const root = join(dir, 'root')
+  mkdirSync(root)
+  // Inside the tree the links point at paths that do not exist there: the layer may fail, never escape.
+  await unpackImage(join(dir, 'image.tar'), root).catch(() => undefined)
+  assert.not.ok(existsSync(join(victim, 'pwned')), 'nothing written through an absolute link')
+  assert.not.ok(existsSync(join(victim, 'pwned2')), 'nothing written through a climbing link')
+  assert.is(readFileSync(join(victim, 'precious'), 'utf8'), 'keep me', 'no whiteout through a link')
+  assert.equal(readdirSync(root).filter((f) => f.startsWith('.warren-')), [], 'no tool left in the tree')
 }))
 
 test.run()
