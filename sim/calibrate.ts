@@ -196,9 +196,10 @@ export const CalibrationTolerance: Record<string, { relative: number, absolute: 
   'create latency p99 (ms)': { relative: 2, absolute: 10 },
   'cluster cpu requested p50': { relative: 0.1, absolute: 0.05 },
   'cluster cpu requested p90': { relative: 0.1, absolute: 0.05 },
-  // How sandboxes split over the nodes follows the shards their ids hash to: with two nodes the
-  // split itself varies from run to run by several percent on either side.
-  'node cpu requested p50': { relative: 0.3, absolute: 0.05 },
+  // How sandboxes split over the nodes follows the shards their (random) ids hash to: with two
+  // nodes the median node's share moved by up to a third between runs of the real cluster, the
+  // busiest node's by a sixth.
+  'node cpu requested p50': { relative: 0.5, absolute: 0.05 },
   'node cpu requested p90': { relative: 0.3, absolute: 0.05 },
   'peak concurrent': { relative: 0.1, absolute: 3 }
 }
