@@ -1,11 +1,11 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process'
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { containerUnavailable } from '../../src/cluster/index.js'
-import { repoRoot } from '../cluster/harness.js'
+import { busyboxTree, repoRoot } from '../cluster/harness.js'
 import { timed } from '../support/index.js'
 
 const cli = join(repoRoot, 'bin', 'warren.js')
@@ -99,10 +99,7 @@ const noContainers = containerUnavailable()
     up.once('exit', (code) => reject(new Error(`warren up exited ${code}: ${out}`)))
   })
   const tree = join(dir, 'tree')
-  mkdirSync(join(tree, 'bin'), { recursive: true })
-  copyFileSync('/bin/busybox', join(tree, 'bin', 'busybox'))
-  chmodSync(join(tree, 'bin', 'busybox'), 0o755)
-  for (const applet of ['sh', 'cat']) symlinkSync('busybox', join(tree, 'bin', applet))
+  busyboxTree(tree, ['sh', 'cat'])
   writeFileSync(join(tree, 'greeting'), 'hello from a built image\n')
   const build = spawnSync(process.execPath, [cli, 'image', 'build', '--kind', 'base', '--name', 'greet:1', '--from-dir', tree, '--store', join(data, 'blobs')], { env, encoding: 'utf8', timeout: 60_000 })
   assert.is(build.status, 0, build.stderr)

@@ -5,13 +5,13 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { ContainerDefaults, detectLayout } from '../../src/backends/container/index.js'
-import { containerUnavailable, startNode } from '../../src/cluster/index.js'
+import { containerUnavailable, startNode, type ControlPlane } from '../../src/cluster/index.js'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
 import { pushLayer } from '../../src/images/blob/index.js'
 import { buildLayerFromDir, LayerStore } from '../../src/images/index.js'
-import { connect } from '../../src/sdk/index.js'
+import { connect, type Client } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
-import { ALL_SCOPES, spawnNode, startTestControlPlane } from './harness.js'
+import { ALL_SCOPES, spawnNode, startTestControlPlane, type NodeChild } from './harness.js'
 
 const why = containerUnavailable()
 const DEBIAN_CACHE = '/var/tmp/warren-test-layers'
@@ -32,16 +32,22 @@ function hostMounts (): number {
   return readFileSync('/proc/self/mountinfo', 'utf8').split('\n').length
 }
 
-ctest('a container sandbox through the whole path: exec, hostname, files, kill reclaims everything', timed(120_000, async (defer) => {
+/** A temporary directory, a control plane here, one `warren node` process and a client: all ended with the test. */
+async function containerCluster (defer: (fn: () => unknown) => void, nodeId: string): Promise<{ dir: string, cp: ControlPlane, node: NodeChild, client: Client }> {
   const dir = mkdtempSync(join(tmpdir(), 'warren-ct-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))
-  const mountsBefore = hostMounts()
   const cp = await startTestControlPlane()
   defer(() => cp.close())
-  const node = await spawnNode(cp, 'cn1', join(dir, 'node'))
+  const node = await spawnNode(cp, nodeId, join(dir, 'node'))
   defer(() => node.kill())
   const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
   defer(() => client.close())
+  return { dir, cp, node, client }
+}
+
+ctest('a container sandbox through the whole path: exec, hostname, files, kill reclaims everything', timed(120_000, async (defer) => {
+  const mountsBefore = hostMounts()
+  const { node, client } = await containerCluster(defer, 'cn1')
 
   const sb = await client.create({ backend: 'container', limits: { memoryMiB: 256, cpus: 0.5 } })
   const r = await sb.exec(['sh', '-c', 'hostname; echo err >&2; exit 7'])
@@ -70,14 +76,7 @@ ctest('a container sandbox through the whole path: exec, hostname, files, kill r
 }))
 
 ctest('commands run under a seccomp filter: no new user namespace, no kernel log, no keyring or mounts; ordinary work is untouched', timed(120_000, async (defer) => {
-  const dir = mkdtempSync(join(tmpdir(), 'warren-ct-'))
-  defer(() => rmSync(dir, { recursive: true, force: true }))
-  const cp = await startTestControlPlane()
-  defer(() => cp.close())
-  const node = await spawnNode(cp, 'cn-seccomp', join(dir, 'node'))
-  defer(() => node.kill())
-  const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
-  defer(() => client.close())
+  const { client } = await containerCluster(defer, 'cn-seccomp')
   const sb = await client.create({ backend: 'container' })
   defer(() => sb.kill())
 
@@ -95,14 +94,7 @@ ctest('commands run under a seccomp filter: no new user namespace, no kernel log
 }))
 
 ctest('interactive stdin: a spawned shell answers each line as it is written; 3 MiB through cat arrive whole; closeStdin ends it', timed(120_000, async (defer) => {
-  const dir = mkdtempSync(join(tmpdir(), 'warren-ct-'))
-  defer(() => rmSync(dir, { recursive: true, force: true }))
-  const cp = await startTestControlPlane()
-  defer(() => cp.close())
-  const node = await spawnNode(cp, 'cn-stdin', join(dir, 'node'))
-  defer(() => node.kill())
-  const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
-  defer(() => client.close())
+  const { client } = await containerCluster(defer, 'cn-stdin')
   const sb = await client.create({ backend: 'container' })
   defer(() => sb.kill())
 

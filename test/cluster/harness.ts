@@ -3,6 +3,7 @@
  * started through the real CLI (`warren node`), so killing one with SIGKILL is a real crash.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
+import { chmodSync, copyFileSync, mkdirSync, symlinkSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from '../../src/cluster/index.js'
@@ -44,3 +45,12 @@ export function spawnNode (cp: ControlPlane, nodeId: string, dataDir: string, ex
 }
 
 export const ALL_SCOPES = ['sandbox:create', 'sandbox:exec', 'sandbox:read'] as const
+
+/** Makes `root` a tiny image tree: /bin/busybox and the given applets linked to it. */
+export function busyboxTree (root: string, applets: string[]): string {
+  mkdirSync(join(root, 'bin'), { recursive: true })
+  copyFileSync('/bin/busybox', join(root, 'bin', 'busybox'))
+  chmodSync(join(root, 'bin', 'busybox'), 0o755)
+  for (const a of applets) symlinkSync('busybox', join(root, 'bin', a))
+  return root
+}

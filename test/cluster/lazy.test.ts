@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
@@ -9,7 +9,7 @@ import { pushLayer } from '../../src/images/blob/index.js'
 import { buildLayerFromDir, LayerStore } from '../../src/images/index.js'
 import { connect } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
-import { spawnNode, startTestControlPlane } from './harness.js'
+import { busyboxTree, spawnNode, startTestControlPlane } from './harness.js'
 
 const why = containerUnavailable()
 if (why !== undefined) console.log(`lazy layer tests skipped: ${why}`)
@@ -19,10 +19,7 @@ ltest('a layer loaded on demand: every file read inside the sandbox is byte-iden
   const dir = mkdtempSync(join(tmpdir(), 'warren-lazy-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))
   const tree = join(dir, 'tree')
-  mkdirSync(join(tree, 'bin'), { recursive: true })
-  copyFileSync('/bin/busybox', join(tree, 'bin', 'busybox'))
-  chmodSync(join(tree, 'bin', 'busybox'), 0o755)
-  for (const a of ['sh', 'find', 'md5sum', 'sort', 'cat', 'xargs']) symlinkSync('busybox', join(tree, 'bin', a))
+  busyboxTree(tree, ['sh', 'find', 'md5sum', 'sort', 'cat', 'xargs'])
   const expected: string[] = []
   mkdirSync(join(tree, 'data', 'sub'), { recursive: true })
   for (const [i, size] of [0, 1, 4095, 4096, 4097, 1 << 20, (3 << 20) + 17, 12_345].entries()) {
@@ -76,10 +73,7 @@ ltest('kill -9 the node agent: the layer server outlives it, the re-adopted sand
   const dir = mkdtempSync(join(tmpdir(), 'warren-lazy-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))
   const tree = join(dir, 'tree')
-  mkdirSync(join(tree, 'bin'), { recursive: true })
-  copyFileSync('/bin/busybox', join(tree, 'bin', 'busybox'))
-  chmodSync(join(tree, 'bin', 'busybox'), 0o755)
-  for (const a of ['sh', 'md5sum', 'cat', 'sleep']) symlinkSync('busybox', join(tree, 'bin', a))
+  busyboxTree(tree, ['sh', 'md5sum', 'cat', 'sleep'])
   // Never read before the crash: after it, these bytes must come through the surviving server.
   const late = randomBytes(3 << 20)
   writeFileSync(join(tree, 'late.bin'), late)
