@@ -61,6 +61,11 @@ export interface LinkOptions {
   heartbeatTimeoutMs: number
   /** Time allowed from socket open to a completed auth handshake. */
   authTimeoutMs: number
+  /**
+   * Server: sockets that may be open and not yet authenticated at once; more are closed at
+   * once (1013, try again later), so idle connections cannot pile up to exhaust the server.
+   */
+  maxUnauthenticated: number
   /** Server: how long a session whose socket dropped waits for its client to resume it. */
   sessionLingerMs: number
   /** Client: backoff between reconnect attempts. */
@@ -89,6 +94,7 @@ export const transportDefaults: Readonly<LinkOptions> = Object.freeze({
   heartbeatIntervalMs: 5000,
   heartbeatTimeoutMs: 15_000,
   authTimeoutMs: 10_000,
+  maxUnauthenticated: 1024,
   sessionLingerMs: 30_000,
   reconnect: Object.freeze({ minDelayMs: 100, maxDelayMs: 10_000, factor: 2, jitter: 0.5, maxAttempts: Infinity })
 })
@@ -115,6 +121,7 @@ export function resolveLinkOptions (input: LinkOptionsInput = {}): LinkOptions {
   if (!(o.streamAckFraction > 0 && o.streamAckFraction <= 1)) problems.push('streamAckFraction outside (0, 1]')
   if (o.heartbeatTimeoutMs < o.heartbeatIntervalMs) problems.push('heartbeatTimeoutMs < heartbeatIntervalMs')
   if (o.reconnect.minDelayMs > o.reconnect.maxDelayMs) problems.push('reconnect.minDelayMs > reconnect.maxDelayMs')
+  if (!(Number.isInteger(o.maxUnauthenticated) && o.maxUnauthenticated > 0)) problems.push('maxUnauthenticated is not a positive integer')
   if (problems.length > 0) {
     throw createError(ErrorCodes.INVALID_ARGUMENT, `inconsistent link options: ${problems.join('; ')}`, { problems })
   }

@@ -9,6 +9,6 @@ export { FrameKind, parseFrame, FrameProblem, type Frame, type FrameKindName, ty
 export type { Link, LinkEvents, LinkHandler, LinkState } from './link.js'
 export type { StreamWriter, StreamWriterEvents } from './stream-writer.js'
 export type { StreamReader } from './stream-reader.js'
-export { createLinkServer, CLOSE_UNAUTHENTICATED, type LinkServer, type LinkServerEvents, type LinkServerOptions } from './server.js'
+export { createLinkServer, CLOSE_TRY_AGAIN, CLOSE_UNAUTHENTICATED, type LinkServer, type LinkServerEvents, type LinkServerOptions } from './server.js'
 export { createLinkClient, type LinkClient, type LinkClientOptions } from './client.js'
 export { createRemoteRef, exposeSystem, isStreamReader, routeRemote, type ExposeOptions, type RemoteRef, type SystemHandler } from './remote.js'

@@ -22,6 +22,8 @@ import { LinkCore, type Link, type LinkHandler } from './link.js'
 
 /** Close code sent with a refused handshake (4000-4999 are for applications). */
 export const CLOSE_UNAUTHENTICATED = 4401
+/** The standard close code for a server too busy to take the connection now. */
+export const CLOSE_TRY_AGAIN = 1013
 
 export interface LinkServerOptions extends LinkOptionsInput {
   /**
@@ -73,6 +75,7 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
   private readonly sessions = new Map<string, LinkCore>()
   private readonly lingering = new Map<LinkCore, NodeJS.Timeout>()
   private readonly live = new Set<Link>()
+  private unauthenticated = 0
 
   constructor (private readonly options: LinkServerOptions) {
     super()
@@ -131,9 +134,20 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
   private onConnection (ws: WebSocket): void {
     // ws emits 'error' before 'close' on protocol errors; without a listener that would crash the process.
     ws.on('error', () => {})
+    if (this.unauthenticated >= this.o.maxUnauthenticated) {
+      const err = createError(ErrorCodes.OVERLOADED, `more than ${this.o.maxUnauthenticated} connections are waiting to authenticate`, { retryAfterMs: 1000 })
+      try { ws.send(this.codec.encode({ k: 'error', err: toWireError(err) })) } catch { /* cannot fail for this small frame */ }
+      ws.close(CLOSE_TRY_AGAIN, 'too many unauthenticated connections')
+      return
+    }
+    this.unauthenticated++
+    let counted = true
+    const settled = (): void => { if (counted) { counted = false; this.unauthenticated-- } }
+    ws.once('close', settled)
     let authenticating = false
     const refuse = (message: string): void => {
       const err = createError(ErrorCodes.UNAUTHENTICATED, message)
+      settled()
       clearTimeout(timer)
       ws.off('message', onMessage)
       this.emit('refused', err)
@@ -165,6 +179,7 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
             if (ws.readyState !== WebSocket.OPEN) return
             if (principal === null || principal === undefined) return refuse('token refused')
             clearTimeout(timer)
+            settled()
             ws.off('message', onMessage)
             this.admit(ws, principal, session)
           },

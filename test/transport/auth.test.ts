@@ -1,7 +1,7 @@
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
-import { CLOSE_UNAUTHENTICATED, createLinkClient, type Link } from '../../src/transport/index.js'
+import { CLOSE_TRY_AGAIN, CLOSE_UNAUTHENTICATED, createLinkClient, type Link } from '../../src/transport/index.js'
 import { timed, waitFor } from '../support/index.js'
 import { connect, once, PRINCIPAL, rawPeer, rejection, startServer, TOKEN } from './helpers.js'
 
@@ -91,6 +91,21 @@ test('a socket that never authenticates is closed after authTimeoutMs', timed(50
   const peer = await rawPeer(defer, server.url)
   assert.is(await peer.closed, CLOSE_UNAUTHENTICATED)
   assert.ok(peer.frames.some((f) => f.k === 'error' && (f.err as { code: string }).code === ErrorCodes.UNAUTHENTICATED))
+}))
+
+test('sockets waiting to authenticate are capped: one more is closed at once (1013, OVERLOADED); a place frees when one goes', timed(5000, async (defer) => {
+  const server = await startServer(defer, { maxUnauthenticated: 2 })
+  const a = await rawPeer(defer, server.url)
+  await rawPeer(defer, server.url)
+  const third = await rawPeer(defer, server.url)
+  assert.is(await third.closed, CLOSE_TRY_AGAIN)
+  assert.ok(third.frames.some((f) => f.k === 'error' && (f.err as { code: string }).code === ErrorCodes.OVERLOADED))
+  a.ws.close()
+  await a.closed
+  // An authenticated client is not counted against the cap.
+  await waitFor(async () => { const c = await connect(defer, server).catch(() => undefined); return c !== undefined }, 3000, 'a place again')
+  const fourth = await rawPeer(defer, server.url)
+  assert.not.ok(fourth.isClosed(), 'two waiting again: one real client took a place and gave it back')
 }))
 
 test('the server link is told the client closed for good (bye), and rejects its own pending requests', timed(5000, async (defer) => {
