@@ -66,6 +66,11 @@ export interface LinkServer extends EventEmitter<LinkServerEvents> {
   close (): Promise<void>
 }
 
+function samePrincipal (a: unknown, b: unknown): boolean {
+  if (a === b) return true
+  try { return JSON.stringify(a) === JSON.stringify(b) } catch { return false }
+}
+
 class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
   private readonly o: LinkOptions
   private readonly codec: Codec
@@ -191,7 +196,9 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
 
   private admit (ws: WebSocket, principal: unknown, session: string | undefined): void {
     const existing = session === undefined ? undefined : this.sessions.get(session)
-    if (existing !== undefined && existing.state !== 'closed') {
+    // A session resumes only for the principal that opened it: a valid token of someone else
+    // holding a leaked session id gets a session of its own, never that one.
+    if (existing !== undefined && existing.state !== 'closed' && samePrincipal(existing.principal, principal)) {
       const t = this.lingering.get(existing)
       if (t !== undefined) clearTimeout(t)
       this.lingering.delete(existing)

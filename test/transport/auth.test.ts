@@ -93,6 +93,26 @@ test('a socket that never authenticates is closed after authTimeoutMs', timed(50
   assert.ok(peer.frames.some((f) => f.k === 'error' && (f.err as { code: string }).code === ErrorCodes.UNAUTHENTICATED))
 }))
 
+test('a session resumes only for the principal that opened it: another tenant\'s token with its id gets a session of its own', timed(5000, async (defer) => {
+  const server = await startServer(defer, { authenticate: (t) => t === 'token-a' ? { tenant: 'a' } : t === 'token-b' ? { tenant: 'b' } : null })
+  const opened = new Promise<string>((resolve) => server.once('link', (l) => resolve(l.sessionId)))
+  const a = createLinkClient({ url: server.url, token: 'token-a' })
+  defer(() => a.close())
+  await a.connect()
+  const sessionOfA = await opened
+  const thief = await rawPeer(defer, server.url)
+  thief.send({ k: 'auth', token: 'token-b', session: sessionOfA })
+  const welcome = await thief.frame((f) => f.k === 'welcome')
+  assert.is(welcome.resumed, false)
+  assert.is.not(welcome.session, sessionOfA)
+  // The owner, with its own token, still resumes it.
+  const owner = await rawPeer(defer, server.url)
+  owner.send({ k: 'auth', token: 'token-a', session: sessionOfA })
+  const back = await owner.frame((f) => f.k === 'welcome')
+  assert.is(back.resumed, true)
+  assert.is(back.session, sessionOfA)
+}))
+
 test('sockets waiting to authenticate are capped: one more is closed at once (1013, OVERLOADED); a place frees when one goes', timed(5000, async (defer) => {
   const server = await startServer(defer, { maxUnauthenticated: 2 })
   const a = await rawPeer(defer, server.url)
