@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { readdir, readFile, rmdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
@@ -74,6 +74,21 @@ ftest('bad requests are INVALID_ARGUMENT; a link with the wrong token is refused
   const intruder = createLinkClient({ url: `ws+unix://${join(dir, 'server', 'layers.sock')}:/`, token: 'guess', reconnect: { maxAttempts: 0 } })
   defer(() => intruder.close())
   assert.ok(isWarrenError(await intruder.connect().catch((e: unknown) => e), ErrorCodes.UNAUTHENTICATED))
+}))
+
+ftest('a pid file naming some other live process (a pid reused after a reboot) does not pass for a server: a new one starts', timed(30_000, async (defer) => {
+  const dir = tempDir(defer, 'warren-layer-server-')
+  const store = await startStore(defer, join(dir, 'store'))
+  const serverDir = join(dir, 'server')
+  mkdirSync(serverDir)
+  writeFileSync(join(serverDir, 'pid'), String(process.pid))
+  writeFileSync(join(serverDir, 'token'), 'stale')
+  writeFileSync(join(serverDir, 'layers.sock'), '')
+  const mountpoint = `/run/warren/layers/test-${process.pid}-reuse`
+  const svc = await startLayerService({ dir: serverDir, cacheDir: join(dir, 'cache'), mountpoint, source: { baseUrl: store.url, token: TOKEN } })
+  defer(async () => { await svc.close(); await rmdir(mountpoint).catch(() => {}) })
+  assert.is.not(svc.pid, process.pid)
+  assert.equal(await svc.cached(), [])
 }))
 
 ftest('a server whose node never comes back ends once nothing uses its layers', timed(30_000, async (defer) => {

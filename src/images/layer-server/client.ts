@@ -8,7 +8,7 @@
  */
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs'
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { createError, ErrorCodes } from '../../errors.js'
@@ -48,9 +48,14 @@ export interface LayerService {
 
 const serverMain = fileURLToPath(new URL('./main.js', import.meta.url))
 
+/** True when `pid` is a live layer server (not merely a live process: pids are reused, after a reboot say). */
 function alive (pid: number | undefined): boolean {
   if (pid === undefined || !Number.isInteger(pid) || pid <= 0) return false
-  try { process.kill(pid, 0); return true } catch { return false }
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(serverMain)
+  } catch {
+    return false
+  }
 }
 
 function readText (path: string): string | undefined {
@@ -71,7 +76,8 @@ export async function startLayerService (o: LayerServiceOptions): Promise<LayerS
       idleExitMs: o.idleExitMs ?? LayerServerDefaults.idleExitMs,
       ...(o.maxBytes !== undefined ? { maxBytes: o.maxBytes } : {})
     }
-    const log = openSync(logFile, 'a', 0o600)
+    // One server's log at a time, and not more than a little of it: a new server starts it afresh.
+    const log = openSync(logFile, existsSync(logFile) && statSync(logFile).size > LayerServerDefaults.maxLogBytes ? 'w' : 'a', 0o600)
     try {
       // Detached: its own session, so neither the agent's death nor a signal to its group ends it.
       const child = spawn(process.execPath, [serverMain], {

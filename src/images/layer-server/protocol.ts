@@ -41,6 +41,8 @@ export const LayerServerDefaults = {
   /** A resolve may fetch the layer's manifest: give it time. */
   resolveTimeoutMs: 120_000,
   startTimeoutMs: 20_000,
+  /** A new server truncates a log grown past this. */
+  maxLogBytes: 4 * 1024 * 1024,
   /** The node refreshes its copy of the cached layer list this often (placement reads it). */
   refreshMs: 5000,
   envVar: 'WARREN_LAYER_SERVER'
