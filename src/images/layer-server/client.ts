@@ -97,6 +97,12 @@ export async function startLayerService (o: LayerServiceOptions): Promise<LayerS
   let token = readText(tokenFile)
   let pid = Number(readText(pidFile))
   if (token === undefined || !alive(pid) || !existsSync(socketPath)) {
+    // A server we cannot talk to (its token or socket gone) must not share the mount point with a new one.
+    if (alive(pid)) {
+      process.kill(pid, 'SIGTERM')
+      for (let i = 0; i < 100 && alive(pid); i++) await new Promise((resolve) => setTimeout(resolve, 50))
+      if (alive(pid)) process.kill(pid, 'SIGKILL')
+    }
     token = randomBytes(24).toString('base64url')
     writeFileSync(tokenFile, token, { mode: 0o600 })
     pid = spawnServer(token)
