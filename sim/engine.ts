@@ -9,9 +9,9 @@
  * `place`, which waits for capacity); departures send `release`. Same config and seed → same
  * summary.
  */
-import { ActorSystem, type Ref } from '../src/actors/index.js'
+import { ActorSystem } from '../src/actors/index.js'
 import type { BackendKind } from '../src/backends/types.js'
-import type { PlacementRequest, ShardMessage } from '../src/cluster/placement/index.js'
+import { placeBatch, type BatchItem, type PlacementRequest } from '../src/cluster/placement/index.js'
 import { createError, ErrorCodes, isWarrenError } from '../src/errors.js'
 import { createVirtualClock } from './clock.js'
 import { startSimControl } from './control.js'
@@ -220,40 +220,32 @@ export async function runSimulation (overrides: Partial<SimulationConfig> = {}):
     else if (isWarrenError(err, ErrorCodes.ACTOR_STOPPED) || isWarrenError(err, ErrorCodes.NO_SUCH_ACTOR)) shardErrors++
     else otherErrors++
   }
+  // Arrivals of one millisecond are placed as a session places a batch (placeBatch: one
+  // place-now per shard, `place` for what did not fit), each at the shard a session would choose.
   // The shards answer every place by its deadline (NO_CAPACITY at worst), so asks need no timer
   // of their own: millions of idle timers would only weigh on the virtual clock.
-  const noTimer = { timeoutMs: Infinity }
-  /** What did not fit at once asks `place`, which tries the peer shards and waits to the deadline. */
-  const placeLater = (shard: Ref<ShardMessage>, a: Arrival): void => {
-    shard.ask<{ nodeId: string }>({ type: 'place', req: a.req, deadline: a.at + cfg.placementTimeoutMs }, noTimer)
-      .then((r) => placed(a, r.nodeId), (err: unknown) => failed(a, err))
-  }
-
-  // Arrivals collect per shard (as sessions choose shards) and go as one `place-now` each.
-  const batches: Arrival[][] = Array.from({ length: cfg.shards }, () => [])
+  let arrivals: Arrival[] = []
   const issue = (at: number, resident: boolean, traced?: SandboxSpec, id?: string): void => {
     const spec = traced ?? (resident ? workload.residentSpec() : workload.spec())
     if (id !== undefined) pending.add(id)
     if (!resident) requested++
     inPlacement++
-    const req: PlacementRequest = { backend: spec.backend, cpus: spec.cpus, memoryMiB: spec.memoryMiB, layers: spec.layers }
-    batches[control.shardForSandbox(req, id ?? '')]!.push({ spec, req, resident, id, at })
+    arrivals.push({ spec, req: { backend: spec.backend, cpus: spec.cpus, memoryMiB: spec.memoryMiB, layers: spec.layers }, resident, id, at })
   }
   const flush = (): void => {
-    for (let i = 0; i < batches.length; i++) {
-      const batch = batches[i]!
-      if (batch.length === 0) continue
-      batches[i] = []
-      const shard = control.shard(i)
-      if (shard === undefined) { for (const a of batch) failed(a, createError(ErrorCodes.ACTOR_STOPPED, 'placement is restarting')); continue }
-      shard.ask<Array<string | null>>({ type: 'place-now', reqs: batch.map((a) => a.req) }, noTimer).then((ids) => {
-        for (let k = 0; k < batch.length; k++) {
-          const nodeId = ids[k]
-          if (nodeId !== null && nodeId !== undefined) placed(batch[k]!, nodeId)
-          else placeLater(shard, batch[k]!)
-        }
-      }, (err: unknown) => { for (const a of batch) failed(a, err) })
+    const items: BatchItem[] = []
+    const placing: Arrival[] = []
+    for (const a of arrivals) {
+      const shard = control.shard(control.shardForSandbox(a.req, a.id ?? ''))
+      if (shard === undefined) { failed(a, createError(ErrorCodes.ACTOR_STOPPED, 'placement is restarting')); continue }
+      items.push({ shard, req: a.req, deadline: a.at + cfg.placementTimeoutMs })
+      placing.push(a)
     }
+    arrivals = []
+    placeBatch(items, () => Infinity).forEach((p, k) => {
+      const a = placing[k]!
+      p.then((r) => placed(a, r.nodeId), (err: unknown) => failed(a, err))
+    })
   }
 
   // Arrivals: one clock event per millisecond that has any.

@@ -9,7 +9,7 @@ import { Actor, type Ref } from '../../actors/index.js'
 import { createError, ErrorCodes, fromWireError, isWarrenError } from '../../errors.js'
 import { authorize, type IamMessage, type Principal, type Scope } from '../iam/index.js'
 import type { CreateItem, CreateOutcome, NodeMessage } from '../node/index.js'
-import type { PlacementRequest, ShardMessage } from '../placement/index.js'
+import { placeBatch, type PlacementRequest, type ShardMessage } from '../placement/index.js'
 import type { OutputPage, SandboxMessage, WireExecOptions } from '../sandbox/index.js'
 import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.js'
 import { isImageName, type LayerKind } from '../../images/index.js'
@@ -185,7 +185,9 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
     const req = placementRequestOf(spec)
     const ids = Array.from({ length: count }, () => newId())
     const shards = this.o.shards()
-    const placed = await this.place(ids, req, deadline)
+    const placed = await Promise.allSettled(placeBatch(
+      ids.map((id) => ({ shard: shards[shardForSandbox(req, id, shards.length)]!, req, deadline })),
+      (d) => Math.max(1, d - Date.now() + 5000)))
 
     // Group by node: one create message per node, whatever the batch size.
     const byNode = new Map<string, CreateItem[]>()
@@ -233,35 +235,6 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
     }
     const views = records.map(toView)
     return m.count === undefined ? views[0]! : views
-  }
-
-  /**
-   * Places a batch: each shard gets its share as one `place-now`; what did not fit at once asks
-   * `place`, which tries the other shards and waits for capacity until the deadline.
-   */
-  private async place (ids: string[], req: PlacementRequest, deadline: number): Promise<Array<PromiseSettledResult<{ nodeId: string }>>> {
-    const shards = this.o.shards()
-    const byShard = new Map<number, number[]>()
-    ids.forEach((id, i) => {
-      const s = shardForSandbox(req, id, shards.length)
-      let list = byShard.get(s)
-      if (list === undefined) { list = []; byShard.set(s, list) }
-      list.push(i)
-    })
-    const out: Array<Promise<{ nodeId: string }>> = new Array(ids.length)
-    const timeoutMs = (): number => Math.max(1, deadline - Date.now() + 5000)
-    await Promise.all([...byShard].map(async ([s, indices]) => {
-      const shard = shards[s]!
-      const now = await shard.ask<Array<string | null>>({ type: 'place-now', reqs: indices.map(() => req) }, { timeoutMs: timeoutMs() })
-        .catch(() => indices.map(() => null))
-      indices.forEach((i, k) => {
-        const nodeId = now[k]
-        out[i] = nodeId !== null && nodeId !== undefined
-          ? Promise.resolve({ nodeId })
-          : shard.ask<{ nodeId: string }>({ type: 'place', req, deadline }, { timeoutMs: timeoutMs() })
-      })
-    }))
-    return await Promise.allSettled(out)
   }
 
   /** Turns image names (`name:tag`) into digests, so placement and nodes see digests only. */
