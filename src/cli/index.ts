@@ -34,6 +34,8 @@ const USAGE = `usage: warren <command>
   sim [--nodes N] [--cores-per-node C] [--mem-per-node 1.5TiB] [--duration 24h] [--seed S] [--report F.html] [--json F]
                                      simulate a cluster under a DSec-shaped workload (the real placement code)
   sim --trace F.jsonl [--nodes N] …  replay a JSONL trace of create/kill events instead
+  sim … [--shards K] [--node-crashes-per-day N] [--shard-crashes-per-day N] [--heartbeat-timeout 30s]
+                                     failures: nodes fall silent until the registry notices, shards restart
   sim plan --target-concurrent N --target-rate R --p99-create-ms P [--duration 2h] [--seed S] [--cores-per-node C] [--mem-per-node M]
                                      the smallest node count that meets the targets
   sim calibrate [--seed S] [--shards K]   300 creations on this cluster and in the simulator, compared (admin)
@@ -87,7 +89,8 @@ export async function main (argv: string[]): Promise<number> {
         const { values, positionals } = parse({
           nodes: { type: 'string' }, 'cores-per-node': { type: 'string' }, 'mem-per-node': { type: 'string' }, duration: { type: 'string' },
           seed: { type: 'string' }, report: { type: 'string' }, json: { type: 'string' }, profile: { type: 'string' }, trace: { type: 'string' },
-          'target-concurrent': { type: 'string' }, 'target-rate': { type: 'string' }, 'p99-create-ms': { type: 'string' }, shards: { type: 'string' }
+          'target-concurrent': { type: 'string' }, 'target-rate': { type: 'string' }, 'p99-create-ms': { type: 'string' }, shards: { type: 'string' },
+          'node-crashes-per-day': { type: 'string' }, 'shard-crashes-per-day': { type: 'string' }, 'heartbeat-timeout': { type: 'string' }
         })
         if (positionals[0] === 'plan' && positionals.length === 1) return await sim.plan(values)
         if (positionals[0] === 'calibrate' && positionals.length === 1) return await sim.calibrate(values)

@@ -5,6 +5,8 @@
  *
  *   warren sim --nodes 160 --cores-per-node 187 --mem-per-node 1.5TiB --duration 24h --seed 1 --report out.html
  *   warren sim --trace events.jsonl --nodes 8          replay a create/kill trace instead
+ *   warren sim --node-crashes-per-day 2 --shard-crashes-per-day 4 --heartbeat-timeout 30s
+ *                                                      failures: how fast they are noticed, what they cost
  *   warren sim plan --target-concurrent 380000 --target-rate 5000 --p99-create-ms 1000
  *                                                      the smallest node count that meets the targets
  *   warren sim calibrate                               the same small scenario on the real cluster and
@@ -34,6 +36,9 @@ export interface SimFlags {
   'target-rate'?: string
   'p99-create-ms'?: string
   shards?: string
+  'node-crashes-per-day'?: string
+  'shard-crashes-per-day'?: string
+  'heartbeat-timeout'?: string
 }
 
 /** `24h`, `90m`, `3600s`, `500ms` → ms. */
@@ -59,12 +64,33 @@ const num = (v: string | undefined, name: string): number | undefined => {
   return n
 }
 
-function nodeFlags (flags: SimFlags): { count?: number, cpus?: number, memoryMiB?: number } {
+const nonNegative = (v: string | undefined, name: string): number | undefined => {
+  if (v === undefined) return undefined
+  const n = Number(v)
+  if (!Number.isFinite(n) || n < 0) throw createError(ErrorCodes.INVALID_ARGUMENT, `--${name} must be a number >= 0`)
+  return n
+}
+
+function nodeFlags (flags: SimFlags): { count?: number, cpus?: number, memoryMiB?: number, crashesPerNodePerDay?: number } {
+  const crashes = nonNegative(flags['node-crashes-per-day'], 'node-crashes-per-day')
   return {
+    ...(crashes !== undefined ? { crashesPerNodePerDay: crashes } : {}),
     ...(flags.nodes !== undefined ? { count: num(flags.nodes, 'nodes')! } : {}),
     ...(flags['cores-per-node'] !== undefined ? { cpus: num(flags['cores-per-node'], 'cores-per-node')! } : {}),
     ...(flags['mem-per-node'] !== undefined ? { memoryMiB: parseMemory(flags['mem-per-node']) } : {})
   }
+}
+
+const integer = (v: string, name: string): number => {
+  const n = num(v, name)!
+  if (!Number.isInteger(n)) throw createError(ErrorCodes.INVALID_ARGUMENT, `--${name} must be a whole number`)
+  return n
+}
+
+/** A registry timeout, with nodes beating three times within it and the registry checking twice as often. */
+function heartbeats (timeoutMs: number): { heartbeatTimeoutMs: number, heartbeatEveryMs: number, registryCheckMs: number } {
+  if (timeoutMs < 3) throw createError(ErrorCodes.INVALID_ARGUMENT, '--heartbeat-timeout must be at least 3ms')
+  return { heartbeatTimeoutMs: timeoutMs, heartbeatEveryMs: Math.floor(timeoutMs / 3), registryCheckMs: Math.max(1, Math.floor(timeoutMs / 6)) }
 }
 
 function writeOutputs (flags: SimFlags, summary: Summary, json: unknown = summary): void {
@@ -84,6 +110,9 @@ export async function sim (flags: SimFlags): Promise<number> {
     ...(durationMs !== undefined ? { durationMs } : {}),
     ...(trace !== undefined ? { arrivals: trace, warmStart: false } : {}),
     ...(flags.seed !== undefined ? { seed: num(flags.seed, 'seed')! } : {}),
+    ...(flags.shards !== undefined ? { shards: integer(flags.shards, 'shards') } : {}),
+    ...(flags['shard-crashes-per-day'] !== undefined ? { shardCrashesPerDay: nonNegative(flags['shard-crashes-per-day'], 'shard-crashes-per-day')! } : {}),
+    ...(flags['heartbeat-timeout'] !== undefined ? heartbeats(parseDuration(flags['heartbeat-timeout'])) : {}),
     onProgress: (p) => {
       const line = `sim: ${(p.simulatedMs / 3_600_000).toFixed(1)} h, ${p.concurrent.toLocaleString('en')} running, ${p.created.toLocaleString('en')} created, ${p.rejected} rejected`
       process.stderr.write(tty ? `\r\x1b[2K${line}` : `${line}\n`)

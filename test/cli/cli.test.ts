@@ -82,6 +82,18 @@ test('warren sim prints the table and writes the HTML report and the JSON summar
   const bad = spawnSync(process.execPath, [cli, 'sim', '--duration', 'forever'], { encoding: 'utf8', timeout: 10_000 })
   assert.is(bad.status, 1)
   assert.match(bad.stderr, /WARREN_ERR_INVALID_ARGUMENT/)
+  // Failures: nodes fall silent until the registry notices, shards restart. With a 12 s timeout,
+  // beats every 4 s and checks every 2 s, a crash is noticed after (12 - 4, 12 + 2] s.
+  const failing = spawnSync(process.execPath, [cli, 'sim', '--nodes', '4', '--cores-per-node', '64', '--mem-per-node', '256GiB', '--duration', '30m', '--seed', '3',
+    '--node-crashes-per-day', '60', '--shard-crashes-per-day', '48', '--heartbeat-timeout', '12s', '--json', join(dir, 'f.json')], { encoding: 'utf8', timeout: 50_000 })
+  assert.is(failing.status, 0, failing.stderr)
+  const f = JSON.parse(readFileSync(join(dir, 'f.json'), 'utf8')) as { nodeCrashes: number, shardCrashes: number, lossDetectionMs: { max: number }, overPromised: number }
+  assert.ok(f.nodeCrashes > 0 && f.shardCrashes > 0, JSON.stringify(f).slice(0, 200))
+  assert.ok(f.lossDetectionMs.max > 8_000 && f.lossDetectionMs.max <= 14_000, `noticed after ${f.lossDetectionMs.max} ms`)
+  assert.is(f.overPromised, 0)
+  const negative = spawnSync(process.execPath, [cli, 'sim', '--node-crashes-per-day=-1'], { encoding: 'utf8', timeout: 10_000 })
+  assert.is(negative.status, 1)
+  assert.match(negative.stderr, /node-crashes-per-day must be a number >= 0/)
 }))
 
 const noContainers = containerUnavailable()

@@ -92,8 +92,9 @@ test('a crashed node falls silent: the registry declares it lost within its time
   })
   assert.ok(s.nodeCrashes >= 3, `crashes ${s.nodeCrashes}`)
   assert.ok(s.lossDetectionMs.max > 0, 'losses were detected')
-  // Silent for more than the timeout, noticed at the next check after it: (6 s, 6 s + 2 s beat + 1 s check].
-  assert.ok(s.lossDetectionMs.p50 > 4000 && s.lossDetectionMs.max <= 9000, JSON.stringify(s.lossDetectionMs))
+  // The last beat came up to 2 s before the crash; lost once silent past 6 s, at the next check
+  // (every 1 s): noticed (6 - 2, 6 + 1] s after the crash.
+  assert.ok(s.lossDetectionMs.p50 > 4000 && s.lossDetectionMs.max <= 7000, JSON.stringify(s.lossDetectionMs))
   assert.ok(s.failedOnLostNode > 0, 'a node down but not yet lost still gets placements, which fail')
   assert.is(s.overPromised, 0)
 }))
