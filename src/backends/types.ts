@@ -117,6 +117,11 @@ export interface Backend {
   readonly files: SandboxFiles
   /** Ends the sandbox and every command running in it (reason 'killed'). Idempotent. */
   kill (handle: SandboxHandle): Promise<void>
+  /**
+   * Backends whose sandboxes can end by themselves (their init dies, their layers are lost):
+   * calls `listener` once with why, and the caller ends the sandbox. Returns the unsubscribe.
+   */
+  onGone? (handle: SandboxHandle, listener: (message: string) => void): () => void
   /** Kills every sandbox and releases the backend's resources. Later calls reject. */
   close (): Promise<void>
 }

@@ -50,17 +50,18 @@ export class LayerStore {
    * none may be evicted); whole local files need nothing.
    */
   async release (ref: string): Promise<void> {
-    if (this.lazy === undefined || !ref.startsWith('sha256:')) return
-    if (existsSync(join(this.dir, `${ref.slice(7)}.erofs`))) return
-    await this.lazy.release(ref)
+    if (this.onDemand(ref)) await this.lazy!.release(ref)
+  }
+
+  /** True when `ref` is presented on demand (through the layer server), not a whole local file. */
+  onDemand (ref: string): boolean {
+    return this.lazy !== undefined && ref.startsWith('sha256:') && !existsSync(join(this.dir, `${ref.slice(7)}.erofs`))
   }
 
   /** The image file for a layer reference; builds it when the reference says how. */
   resolve (ref: string): Promise<string> {
     // Layers on demand count every user, so they are not memoised here.
-    if (this.lazy !== undefined && ref.startsWith('sha256:') && !existsSync(join(this.dir, `${ref.slice(7)}.erofs`))) {
-      return this.lazy.resolve(ref)
-    }
+    if (this.onDemand(ref)) return this.lazy!.resolve(ref)
     const known = this.building.get(ref)
     if (known !== undefined) return known
     const work = this.build(ref)

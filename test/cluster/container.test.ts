@@ -93,6 +93,22 @@ ctest('commands run under a seccomp filter: no new user namespace, no kernel log
   assert.is(ok.stdout, 'a\nb\ndone\n')
 }))
 
+ctest('a sandbox whose init dies by itself ends as failed, and its owner is told why', timed(120_000, async (defer) => {
+  const { dir, client } = await containerCluster(defer, 'cn-init')
+  const sb = await client.create({ backend: 'container' })
+  defer(() => sb.kill())
+  // The journal says which host process is this sandbox's init (a pooled one has another id).
+  const journalDir = join(dir, 'node', 'container', 'journal')
+  const record = readdirSync(journalDir).map((f) => JSON.parse(readFileSync(join(journalDir, f), 'utf8')) as { launched: { pid: number }, meta?: { id?: string } })
+    .find((r) => r.meta?.id === sb.id)
+  assert.ok(record !== undefined, 'journal record of the sandbox')
+  process.kill(record.launched.pid, 'SIGKILL')
+  await waitFor(async () => (await sb.info()).state === 'gone', 20_000, 'sandbox ended')
+  const info = await sb.info()
+  assert.is(info.reason, 'failed')
+  assert.match(info.message ?? '', /init process ended/)
+}))
+
 ctest('interactive stdin: a spawned shell answers each line as it is written; 3 MiB through cat arrive whole; closeStdin ends it', timed(120_000, async (defer) => {
   const { client } = await containerCluster(defer, 'cn-stdin')
   const sb = await client.create({ backend: 'container' })

@@ -107,4 +107,34 @@ ltest('kill -9 the node agent: the layer server outlives it, the re-adopted sand
   assert.not.match(readFileSync('/proc/self/mountinfo', 'utf8'), /\/run\/warren\/layers\/lazy-crash/)
 }))
 
+ltest('the layer server dies: a new one serves new sandboxes, and those on the lost layers end as failed, saying why', timed(120_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-lazy-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const tree = busyboxTree(join(dir, 'tree'), ['sh', 'cat'])
+  writeFileSync(join(tree, 'hello'), 'hello\n')
+  const cp = await startTestControlPlane({ dataDir: join(dir, 'cp') })
+  defer(() => cp.close())
+  const layer = await buildLayerFromDir(tree, join(dir, 'build'))
+  const pushed = await pushLayer(join(dir, 'cp', 'blobs'), layer.path)
+  const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'lazy-lost', dataDir: join(dir, 'node'), lazyLayers: true, containerPool: { max: 0 } })
+  defer(() => node.close())
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', ['admin']) })
+  defer(() => client.close())
+  const spec = { backend: 'container' as const, image: { base: pushed.digest }, limits: { cpus: 0.1, memoryMiB: 64 } }
+  const before = await client.create(spec)
+  defer(() => before.kill())
+  assert.is((await before.exec(['cat', '/hello'])).stdout, 'hello\n')
+
+  const first = node.layers!.pid
+  process.kill(first, 'SIGKILL')
+  await waitFor(async () => (await before.info()).state === 'gone', 20_000, 'the sandbox on the lost layers ended')
+  const info = await before.info()
+  assert.is(info.reason, 'failed')
+  assert.match(info.message ?? '', /layer server died/)
+  assert.is.not(node.layers!.pid, first, 'a new server was started')
+  const after = await client.create(spec)
+  defer(() => after.kill())
+  assert.is((await after.exec(['cat', '/hello'])).stdout, 'hello\n', 'new sandboxes read through the new server')
+}))
+
 test.run()

@@ -83,6 +83,8 @@ export interface ContainerBackend extends Backend {
   status (): { live: number, pooled: number }
   /** Keeps `n` ready sandboxes of this spec's shape. */
   prewarm (spec: SandboxSpec, n: number): Promise<void>
+  /** The layer server died: sandboxes reading layers it served have lost them, and end. */
+  layersLost (): void
 }
 
 export function createContainerBackend (options: ContainerBackendOptions): ContainerBackend {
@@ -91,6 +93,17 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
   const journal = new Journal<JournalEntry>(join(options.dataDir, 'journal'))
   const live = new Map<string, Live>()
   let closed = false
+  /** Who hears when a sandbox ends by itself (see Backend.onGone). */
+  const goneListeners = new Map<string, (message: string) => void>()
+  const gone = (id: string, message: string): void => {
+    const listener = goneListeners.get(id)
+    goneListeners.delete(id)
+    listener?.(message)
+  }
+  /** A live sandbox's agent connection ending, other than by kill or close, means its init died. */
+  const watchInit = (id: string, entry: Live): void => {
+    void entry.agent.ended.then(() => { if (!closed && live.get(id) === entry) gone(id, 'the sandbox\'s init process ended') })
+  }
 
   async function launch (id: string, shape: Shape): Promise<Live> {
     const cgroup = options.cgroups !== undefined && (shape.limits.memoryMiB > 0 || shape.limits.cpus > 0 || shape.limits.pids > 0)
@@ -162,6 +175,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       entry.env = spec.env ?? {}
       journal.write(entry.launched.id, { launched: entry.launched, meta: spec.meta, claimed: true, refs: entry.refs })
       live.set(entry.launched.id, entry)
+      watchInit(entry.launched.id, entry)
       return { id: entry.launched.id, kind: 'container' }
     },
 
@@ -174,7 +188,9 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
           try {
             const agent = await connectAgent(launched.socketPath)
             await agent.ping()
-            live.set(launched.id, { refs: entry.refs ?? [], launched, agent, env: {}, cgroup: options.cgroups?.open?.(launched.id) })
+            const adoptedEntry: Live = { refs: entry.refs ?? [], launched, agent, env: {}, cgroup: options.cgroups?.open?.(launched.id) }
+            live.set(launched.id, adoptedEntry)
+            watchInit(launched.id, adoptedEntry)
             adopted.push({ handle: { id: launched.id, kind: 'container' }, meta: entry.meta })
             keep.add(launched.id)
             continue
@@ -232,10 +248,25 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     },
 
     async kill (handle) {
+      goneListeners.delete(handle.id)
       const entry = live.get(handle.id)
       if (entry === undefined) return
       live.delete(handle.id)
       await reclaim(entry)
+    },
+
+    onGone (handle, listener) {
+      goneListeners.set(handle.id, listener)
+      // Its init may have died before anyone listened.
+      if (live.get(handle.id)?.agent.closed === true) queueMicrotask(() => gone(handle.id, 'the sandbox\'s init process ended'))
+      return () => { if (goneListeners.get(handle.id) === listener) goneListeners.delete(handle.id) }
+    },
+
+    layersLost () {
+      for (const [id, entry] of live) {
+        const lost = entry.refs.filter((r) => store.onDemand(r))
+        if (lost.length > 0) gone(id, `the layer server died: its layers (${lost.join(', ')}) can no longer be read`)
+      }
     },
 
     async close () {

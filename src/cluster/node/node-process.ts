@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { ActorSystem, type Ref } from '../../actors/index.js'
-import { ContainerBackendDefaults, ContainerDefaults, createCgroupProvider, createContainerBackend, type CgroupProvider } from '../../backends/container/index.js'
+import { ContainerBackendDefaults, ContainerDefaults, createCgroupProvider, createContainerBackend, type CgroupProvider, type ContainerBackend } from '../../backends/container/index.js'
 import { createFunctionBackend } from '../../backends/function/index.js'
 import type { Backend, BackendKind } from '../../backends/types.js'
 import { startLayerService, type LayerService } from '../../images/index.js'
@@ -79,6 +79,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   }
   const container = containerUnavailable()
   const layerSource = { baseUrl: options.url.replace(/^ws/, 'http'), token: options.joinToken }
+  let containerBackend: ContainerBackend | undefined
   // Layers on demand are served by a process of the node's own that outlives the agent, so
   // sandboxes re-adopted after a crash of the agent keep reading their layers.
   const lazy = container === undefined && options.dataDir !== undefined && options.lazyLayers !== false
@@ -88,7 +89,9 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
       cacheDir: join(options.dataDir, 'container', 'cache'),
       mountpoint: join('/run/warren/layers', nodeId),
       // The sandbox reading got EIO; the node says why, once per failure.
-      onError: (message) => process.stderr.write(`warren node ${nodeId}: layer read failed: ${message}\n`)
+      onError: (message) => process.stderr.write(`warren node ${nodeId}: layer read failed: ${message}\n`),
+      // Its sandboxes on layers the dead server presented end, and their owners learn why.
+      onRestart: () => containerBackend?.layersLost()
     }).catch((err: unknown) => {
       // No FUSE here (or it failed): the node still works, pulling layers whole.
       process.stderr.write(`warren node ${nodeId}: layers on demand unavailable, pulling them whole: ${(err as Error).message}\n`)
@@ -97,7 +100,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     : undefined
   if (container === undefined && options.dataDir !== undefined) {
     // Each node its own run directory: a node reclaims what it finds there that it did not journal.
-    backends.container = createContainerBackend({ dataDir: join(options.dataDir, 'container'), layerSource, ...(lazy !== undefined ? { lazy } : {}), runDir: join(ContainerDefaults.runDir, nodeId), ...(options.layersDir !== undefined ? { layersDir: options.layersDir } : {}), ...(options.containerPool !== undefined ? { pool: options.containerPool } : {}), cgroups: options.cgroups ?? createCgroupProvider(`warren-${nodeId}`) })
+    backends.container = containerBackend = createContainerBackend({ dataDir: join(options.dataDir, 'container'), layerSource, ...(lazy !== undefined ? { lazy } : {}), runDir: join(ContainerDefaults.runDir, nodeId), ...(options.layersDir !== undefined ? { layersDir: options.layersDir } : {}), ...(options.containerPool !== undefined ? { pool: options.containerPool } : {}), cgroups: options.cgroups ?? createCgroupProvider(`warren-${nodeId}`) })
   }
   const capacity: NodeCapacity = {
     cpus: cpus().length,

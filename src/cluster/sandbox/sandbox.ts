@@ -59,6 +59,8 @@ export type SandboxMessage =
   | { type: 'files', op: 'read' | 'write', path: string, data?: Uint8Array }
   | { type: 'expire', reason: 'ttl' | 'idle' }
   | { type: 'sweep' }
+  /** The backend says the sandbox ended by itself (its init died, its layers were lost). */
+  | { type: 'backend-gone', message: string }
 
 export const SandboxDefaults = {
   maxConcurrentExecs: 64,
@@ -96,6 +98,7 @@ export class Sandbox extends Actor<SandboxMessage> {
   private lastExecAt = Date.now()
   private endReason: EndReason | undefined
   private endMessage: string | undefined
+  private unwatch: (() => void) | undefined
 
   constructor (private readonly args: SandboxArgs) {
     super()
@@ -116,6 +119,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       this.ctx.stop('normal')
       return
     }
+    this.unwatch = this.args.backend.onGone?.(this.handle, (message) => this.self.tell({ type: 'backend-gone', message }))
     this.setState('ready')
     this.ctx.setTimer('ttl', Math.max(0, this.createdAt + spec.ttlMs - Date.now()), { type: 'expire', reason: 'ttl' })
     const sweepMs = Math.min(60_000, spec.idleTimeoutMs > 0 ? Math.max(10, spec.idleTimeoutMs / 4) : 60_000)
@@ -150,6 +154,11 @@ export class Sandbox extends Actor<SandboxMessage> {
         return undefined
       case 'sweep':
         this.sweep()
+        return undefined
+      case 'backend-gone':
+        // Not a kill we were asked for: the trainer learns it failed, and why.
+        this.endMessage = m.message
+        this.end('failed')
         return undefined
     }
   }
@@ -272,6 +281,7 @@ export class Sandbox extends Actor<SandboxMessage> {
 
   /** Reclaim: runs however the actor ends, including a crash or a node shutdown. */
   async postStop (reason: ExitReason): Promise<void> {
+    this.unwatch?.()
     if (this.endReason === undefined) this.endReason = reason === 'shutdown' ? 'node-shutdown' : reason === 'normal' ? 'killed' : 'failed'
     const gone: ExecResult = { exitCode: 137, durationMs: 0, truncated: false, reason: 'killed', message: `sandbox ended: ${this.endReason}` }
     for (const e of this.execs.values()) { e.abort.abort(); e.output.close(gone) }

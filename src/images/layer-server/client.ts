@@ -26,6 +26,11 @@ export interface LayerServiceOptions {
   idleExitMs?: number
   /** A read inside a sandbox failed (the sandbox got EIO). */
   onError?: (message: string) => void
+  /**
+   * The server died and a new one was started: the mounts the old one served are dead, so the
+   * sandboxes reading layers through them have lost those layers.
+   */
+  onRestart?: () => void
 }
 
 /** Layers on demand as the node uses them (the same calls as LazyLayers, served by another process). */
@@ -122,7 +127,11 @@ export async function startLayerService (o: LayerServiceOptions): Promise<LayerS
   })
   // The supervision: a reconnect that finds the server dead starts it again (same token, so
   // the link is welcome there).
-  link.on('reconnect', () => { if (!detached && !alive(pid)) pid = spawnServer(authToken) })
+  link.on('reconnect', () => {
+    if (detached || alive(pid)) return
+    pid = spawnServer(authToken)
+    o.onRestart?.()
+  })
 
   const started = pid
   let timer: NodeJS.Timeout | undefined
