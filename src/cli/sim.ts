@@ -14,13 +14,14 @@
  */
 import { writeFileSync } from 'node:fs'
 import { createError, ErrorCodes } from '../errors.js'
-import { runSimulation, type Summary } from '../../sim/engine.js'
+import { runSimulation, SimulationDefaults, type Summary } from '../../sim/engine.js'
 import { planCapacity } from '../../sim/plan.js'
 import { readTrace } from '../../sim/trace.js'
 import { htmlReport, textTable } from '../../sim/report.js'
 import { calibrationTrace, compareObserved, probeCreation, replayOnCluster, simulateTrace } from '../../sim/calibrate.js'
 import { ControlPlaneDefaults, type NodeStatus } from '../cluster/index.js'
 import { connect } from '../sdk/index.js'
+import { createProgress } from './progress.js'
 
 export interface SimFlags {
   nodes?: string
@@ -104,7 +105,8 @@ export async function sim (flags: SimFlags): Promise<number> {
   const trace = flags.trace !== undefined ? readTrace(flags.trace) : undefined
   // A trace runs to its last event (and a second beyond), unless told otherwise.
   const durationMs = flags.duration !== undefined ? parseDuration(flags.duration) : trace !== undefined ? Math.floor(trace.lastMs) + 1000 : undefined
-  const tty = process.stderr.isTTY === true && process.env.CI === undefined
+  const simulated = durationMs ?? SimulationDefaults.durationMs
+  const progress = createProgress(Math.max(1, Math.ceil(simulated / SimulationDefaults.progressEveryMs)))
   const summary = await runSimulation({
     nodes,
     ...(durationMs !== undefined ? { durationMs } : {}),
@@ -114,11 +116,10 @@ export async function sim (flags: SimFlags): Promise<number> {
     ...(flags['shard-crashes-per-day'] !== undefined ? { shardCrashesPerDay: nonNegative(flags['shard-crashes-per-day'], 'shard-crashes-per-day')! } : {}),
     ...(flags['heartbeat-timeout'] !== undefined ? heartbeats(parseDuration(flags['heartbeat-timeout'])) : {}),
     onProgress: (p) => {
-      const line = `sim: ${(p.simulatedMs / 3_600_000).toFixed(1)} h, ${p.concurrent.toLocaleString('en')} running, ${p.created.toLocaleString('en')} created, ${p.rejected} rejected`
-      process.stderr.write(tty ? `\r\x1b[2K${line}` : `${line}\n`)
+      progress.step(`${(p.simulatedMs / 3_600_000).toFixed(1)} h simulated: ${p.concurrent.toLocaleString('en')} running, ${p.created.toLocaleString('en')} created, ${p.rejected.toLocaleString('en')} rejected`)
     }
   })
-  if (tty) process.stderr.write('\n')
+  progress.done()
   process.stdout.write(textTable(summary))
   if (summary.killed !== undefined) process.stdout.write(`killed by the trace  ${summary.killed.toLocaleString('en')}\n`)
   writeOutputs(flags, summary)
@@ -159,12 +160,15 @@ export async function calibrate (flags: SimFlags): Promise<number> {
     const nodes = (await client.nodes()) as NodeStatus[]
     const alive = nodes.filter((n) => n.alive && n.capacity.backends.includes('function'))
     if (alive.length === 0) throw createError(ErrorCodes.NO_CAPACITY, 'no live node offers the function backend')
-    process.stderr.write(`calibrate: measuring one creation on ${alive.length} node(s)\n`)
+    const progress = createProgress(3)
+    progress.step(`measuring one creation on ${alive.length} node(s)`)
     const creation = await probeCreation(client)
     const trace = calibrationTrace(flags.seed !== undefined ? { seed: num(flags.seed, 'seed')! } : {})
-    process.stderr.write(`calibrate: playing ${trace.creates} creations in real time (${(trace.lastMs / 1000).toFixed(1)} s)\n`)
+    progress.step(`playing ${trace.creates} creations in real time (${(trace.lastMs / 1000).toFixed(1)} s)`)
     const real = await replayOnCluster(client, trace, alive)
+    progress.step('playing them in the simulator')
     const simulated = await simulateTrace(trace, alive, creation, { shards: num(flags.shards, 'shards') ?? ControlPlaneDefaults.shards })
+    progress.done()
     process.stdout.write(`one creation unloaded: median ${creation.medianMs.toFixed(2)} ms, sigma ${creation.sigma.toFixed(2)}\n`)
     const rows = compareObserved(real, simulated)
     for (const r of rows) process.stdout.write(`${r.ok ? 'ok  ' : 'off '} ${r.figure.padEnd(28)} real ${r.real.toFixed(2).padStart(9)}  simulated ${r.simulated.toFixed(2).padStart(9)}  allowed ±${r.allowed.toFixed(2)}\n`)
