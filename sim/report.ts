@@ -73,7 +73,8 @@ ${barChart(percentileBars(s.utilisation.cpuRequested), 'Node CPU requested per c
 ${barChart(percentileBars(s.utilisation.sandboxesOfCap), 'Node sandboxes as a share of the cap', '')}
 ${barChart([['hits', s.layerCacheHitRatio * 100], ['misses', (1 - s.layerCacheHitRatio) * 100]], 'Layer cache', ' %')}
 ${barChart([['fetched', s.bytesFetched / 1e9]], 'Bytes cold starts fetched from the blob store', ' GB')}
-${barChart([['created', s.created], ['rejected', s.rejected], ['overloaded', s.overloaded], ['crash-ended', s.crashedSandboxes]], 'Creations and rejections', '')}
+${barChart([['created', s.created], ['rejected', s.rejected], ['overloaded', s.overloaded], ['on a lost node', s.failedOnLostNode], ['shard down', s.shardErrors], ['crash-ended', s.crashedSandboxes]], 'Creations, rejections and failures', '')}
+${s.nodeCrashes > 0 ? barChart(percentileBars(s.lossDetectionMs), 'From a node crash until the registry declares it lost (ms)', ' ms') : ''}
 </body></html>
 `
 }
