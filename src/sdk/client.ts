@@ -157,7 +157,7 @@ export class Client {
   private handleFor (view: SandboxView): Sandbox {
     const known = this.handles.get(view.id)
     if (known !== undefined) return known
-    const actor = new SandboxHandleActor(view)
+    const actor = new SandboxHandleActor(view, () => { if (this.handles.get(view.id) === handle) this.handles.delete(view.id) })
     const ref = this.system.spawn<HandleMessage>(() => actor, { name: `sb-${view.id}`, mailbox: { capacity: 64, overflow: 'drop-oldest' } })
     const handle = new Sandbox(this.transport, actor, ref)
     this.handles.set(view.id, handle)
@@ -167,8 +167,7 @@ export class Client {
   private onNotice (notice: SandboxStateNotice): void {
     const handle = this.handles.get(notice.id)
     if (handle === undefined) return
-    handle.ref.tell(notice)
-    if (notice.state === 'gone' || notice.state === 'failed' || notice.state === 'lost') this.handles.delete(notice.id)
+    handle.ref.tell(notice) // the handle's actor ends itself when the sandbox has ended, and is forgotten then
   }
 }
 

@@ -42,18 +42,33 @@ export interface ExecHandle extends AsyncIterable<ExecChunk> {
   closeStdin (): Promise<void>
 }
 
-export type HandleMessage = SandboxStateNotice | { type: 'view' }
+export type HandleMessage = SandboxStateNotice | { type: 'view' } | { type: 'forget' }
+
+export const HandleDefaults = {
+  /** A lost sandbox (its node went silent) may come back when the node does; its handle waits this long (the directory's retention). */
+  lostRetentionMs: 5 * 60_000
+}
 
 /** The trainer-side actor of one sandbox: the latest view, updated by notices. */
 export class SandboxHandleActor extends Actor<HandleMessage> {
-  constructor (public view: SandboxView) { super() }
+  constructor (public view: SandboxView, private readonly onEnd: () => void = () => {}) { super() }
   receive (m: HandleMessage): unknown {
     if (m.type === 'view') return this.view
+    if (m.type === 'forget') { this.ctx.stop(); return undefined }
     this.view = { ...this.view, state: m.state, ...(m.reason !== undefined ? { reason: m.reason } : {}), ...(m.message !== undefined ? { message: m.message } : {}) }
-    // An ended sandbox changes no more: the handle keeps its last view, the actor goes.
-    if (m.state === 'gone' || m.state === 'failed' || m.state === 'lost') this.ctx.stop()
+    if (m.state === 'gone' || m.state === 'failed') {
+      // An ended sandbox changes no more: the handle keeps its last view, the actor goes.
+      this.ctx.stop()
+    } else if (m.state === 'lost') {
+      // Not the end yet: a node that comes back re-adopts its sandboxes, and they are ready again.
+      this.ctx.setTimer('forget', HandleDefaults.lostRetentionMs, { type: 'forget' })
+    } else {
+      this.ctx.cancelTimer('forget')
+    }
     return undefined
   }
+
+  postStop (): void { this.onEnd() }
 }
 
 /** The SDK's files API. */

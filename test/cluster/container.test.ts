@@ -160,8 +160,12 @@ ctest('kill -9 the node agent, restart it: the running sandbox is re-adopted and
   await sb.exec(['sh', '-c', 'echo kept > /tmp/state'])
 
   await first.kill('SIGKILL')
+  // The silent node is declared lost, and so is its sandbox: the handle hears it...
+  await waitFor(() => sb.state === 'lost', 10_000, 'lost with its node')
   const second = await spawnNode(cp, 'cn2', join(dir, 'node'))
   defer(() => second.kill())
+  // ...and hears it ready again once the restarted node has re-adopted it.
+  await waitFor(() => sb.state === 'ready', 10_000, 'the same handle ready again')
   const again = await client.attach(sb.id)
   await waitFor(async () => (await again.info()).state === 'ready', 10_000, 'ready again')
   const r = await again.exec(['cat', '/tmp/state'])
