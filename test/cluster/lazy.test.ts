@@ -15,6 +15,23 @@ const why = containerUnavailable()
 if (why !== undefined) console.log(`lazy layer tests skipped: ${why}`)
 const ltest = why === undefined ? test : test.skip
 
+/**
+ * The layer built from `tree` pushed to a control plane's blob store, a node in this process
+ * loading layers on demand, and a client: all ended with the test.
+ */
+async function lazyCluster (defer: (fn: () => unknown) => void, dir: string, tree: string, nodeId: string) {
+  const cp = await startTestControlPlane({ dataDir: join(dir, 'cp') })
+  defer(() => cp.close())
+  const layer = await buildLayerFromDir(tree, join(dir, 'build'))
+  const pushed = await pushLayer(join(dir, 'cp', 'blobs'), layer.path)
+  const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId, dataDir: join(dir, 'node'), lazyLayers: true, containerPool: { max: 0 } })
+  defer(() => node.close())
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', ['admin']) })
+  defer(() => client.close())
+  const spec = { backend: 'container' as const, image: { base: pushed.digest }, limits: { cpus: 0.1, memoryMiB: 64 } }
+  return { node, client, pushed, spec }
+}
+
 ltest('a layer loaded on demand: every file read inside the sandbox is byte-identical; two sandboxes share it', timed(120_000, async (defer) => {
   const dir = mkdtempSync(join(tmpdir(), 'warren-lazy-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))
@@ -28,15 +45,7 @@ ltest('a layer loaded on demand: every file read inside the sandbox is byte-iden
     writeFileSync(join(tree, 'data', rel), bytes)
     expected.push(`${createHash('md5').update(bytes).digest('hex')}  ${rel}`)
   }
-  const cp = await startTestControlPlane({ dataDir: join(dir, 'cp') })
-  defer(() => cp.close())
-  const layer = await buildLayerFromDir(tree, join(dir, 'build'))
-  const pushed = await pushLayer(join(dir, 'cp', 'blobs'), layer.path)
-  const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'lazy1', dataDir: join(dir, 'node'), lazyLayers: true, containerPool: { max: 0 } })
-  defer(() => node.close())
-  const client = await connect({ url: cp.url, token: await cp.createToken('t', ['admin']) })
-  defer(() => client.close())
-  const spec = { backend: 'container' as const, image: { base: pushed.digest }, limits: { cpus: 0.1, memoryMiB: 64 } }
+  const { node, client, pushed, spec } = await lazyCluster(defer, dir, tree, 'lazy1')
   const a = await client.create(spec)
   const r = await a.exec(['sh', '-c', 'cd /data && find . -type f | sort | xargs md5sum'])
   assert.is(r.exitCode, 0, r.stderr)
@@ -112,15 +121,7 @@ ltest('the layer server dies: a new one serves new sandboxes, and those on the l
   defer(() => rmSync(dir, { recursive: true, force: true }))
   const tree = busyboxTree(join(dir, 'tree'), ['sh', 'cat'])
   writeFileSync(join(tree, 'hello'), 'hello\n')
-  const cp = await startTestControlPlane({ dataDir: join(dir, 'cp') })
-  defer(() => cp.close())
-  const layer = await buildLayerFromDir(tree, join(dir, 'build'))
-  const pushed = await pushLayer(join(dir, 'cp', 'blobs'), layer.path)
-  const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'lazy-lost', dataDir: join(dir, 'node'), lazyLayers: true, containerPool: { max: 0 } })
-  defer(() => node.close())
-  const client = await connect({ url: cp.url, token: await cp.createToken('t', ['admin']) })
-  defer(() => client.close())
-  const spec = { backend: 'container' as const, image: { base: pushed.digest }, limits: { cpus: 0.1, memoryMiB: 64 } }
+  const { node, client, spec } = await lazyCluster(defer, dir, tree, 'lazy-lost')
   const before = await client.create(spec)
   defer(() => before.kill())
   assert.is((await before.exec(['cat', '/hello'])).stdout, 'hello\n')
