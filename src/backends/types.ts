@@ -21,6 +21,8 @@ export interface SandboxSpec {
   limits?: { cpus: number, memoryMiB: number, diskMiB: number, pids: number }
   /** Layer stack, bottom first (container and VM backends): EROFS image digests or names. */
   layers?: string[]
+  /** Hosts the sandbox may reach through its egress proxy (container backend); none: no way out. */
+  egress?: string[]
   /**
    * Opaque data the backend keeps with a durable sandbox and hands back from `adopt` after a
    * node restart (the node stores the tenant and spec there).

@@ -3,6 +3,7 @@
  * a client is checked here once; a bad field is refused with `WARREN_ERR_BAD_SPEC` naming it.
  */
 import type { BackendKind } from '../backends/types.js'
+import { parseEgressRules } from '../backends/container/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import type { PlacementRequest } from './placement/index.js'
 
@@ -27,6 +28,11 @@ export interface SandboxSpec {
   env: Record<string, string>
   /** Layer stack (container and VM backends); a name or digest per layer. */
   image?: { base: string, workspace?: string, tools?: string[] }
+  /**
+   * The way out (container backend): hosts reachable through the sandbox's egress proxy
+   * (`pypi.org`, `*.pythonhosted.org`, `host:port`). Without it, loopback only.
+   */
+  network?: { egress: string[] }
 }
 
 /** Defaults and bounds of a spec, in one place. */
@@ -87,7 +93,7 @@ function stringMap (v: unknown, field: string, maxEntries: number, maxValue: num
 export function parseSandboxSpec (input: unknown): SandboxSpec {
   if (input === undefined || input === null) input = {}
   if (!isPlainObject(input)) bad('', 'must be an object')
-  const known = new Set(['backend', 'ttlMs', 'idleTimeoutMs', 'labels', 'limits', 'env', 'image'])
+  const known = new Set(['backend', 'ttlMs', 'idleTimeoutMs', 'labels', 'limits', 'env', 'image', 'network'])
   for (const key of Object.keys(input)) if (!known.has(key)) bad(key, 'is not a known field')
 
   const backend = input.backend ?? SpecDefaults.backend
@@ -121,6 +127,16 @@ export function parseSandboxSpec (input: unknown): SandboxSpec {
     if (image.workspace !== undefined && typeof image.workspace !== 'string') bad('image.workspace', 'must be a string')
     if (image.tools !== undefined && (!Array.isArray(image.tools) || !image.tools.every((t) => typeof t === 'string'))) bad('image.tools', 'must be a list of strings')
     spec.image = { base: image.base, ...(image.workspace !== undefined ? { workspace: image.workspace as string } : {}), ...(image.tools !== undefined ? { tools: image.tools as string[] } : {}) }
+  }
+  if (input.network !== undefined) {
+    const network = input.network
+    if (!isPlainObject(network)) bad('network', 'must be an object')
+    for (const key of Object.keys(network)) if (key !== 'egress') bad(`network.${key}`, 'is not a known field')
+    if (network.egress !== undefined) {
+      if (backend !== 'container') bad('network.egress', 'is offered by the container backend only')
+      const egress = parseEgressRules(network.egress)
+      if (egress.length > 0) spec.network = { egress }
+    }
   }
   return spec
 }

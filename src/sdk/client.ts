@@ -38,6 +38,8 @@ export interface CreateSpec {
   limits?: { cpus?: number, memoryMiB?: number, diskMiB?: number, pids?: number }
   env?: Record<string, string>
   image?: { base: string, workspace?: string, tools?: string[] }
+  /** Hosts the sandbox may reach through its egress proxy (container; `pypi.org`, `*.pythonhosted.org`, `host:port`). */
+  network?: { egress: string[] }
   /** How long to wait for capacity before WARREN_ERR_NO_CAPACITY. */
   deadlineMs?: number
 }

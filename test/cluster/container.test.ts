@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -109,6 +111,33 @@ ctest('a sandbox whose init dies by itself ends as failed, and its owner is told
   assert.match(info.message ?? '', /init process ended/)
 }))
 
+ctest('egress: a sandbox reaches what its allow-list names through the proxy and nothing else; without egress, nothing at all', timed(120_000, async (defer) => {
+  const { client } = await containerCluster(defer, 'cn-egress')
+  const web = createServer((req, res) => res.end(`outside ${req.url ?? ''}\n`))
+  await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve))
+  defer(() => web.close())
+  const port = (web.address() as AddressInfo).port
+  const sb = await client.create({ backend: 'container', network: { egress: [`127.0.0.1:${port}`] } })
+  defer(() => sb.kill())
+  assert.is((await sb.exec(['wget', '-q', '-O', '-', `http://127.0.0.1:${port}/allowed`])).stdout, 'outside /allowed\n')
+  const tunnel = await sb.exec(['sh', '-c', `(printf 'CONNECT 127.0.0.1:${port} HTTP/1.1\\r\\n\\r\\nGET /tunnel HTTP/1.0\\r\\n\\r\\n'; sleep 1) | nc 127.0.0.1 3128`])
+  assert.match(tunnel.stdout, /200 Connection Established[\s\S]*outside \/tunnel/)
+  const other = await sb.exec(['wget', '-q', '-O', '-', `http://127.0.0.2:${port}/`])
+  assert.is.not(other.exitCode, 0)
+  assert.match(other.stderr, /403/)
+  // Without egress the sandbox has loopback only: nothing listens on 3128, no route anywhere.
+  const closed = await client.create({ backend: 'container' })
+  defer(() => closed.kill())
+  const none = await closed.exec(['wget', '-q', '-O', '-', `http://127.0.0.1:${port}/`])
+  assert.is.not(none.exitCode, 0)
+  assert.match(none.stderr, /refused/)
+  // Bad allow-lists are the spec's error.
+  const bad = await client.create({ backend: 'container', network: { egress: ['http://pypi.org'] } }).catch((e: unknown) => e)
+  assert.ok(isWarrenError(bad, ErrorCodes.BAD_SPEC))
+  const notHere = await client.create({ backend: 'function', network: { egress: ['pypi.org'] } }).catch((e: unknown) => e)
+  assert.ok(isWarrenError(notHere, ErrorCodes.BAD_SPEC) && notHere.details?.field === 'network.egress')
+}))
+
 ctest('interactive stdin: a spawned shell answers each line as it is written; 3 MiB through cat arrive whole; closeStdin ends it', timed(120_000, async (defer) => {
   const { client } = await containerCluster(defer, 'cn-stdin')
   const sb = await client.create({ backend: 'container' })
@@ -156,7 +185,11 @@ ctest('kill -9 the node agent, restart it: the running sandbox is re-adopted and
   defer(() => first.kill())
   const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
   defer(() => client.close())
-  const sb = await client.create({ backend: 'container' })
+  const web = createServer((_req, res) => res.end('still out\n'))
+  await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve))
+  defer(() => web.close())
+  const port = (web.address() as AddressInfo).port
+  const sb = await client.create({ backend: 'container', network: { egress: [`127.0.0.1:${port}`] } })
   await sb.exec(['sh', '-c', 'echo kept > /tmp/state'])
 
   await first.kill('SIGKILL')
@@ -170,6 +203,8 @@ ctest('kill -9 the node agent, restart it: the running sandbox is re-adopted and
   await waitFor(async () => (await again.info()).state === 'ready', 10_000, 'ready again')
   const r = await again.exec(['cat', '/tmp/state'])
   assert.is(r.stdout, 'kept\n')
+  // Its egress proxy died with the old agent; the new one listens where the sandbox looks.
+  assert.is((await again.exec(['wget', '-q', '-O', '-', `http://127.0.0.1:${port}/`])).stdout, 'still out\n')
   await again.kill()
   await second.kill('SIGTERM')
   assert.equal(leftoverCgroups('warren-cn2'), [], 'no cgroups left behind')

@@ -11,6 +11,7 @@ import { readdir, rm, rmdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import { LayerStore, type LayerService, type LayerSource } from '../../images/index.js'
+import { EgressDefaults, startEgressProxy, type EgressProxy } from './egress.js'
 import type { AdoptedSandbox, Backend, ExecOptions, ExecResult, SandboxHandle, SandboxSpec } from '../types.js'
 import { connectAgent, type AgentClient } from './agent-client.js'
 import { ContainerDefaults } from './defaults.js'
@@ -61,9 +62,17 @@ export interface ContainerBackendOptions {
 
 export const ContainerBackendDefaults = { defaultLayers: ['busybox'], poolMax: 8 }
 
+/** What commands of a sandbox with egress see: the relay to its proxy, under every usual name. */
+const EGRESS_ENV: Record<string, string> = {
+  HTTP_PROXY: EgressDefaults.proxyUrl, HTTPS_PROXY: EgressDefaults.proxyUrl, http_proxy: EgressDefaults.proxyUrl, https_proxy: EgressDefaults.proxyUrl,
+  NO_PROXY: 'localhost,127.0.0.1', no_proxy: 'localhost,127.0.0.1'
+}
+
 interface Live {
   /** The layer references it was made from (released when it ends). */
   refs: string[]
+  /** Its way out, when its spec allows egress. */
+  egress: EgressProxy | undefined
   launched: LaunchedSandbox
   agent: AgentClient
   env: Record<string, string>
@@ -71,10 +80,10 @@ interface Live {
 }
 
 /** `refs`: the layers it uses, so a restarted agent knows which layers adopted sandboxes still need. */
-interface JournalEntry { launched: LaunchedSandbox, meta: unknown, claimed: boolean, refs?: string[] }
+interface JournalEntry { launched: LaunchedSandbox, meta: unknown, claimed: boolean, refs?: string[], egress?: string[] }
 
 /** How a pooled sandbox is described: its layer references and files, and limits (the pool key is this, as JSON). */
-interface Shape { refs: string[], layers: string[], limits: Limits }
+interface Shape { refs: string[], layers: string[], limits: Limits, egress: string[] }
 
 const NO_LIMITS: Limits = { cpus: 0, memoryMiB: 0, diskMiB: ContainerDefaults.diskMiB, pids: 0 }
 
@@ -110,13 +119,16 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       ? await options.cgroups.create(id, shape.limits)
       : undefined
     let launched: LaunchedSandbox | undefined
+    let egress: EgressProxy | undefined
     try {
-      launched = await launchSandbox({ id, layers: shape.layers, diskMiB: shape.limits.diskMiB, runDir, ...(cgroup !== undefined ? { cgroups: cgroup.dirs } : {}) })
+      launched = await launchSandbox({ id, layers: shape.layers, diskMiB: shape.limits.diskMiB, runDir, egress: shape.egress.length > 0, ...(cgroup !== undefined ? { cgroups: cgroup.dirs } : {}) })
       // Journaled before anything else can fail: a crash from here on leaves a record to reclaim.
-      journal.write(id, { launched, meta: undefined, claimed: false, refs: shape.refs })
+      journal.write(id, { launched, meta: undefined, claimed: false, refs: shape.refs, egress: shape.egress })
+      egress = await openEgress(launched, shape.egress)
       const agent = await connectAgent(launched.socketPath)
-      return { refs: shape.refs, launched, agent, env: {}, cgroup }
+      return { refs: shape.refs, egress, launched, agent, env: {}, cgroup }
     } catch (err) {
+      await egress?.close().catch(() => {})
       if (launched !== undefined) { await destroySandbox(launched).catch(() => {}); journal.remove(id) }
       await cgroup?.remove().catch(() => {})
       throw err
@@ -126,6 +138,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
   async function reclaim (entry: Live | JournalEntry): Promise<void> {
     const launched = entry.launched
     if ('agent' in entry) await entry.agent.close().catch(() => {})
+    if ('agent' in entry) await entry.egress?.close().catch(() => {})
     await destroySandbox(launched).catch(() => {})
     if ('cgroup' in entry) await entry.cgroup?.remove().catch(() => {})
     // A journal entry's layers are settled by the sync at the end of adopt, not one by one.
@@ -147,7 +160,15 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
 
   async function shapeOf (spec: SandboxSpec): Promise<Shape> {
     const refs = spec.layers !== undefined && spec.layers.length > 0 ? spec.layers : options.defaultLayers ?? ContainerBackendDefaults.defaultLayers
-    return { refs, layers: await Promise.all(refs.map((r) => store.resolve(r))), limits: spec.limits ?? NO_LIMITS }
+    // The allow-list is part of the shape: pooled sandboxes are made with their way out (or none).
+    const egress = [...new Set(spec.egress ?? [])].sort()
+    return { refs, layers: await Promise.all(refs.map((r) => store.resolve(r))), limits: spec.limits ?? NO_LIMITS, egress }
+  }
+
+  /** The sandbox's egress proxy, listening in the directory its launcher bound into it. */
+  async function openEgress (launched: LaunchedSandbox, allow: readonly string[]): Promise<EgressProxy | undefined> {
+    if (allow.length === 0 || launched.egressDir === undefined) return undefined
+    return await startEgressProxy(join(launched.egressDir, 'proxy.sock'), allow)
   }
 
   function find (handle: SandboxHandle): Live {
@@ -172,8 +193,9 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       // Not awaited: the agent handles one connection's requests in order, so every later
       // command already sees the new name, and the claim costs no extra round trip.
       if (pooled !== undefined && spec.id !== undefined) entry.agent.setHostname(spec.id).catch(() => {})
-      entry.env = spec.env ?? {}
-      journal.write(entry.launched.id, { launched: entry.launched, meta: spec.meta, claimed: true, refs: entry.refs })
+      // Commands find the way out where the usual tools look for it.
+      entry.env = entry.egress !== undefined ? { ...EGRESS_ENV, ...spec.env } : spec.env ?? {}
+      journal.write(entry.launched.id, { launched: entry.launched, meta: spec.meta, claimed: true, refs: entry.refs, egress: shape.egress })
       live.set(entry.launched.id, entry)
       watchInit(entry.launched.id, entry)
       return { id: entry.launched.id, kind: 'container' }
@@ -188,7 +210,9 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
           try {
             const agent = await connectAgent(launched.socketPath)
             await agent.ping()
-            const adoptedEntry: Live = { refs: entry.refs ?? [], launched, agent, env: {}, cgroup: options.cgroups?.open?.(launched.id) }
+            // The proxy lived in the old agent: a new one takes its socket's place in the same directory.
+            const egress = await openEgress(launched, entry.egress ?? [])
+            const adoptedEntry: Live = { refs: entry.refs ?? [], egress, launched, agent, env: egress !== undefined ? { ...EGRESS_ENV } : {}, cgroup: options.cgroups?.open?.(launched.id) }
             live.set(launched.id, adoptedEntry)
             watchInit(launched.id, adoptedEntry)
             adopted.push({ handle: { id: launched.id, kind: 'container' }, meta: entry.meta })

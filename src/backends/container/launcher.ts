@@ -32,6 +32,8 @@ export interface LaunchSandboxOptions {
   agentPath?: string
   /** Default `ContainerDefaults.launchTimeoutMs`. */
   timeoutMs?: number
+  /** Give the sandbox a way out through an egress proxy (its socket goes in `egressDir`). */
+  egress?: boolean
 }
 
 /** A running sandbox, as plain data (journal it as JSON). */
@@ -45,6 +47,8 @@ export interface LaunchedSandbox {
   readonly socketPath: string
   /** The sandbox's host directory: holds the socket and the upper directory. */
   readonly dir: string
+  /** With egress: the host directory bound into the sandbox for the egress proxy's socket. */
+  readonly egressDir?: string
   /** The mount point of the writable layer (empty as seen from the host when `diskMiB` > 0). */
   readonly upperDir: string
   /** Cgroup directories the sandbox runs in. */
@@ -94,12 +98,14 @@ export async function launchSandbox (opts: LaunchSandboxOptions): Promise<Launch
       if (!existed) { await mkdir(cg, { recursive: true }); createdCgroups.push(cg) }
     }
     const args = ['launch', '--id', opts.id, '--upper', upperDir, '--socket', socketPath, '--disk-mib', String(diskMiB)]
+    const egressDir = opts.egress === true ? join(dir, 'egress') : undefined
+    if (egressDir !== undefined) { await mkdir(egressDir, { recursive: true, mode: 0o755 }); args.push('--egress', egressDir) }
     for (const layer of opts.layers) args.push('--layer', layer)
     for (const cg of cgroups) args.push('--cgroup', cg)
     const pid = await runLauncher(opts.agentPath ?? ContainerDefaults.agentPath, args, opts.timeoutMs ?? ContainerDefaults.launchTimeoutMs)
     const info = await processInfo(pid)
     if (info === undefined) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `sandbox ${opts.id} (pid ${pid}) died right after start`, { reason: 'launch-failed' })
-    return { id: opts.id, pid, startTime: info.startTime, socketPath, dir, upperDir, cgroups, createdCgroups, launchMs: performance.now() - started }
+    return { id: opts.id, pid, startTime: info.startTime, socketPath, dir, upperDir, cgroups, createdCgroups, launchMs: performance.now() - started, ...(egressDir !== undefined ? { egressDir } : {}) }
   } catch (err) {
     await undo()
     throw err

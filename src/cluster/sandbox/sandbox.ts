@@ -110,7 +110,8 @@ export class Sandbox extends Actor<SandboxMessage> {
     try {
       const meta: SandboxMeta = { id: this.args.id, tenant: this.args.tenant, spec, createdAt: this.createdAt }
       this.handle = this.args.adopted?.handle ?? await this.args.backend.create({
-        id: this.args.id, env: spec.env, limits: spec.limits, layers: placementRequestOf(spec).layers, meta
+        id: this.args.id, env: spec.env, limits: spec.limits, layers: placementRequestOf(spec).layers, meta,
+        ...(spec.network !== undefined ? { egress: spec.network.egress } : {})
       })
     } catch (err) {
       this.endReason = 'failed'

@@ -20,7 +20,7 @@
 /* Stop taking requests from a connection while this much of its output is unsent. */
 #define IN_PAUSE_OUT_BYTES (8 * 1024 * 1024)
 #define READ_CHUNK (64 * 1024)
-#define MAX_POLL (2 + WARREN_MAX_CONNS + 5 * WARREN_MAX_EXECS)
+#define MAX_POLL (2 + WARREN_MAX_CONNS + 5 * WARREN_MAX_EXECS + 1 + 2 * RELAY_MAX)
 /* How long a stream device (VM port) that hung up is left before it is opened again. */
 #define STREAM_RETRY_MS 100
 
@@ -373,6 +373,7 @@ int agent_run(int listen_fd, const char *stream_path)
 		for (int i = 0; i < nconns; i++) conn_flush(conns[i]);
 		conns_sweep();
 		exec_sweep();
+		relay_sweep();
 		if (stream_path && nconns == 0 && now_ms() >= stream_retry_at) {
 			if (open_stream(stream_path) < 0) stream_retry_at = now_ms() + STREAM_RETRY_MS;
 		}
@@ -393,13 +394,18 @@ int agent_run(int listen_fd, const char *stream_path)
 		int first_exec = n;
 		n = exec_poll_fds(fds, owners, MAX_POLL, n);
 		for (int i = first_exec; i < n; i++) kinds[i] = 0;
+		int first_relay = n;
+		n = relay_poll_fds(fds, owners, MAX_POLL, n);
+		for (int i = first_relay; i < n; i++) kinds[i] = 0;
 
 		int timeout = exec_poll_timeout();
 		if (stream_path && nconns == 0 && (timeout < 0 || timeout > STREAM_RETRY_MS)) timeout = STREAM_RETRY_MS;
 		int ready = poll(fds, (nfds_t)n, timeout);
 		if (ready < 0 && errno != EINTR) { perror("warren-init: poll"); return 1; }
 
-		for (int i = first_exec; ready > 0 && i < n; i++)
+		for (int i = first_relay; ready > 0 && i < n; i++)
+			if (fds[i].revents) relay_handle(owners[i], fds[i].revents, fds[i].fd);
+		for (int i = first_exec; ready > 0 && i < first_relay; i++)
 			if (fds[i].revents) exec_handle(owners[i], fds[i].revents, fds[i].fd);
 		for (int i = first_conn; ready > 0 && i < first_exec; i++) {
 			struct conn *c = owners[i];

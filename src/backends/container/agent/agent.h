@@ -62,6 +62,15 @@ void exec_conn_gone(struct conn *c);
 /* Poll integration: adds exec fds to the set / handles their events / reaps children. */
 struct pollfd;
 int exec_poll_fds(struct pollfd *fds, void **owners, int max, int base);
+/* The egress relay (relay.c): 127.0.0.1:RELAY_PORT inside → the node's proxy at EGRESS_SOCKET. */
+#define EGRESS_DIR "/dev/warren-egress"
+#define EGRESS_SOCKET EGRESS_DIR "/proxy.sock"
+#define RELAY_PORT 3128
+#define RELAY_MAX 64
+int relay_start(void);
+int relay_poll_fds(struct pollfd *fds, void **owners, int max, int base);
+void relay_handle(void *owner, short revents, int fd);
+void relay_sweep(void);
 void exec_handle(void *owner, short revents, int fd);
 void exec_reap(void);
 /* The nearest deadline of a running exec, as a poll timeout (-1 for none). */

@@ -20,7 +20,7 @@
 #define CHILD_STACK (256 * 1024)
 
 static const char *usage =
-	"usage: warren-init launch --id ID --upper DIR --socket PATH --layer IMAGE [--layer IMAGE]...\n"
+	"usage: warren-init launch --id ID --upper DIR --socket PATH [--egress DIR] --layer IMAGE [--layer IMAGE]...\n"
 	"                          [--disk-mib N] [--cgroup DIR|PROCS_FILE]...\n";
 
 static int fail(const char *fmt, const char *a, const char *b)
@@ -49,6 +49,7 @@ static int parse(int argc, char **argv, struct launch_opts *o)
 		if (!strcmp(a, "--id")) o->id = v;
 		else if (!strcmp(a, "--upper")) o->upper = v;
 		else if (!strcmp(a, "--socket")) o->socket = v;
+		else if (!strcmp(a, "--egress")) o->egress = v;
 		else if (!strcmp(a, "--disk-mib")) {
 			char *end;
 			errno = 0;

@@ -17,7 +17,9 @@
  *   7. pivot_root and detach the old root: from here on no path names a host file;
  *   8. capabilities cut to SAFE_CAPS (bounding, effective, permitted, inheritable, ambient),
  *      no_new_privs, not dumpable (same-uid sandbox processes cannot ptrace the agent);
- *   9. "ok" to the launcher, then the agent's loop on the inherited listening socket.
+ *   9. with egress, the node's proxy socket bound into /dev and the relay listening on
+ *      127.0.0.1:3128 (relay.c);
+ *  10. "ok" to the launcher, then the agent's loop on the inherited listening socket.
  *
  * Any failure is reported to the launcher as one line, and the child exits.
  */
@@ -157,7 +159,7 @@ static void proc_and_sys(void)
 	must_mount("sysfs", "r/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 }
 
-static void dev(unsigned long disk_mib)
+static void dev(unsigned long disk_mib, const char *egress)
 {
 	mkdir_ok("r/dev", 0755);
 	must_mount("warren-dev", "r/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755");
@@ -183,6 +185,13 @@ static void dev(unsigned long disk_mib)
 	};
 	for (size_t i = 0; i < sizeof links / sizeof *links; i++)
 		if (symlink(links[i][0], links[i][1]) < 0) die("symlink %s: %s", links[i][1], strerror(errno));
+	/* The directory of the node's egress proxy socket, in our own /dev: a path in the image (a
+	 * symlink, say) could lead the bind anywhere on the host, this tmpfs cannot. The agent relays
+	 * 127.0.0.1:3128 to the socket in it. */
+	if (egress) {
+		mkdir_ok("r" EGRESS_DIR, 0755);
+		must_mount(egress, "r" EGRESS_DIR, NULL, MS_BIND, NULL);
+	}
 	/* Nothing may be created in /dev from here on (there is no MKNOD anyway; this also stops files). */
 	must_mount(NULL, "r/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755");
 }
@@ -269,7 +278,7 @@ void sandbox_main(const struct launch_opts *o, int listen_fd, int rep_fd)
 	must_mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
 	upper_and_layers(o);
 	proc_and_sys();
-	dev(o->disk_mib);
+	dev(o->disk_mib, o->egress);
 	if (sethostname(o->id, strlen(o->id)) < 0) die("sethostname: %s", strerror(errno));
 	loopback_up();
 	shield_from_oom();
@@ -281,6 +290,7 @@ void sandbox_main(const struct launch_opts *o, int listen_fd, int rep_fd)
 		memset(o->arg_area, 0, o->arg_area_len);
 		strcpy(o->arg_area, "warren-init");
 	}
+	if (relay_start() < 0) die("egress relay on 127.0.0.1:%d: %s", RELAY_PORT, strerror(errno));
 	prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
 	if (write(report_fd, "ok\n", 3) != 3) _exit(1); /* the launcher is gone: nobody knows us */
 	close(report_fd);

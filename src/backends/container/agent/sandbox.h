@@ -12,6 +12,7 @@ struct launch_opts {
 	const char *upper;                        /* host directory for upper + work (must exist) */
 	unsigned long disk_mib;                   /* 0: no tmpfs, the upper lives in `upper` itself */
 	const char *socket;                       /* Unix socket path to serve */
+	const char *egress;                       /* host directory of the node's egress proxy socket, or NULL: no way out */
 	const char *cgroups[WARREN_MAX_CGROUPS];  /* cgroup directories or cgroup.procs files */
 	int ncgroups;
 	char *arg_area;                           /* the launcher's argv strings, wiped once set up */
