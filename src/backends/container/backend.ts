@@ -137,8 +137,10 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
 
   async function reclaim (entry: Live | JournalEntry): Promise<void> {
     const launched = entry.launched
-    if ('agent' in entry) await entry.agent.close().catch(() => {})
-    if ('agent' in entry) await entry.egress?.close().catch(() => {})
+    if ('agent' in entry) {
+      await entry.agent.close().catch(() => {})
+      await entry.egress?.close().catch(() => {})
+    }
     await destroySandbox(launched).catch(() => {})
     if ('cgroup' in entry) await entry.cgroup?.remove().catch(() => {})
     // A journal entry's layers are settled by the sync at the end of adopt, not one by one.
