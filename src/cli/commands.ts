@@ -60,6 +60,30 @@ export async function exec (id: string | undefined, cmd: string[], out: Out = st
   })
 }
 
+/** `warren log ID`: what was run in a sandbox, a command a line, then the head of its output. */
+export async function log (id: string | undefined, out: Out = std): Promise<number> {
+  if (id === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren log ID')
+  return await withClient(async (client) => {
+    const sb = await client.attach(id)
+    let from = 0
+    for (;;) {
+      const page = await sb.trajectory({ fromSeq: from })
+      if (from === 0 && page.dropped > 0) out.stdout.write(`(${page.dropped} earlier commands dropped)\n`)
+      for (const e of page.entries) {
+        const ended = e.endedAt === undefined ? 'running' : `exit ${e.exitCode ?? '?'}${e.reason !== undefined ? ` (${e.reason})` : ''} in ${e.endedAt - e.startedAt} ms`
+        out.stdout.write(`#${e.seq} ${new Date(e.startedAt).toISOString()} ${JSON.stringify(e.argv)} ${ended}, ${e.stdoutBytes} B out, ${e.stderrBytes} B err\n`)
+        for (const [name, text, total] of [['out', e.stdout, e.stdoutBytes], ['err', e.stderr, e.stderrBytes]] as const) {
+          if (text === '') continue
+          for (const line of text.replace(/\n$/, '').split('\n')) out.stdout.write(`  ${name}| ${line}\n`)
+          if (Buffer.byteLength(text) < total) out.stdout.write(`  ${name}| … (${total - Buffer.byteLength(text)} more bytes)\n`)
+        }
+      }
+      if (page.entries.length === 0) return 0
+      from = page.nextSeq
+    }
+  })
+}
+
 /** `warren ps [--label k=v] [--state S]` */
 export async function ps (flags: { label?: string[], state?: string }, out: Out = std): Promise<number> {
   return await withClient(async (client) => {

@@ -6,6 +6,7 @@
  *   warren run [--backend function] [--ttl MS] [--label k=v] -- CMD…
  *   warren ps [--label k=v] [--state S]
  *   warren exec ID -- CMD…
+ *   warren log ID
  *   warren kill ID…
  *   warren token create --tenant T [--scopes a,b]
  *   warren nodes
@@ -25,6 +26,7 @@ const USAGE = `usage: warren <command>
                                      create, run, stream output, exit with its code, kill
   ps [--label k=v] [--state S]       list your sandboxes
   exec ID -- CMD…                    run a command in a sandbox
+  log ID                             what was run in a sandbox (its trajectory)
   kill ID…                           end sandboxes
   token create --tenant T [--scopes a,b]   issue an API key (admin)
   nodes                              the cluster's nodes (admin)
@@ -73,6 +75,10 @@ export async function main (argv: string[]): Promise<number> {
       case 'exec': {
         const { positionals } = parse({})
         return await commands.exec(positionals[0], cmd)
+      }
+      case 'log': {
+        const { positionals } = parse({})
+        return await commands.log(positionals[0])
       }
       case 'kill': {
         const { positionals } = parse({})

@@ -6,7 +6,7 @@
 import { nanoid } from 'nanoid'
 import { Actor, type Ref } from '../actors/index.js'
 import type { ExecResult } from '../backends/types.js'
-import type { OutputPage, SandboxStateNotice, SandboxView, WireExecOptions } from '../cluster/index.js'
+import type { OutputPage, SandboxStateNotice, SandboxView, TrajectoryPage, WireExecOptions } from '../cluster/index.js'
 import { createError, ErrorCodes, isWarrenError } from '../errors.js'
 import { decodeAll, ExecDefaults, ExecPump, stdinNotOpen, type ExecChunk, type ExecTransport } from './exec.js'
 import { StdinWriter } from './stdin.js'
@@ -147,6 +147,14 @@ export class Sandbox {
         }
       })
     }
+  }
+
+  /**
+   * What was run in the sandbox: each command with its argv, times, exit code and the head of its
+   * output, numbered; read on from `nextSeq`. While the sandbox lives (it is the sandbox's record).
+   */
+  async trajectory (opts: { fromSeq?: number, limit?: number } = {}): Promise<TrajectoryPage> {
+    return await this.t.request<TrajectoryPage>({ type: 'trajectory', id: this.id, ...opts }, 10_000)
   }
 
   /** Ends the sandbox. Killing one that has already ended is not an error. */

@@ -6,6 +6,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { containerUnavailable } from '../../src/cluster/index.js'
 import { busyboxTree, repoRoot } from '../cluster/harness.js'
+import { connect } from '../../src/sdk/index.js'
 import { timed } from '../support/index.js'
 
 const cli = join(repoRoot, 'bin', 'warren.js')
@@ -46,6 +47,17 @@ test('warren up writes a 0600 config; run streams output and exits with the comm
   assert.ok(cal.status === 0 || cal.status === 1, cal.stderr)
   assert.match(cal.stdout, /create latency p50 \(ms\)\s+real\s+[\d.]+\s+simulated\s+[\d.]+/)
   assert.match(cal.stdout, /peak concurrent\s+real\s+\d+/)
+  // warren log: what was run in a sandbox.
+  const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { url: string, token: string }
+  // The SDK in this process is closed before the spawnSync calls block its event loop.
+  const sdk = await connect(config)
+  const kept = await sdk.create({ backend: 'function', ttlMs: 60_000 })
+  await kept.exec(['js', 'console.log("logged")'])
+  await sdk.close()
+  const logged = spawnSync(process.execPath, [cli, 'log', kept.id], { env, encoding: 'utf8', timeout: 30_000 })
+  assert.is(spawnSync(process.execPath, [cli, 'kill', kept.id], { env, encoding: 'utf8', timeout: 30_000 }).status, 0)
+  assert.is(logged.status, 0, logged.stderr)
+  assert.match(logged.stdout, /#0 \S+ \["js","console.log\(\\"logged\\"\)"\] exit 0 in \d+ ms, 7 B out, 0 B err\n  out\| logged\n/)
   const usage = spawnSync(process.execPath, [cli, 'frobnicate'], { env, encoding: 'utf8', timeout: 30_000 })
   assert.is(usage.status, 2)
 

@@ -69,6 +69,22 @@ test('files on the function backend answer WARREN_ERR_UNSUPPORTED; stdin streami
   await shut.wait()
 }))
 
+test('trajectory: the commands run in a sandbox, in order, with their exit codes and output heads', timed(30_000, async (defer) => {
+  const client = await cluster(defer)
+  const sb = await client.create({})
+  await sb.exec(['js', 'console.log("first")'])
+  await sb.exec(['js', 'console.error("second"); throw new Error("no")'])
+  const page = await sb.trajectory()
+  assert.equal(page.entries.map((e) => e.argv), [['js', 'console.log("first")'], ['js', 'console.error("second"); throw new Error("no")']])
+  assert.is(page.entries[0]!.exitCode, 0)
+  assert.is(page.entries[0]!.stdout, 'first\n')
+  assert.is(page.entries[1]!.exitCode, 1)
+  assert.match(page.entries[1]!.stderr, /^second\n/)
+  assert.ok(page.entries.every((e) => e.endedAt! >= e.startedAt))
+  assert.equal((await sb.trajectory({ fromSeq: page.nextSeq })).entries, [])
+  assert.ok(isWarrenError(await sb.trajectory({ fromSeq: -1 }).catch((e: unknown) => e), ErrorCodes.INVALID_ARGUMENT))
+}))
+
 test('idle timeout: a sandbox with no exec for idleTimeoutMs ends with reason idle', timed(30_000, async (defer) => {
   const client = await cluster(defer)
   const sb = await client.create({ idleTimeoutMs: 200 })

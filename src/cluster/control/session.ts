@@ -27,6 +27,7 @@ export type ClientRequest =
   | { type: 'read', id: string, execId: string, fromSeq: number, maxBytes?: number, waitMs?: number }
   | { type: 'exec-kill', id: string, execId: string }
   | { type: 'stdin', id: string, execId: string, offset: number, data?: Uint8Array, eof?: boolean }
+  | { type: 'trajectory', id: string, fromSeq?: number, limit?: number }
   | { type: 'files', id: string, op: 'read' | 'write', path: string, data?: Uint8Array }
   | { type: 'token-create', tenant: string, scopes: Scope[] }
   | { type: 'nodes' }
@@ -132,6 +133,11 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
           type: 'stdin', execId: m.execId, offset: m.offset,
           ...(m.data !== undefined ? { data: m.data } : {}),
           ...(m.eof !== undefined ? { eof: m.eof } : {})
+        }))
+      case 'trajectory':
+        this.authorize('sandbox:read')
+        return this.ctx.answerLater(this.forward(m.id, {
+          type: 'trajectory', ...(m.fromSeq !== undefined ? { fromSeq: m.fromSeq } : {}), ...(m.limit !== undefined ? { limit: m.limit } : {})
         }))
       case 'files':
         this.authorize(m.op === 'read' ? 'sandbox:read' : 'sandbox:exec')

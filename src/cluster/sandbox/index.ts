@@ -5,3 +5,4 @@ export {
   type EndReason, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage, type SandboxState, type WireExecOptions
 } from './sandbox.js'
 export { StdinDefaults, StdinPipe, type StdinAck } from './stdin-pipe.js'
+export { Trajectory, TrajectoryDefaults, type TrajectoryEntry, type TrajectoryPage } from './trajectory.js'

@@ -12,6 +12,7 @@ import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import { parseArgv, placementRequestOf, type SandboxSpec } from '../spec.js'
 import { ExecOutput } from './exec-output.js'
 import { StdinPipe } from './stdin-pipe.js'
+import { Trajectory, type TrajectoryRecorder } from './trajectory.js'
 
 export type SandboxState = 'creating' | 'ready' | 'stopping' | 'gone' | 'failed'
 
@@ -54,6 +55,8 @@ export type SandboxMessage =
   | { type: 'read', execId: string, fromSeq: number, maxBytes?: number, waitMs?: number }
   | { type: 'exec-kill', execId: string }
   | { type: 'stdin', execId: string, offset: number, data?: Uint8Array, eof?: boolean }
+  /** What was run here so far (see Trajectory). */
+  | { type: 'trajectory', fromSeq?: number, limit?: number }
   | { type: 'info' }
   | { type: 'kill', reason?: EndReason }
   | { type: 'files', op: 'read' | 'write', path: string, data?: Uint8Array }
@@ -88,12 +91,13 @@ export interface SandboxMeta { id: string, tenant: string, spec: SandboxSpec, cr
 
 
 
-interface RunningExec { output: ExecOutput, abort: AbortController, stdin: StdinPipe | undefined }
+interface RunningExec { output: ExecOutput, abort: AbortController, stdin: StdinPipe | undefined, record: TrajectoryRecorder }
 
 export class Sandbox extends Actor<SandboxMessage> {
   private state: SandboxState = 'creating'
   private handle: SandboxHandle | undefined
   private readonly execs = new Map<string, RunningExec>()
+  private readonly trajectory = new Trajectory()
   private readonly createdAt: number
   private lastExecAt = Date.now()
   private endReason: EndReason | undefined
@@ -143,7 +147,17 @@ export class Sandbox extends Actor<SandboxMessage> {
         const exec = this.execs.get(m.execId)
         if (exec === undefined) throw createError(ErrorCodes.NOT_FOUND, `no command ${m.execId} in sandbox ${this.args.id}`)
         if (exec.stdin === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `command ${m.execId} was not started with openStdin`, { field: 'openStdin' })
-        return exec.stdin.write(m.offset, m.data, m.eof)
+        const before = exec.stdin.received
+        const ack = exec.stdin.write(m.offset, m.data, m.eof)
+        exec.record.stdin(ack.received - before)
+        return ack
+      }
+      case 'trajectory': {
+        const from = m.fromSeq ?? 0
+        const limit = m.limit ?? undefined
+        if (!Number.isInteger(from) || from < 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'fromSeq must be an integer >= 0', { field: 'fromSeq' })
+        if (limit !== undefined && (!Number.isInteger(limit) || limit < 1)) throw createError(ErrorCodes.INVALID_ARGUMENT, 'limit must be an integer >= 1', { field: 'limit' })
+        return this.trajectory.read(from, limit)
       }
       case 'info': return this.info()
       case 'kill':
@@ -185,7 +199,8 @@ export class Sandbox extends Actor<SandboxMessage> {
     const stdin = opts.openStdin === true ? new StdinPipe() : undefined
     const output = new ExecOutput()
     const abort = new AbortController()
-    this.execs.set(execId, { output, abort, stdin })
+    const record = this.trajectory.begin(execId, argv)
+    this.execs.set(execId, { output, abort, stdin, record })
     this.lastExecAt = Date.now()
     const started = Date.now()
     this.args.backend.exec(this.handle!, argv, {
@@ -194,16 +209,18 @@ export class Sandbox extends Actor<SandboxMessage> {
       ...(opts.env !== undefined ? { env: opts.env } : {}),
       ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
       ...(opts.maxOutputBytes !== undefined ? { maxOutputBytes: opts.maxOutputBytes } : {}),
-      onStdout: (chunk) => output.append('stdout', chunk),
-      onStderr: (chunk) => output.append('stderr', chunk),
+      onStdout: (chunk) => { output.append('stdout', chunk); record.output('stdout', chunk) },
+      onStderr: (chunk) => { output.append('stderr', chunk); record.output('stderr', chunk) },
       signal: abort.signal
     }).then(
-      (result) => output.finish(result),
+      (result) => { output.finish(result); record.end(result) },
       (err: unknown) => {
         // The command could not run at all: report it as a result so the reader always ends.
         const message = err instanceof Error ? err.message : String(err)
         output.append('stderr', new TextEncoder().encode(`warren: ${isWarrenError(err) ? err.code + ': ' : ''}${message}\n`))
-        output.finish({ exitCode: isWarrenError(err, ErrorCodes.NOT_FOUND) ? 127 : 126, durationMs: Date.now() - started, truncated: false, message })
+        const result: ExecResult = { exitCode: isWarrenError(err, ErrorCodes.NOT_FOUND) ? 127 : 126, durationMs: Date.now() - started, truncated: false, message }
+        output.finish(result)
+        record.end(result)
       }
     ).finally(() => { stdin?.close(); this.lastExecAt = Date.now() })
     return { execId }

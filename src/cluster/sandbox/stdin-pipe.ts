@@ -21,7 +21,7 @@ export interface StdinAck { received: number, closed: boolean }
 export class StdinPipe implements AsyncIterable<Uint8Array> {
   private readonly chunks: Uint8Array[] = []
   private buffered = 0
-  private received = 0
+  private receivedBytes = 0
   private ended = false
   /** The command stopped reading (it ended): later writes go nowhere. */
   private closed = false
@@ -39,21 +39,21 @@ export class StdinPipe implements AsyncIterable<Uint8Array> {
     }
     if (data !== undefined && !(data instanceof Uint8Array)) throw createError(ErrorCodes.INVALID_ARGUMENT, 'data must be bytes', { field: 'data' })
     if (this.closed) return this.ack()
-    if (offset > this.received) {
-      throw createError(ErrorCodes.INVALID_ARGUMENT, `stdin offset ${offset} is past the ${this.received} bytes received`, { field: 'offset', received: this.received })
+    if (offset > this.receivedBytes) {
+      throw createError(ErrorCodes.INVALID_ARGUMENT, `stdin offset ${offset} is past the ${this.receivedBytes} bytes received`, { field: 'offset', received: this.receivedBytes })
     }
     const end = offset + (data?.length ?? 0)
-    if (data !== undefined && end > this.received) {
-      const fresh = data.subarray(this.received - offset)
+    if (data !== undefined && end > this.receivedBytes) {
+      const fresh = data.subarray(this.receivedBytes - offset)
       if (this.buffered + fresh.length > this.maxBufferedBytes) {
-        throw createError(ErrorCodes.OVERLOADED, 'the command has not read its stdin yet', { retryAfterMs: StdinDefaults.retryAfterMs, received: this.received })
+        throw createError(ErrorCodes.OVERLOADED, 'the command has not read its stdin yet', { retryAfterMs: StdinDefaults.retryAfterMs, received: this.receivedBytes })
       }
       // Copied: the message's buffer may be reused by the decoder.
       this.chunks.push(new Uint8Array(fresh))
       this.buffered += fresh.length
-      this.received = end
+      this.receivedBytes = end
     }
-    if (eof === true && end === this.received) this.ended = true
+    if (eof === true && end === this.receivedBytes) this.ended = true
     this.notify()
     return this.ack()
   }
@@ -84,7 +84,10 @@ export class StdinPipe implements AsyncIterable<Uint8Array> {
     }
   }
 
-  private ack (): StdinAck { return { received: this.received, closed: this.closed } }
+  /** Bytes taken so far. */
+  get received (): number { return this.receivedBytes }
+
+  private ack (): StdinAck { return { received: this.receivedBytes, closed: this.closed } }
 
   private notify (): void {
     const wake = this.wake
