@@ -154,7 +154,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       }
       case 'trajectory': {
         const from = m.fromSeq ?? 0
-        const limit = m.limit ?? undefined
+        const limit = m.limit
         if (!Number.isInteger(from) || from < 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'fromSeq must be an integer >= 0', { field: 'fromSeq' })
         if (limit !== undefined && (!Number.isInteger(limit) || limit < 1)) throw createError(ErrorCodes.INVALID_ARGUMENT, 'limit must be an integer >= 1', { field: 'limit' })
         return this.trajectory.read(from, limit)
