@@ -63,7 +63,8 @@ ftest('the layer server presents a layer as a file read byte-exact from another 
   assert.equal(await readdir(mountpoint), [])
   const pid = svc.pid
   await svc.close()
-  assert.ok(gone(pid), 'closed, the server has exited')
+  // close() returns once the server has exited; its parent (this process) reaps it a moment later.
+  await waitFor(() => gone(pid), 5000, 'closed, the server has exited and been reaped')
   assert.not.ok(mounted(mountpoint), 'and left no mount')
 }))
 
