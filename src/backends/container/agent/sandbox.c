@@ -17,8 +17,8 @@
  *   7. pivot_root and detach the old root: from here on no path names a host file;
  *   8. capabilities cut to SAFE_CAPS (bounding, effective, permitted, inheritable, ambient),
  *      no_new_privs, not dumpable (same-uid sandbox processes cannot ptrace the agent);
- *   9. with egress, the node's proxy socket bound into /dev and the relay listening on
- *      127.0.0.1:3128 (relay.c);
+ *   9. with egress, the node's proxy socket directory bound read-only into /dev and the relay
+ *      listening on 127.0.0.1:3128 (relay.c);
  *  10. "ok" to the launcher, then the agent's loop on the inherited listening socket.
  *
  * Any failure is reported to the launcher as one line, and the child exits.
@@ -187,10 +187,14 @@ static void dev(unsigned long disk_mib, const char *egress)
 		if (symlink(links[i][0], links[i][1]) < 0) die("symlink %s: %s", links[i][1], strerror(errno));
 	/* The directory of the node's egress proxy socket, in our own /dev: a path in the image (a
 	 * symlink, say) could lead the bind anywhere on the host, this tmpfs cannot. The agent relays
-	 * 127.0.0.1:3128 to the socket in it. */
+	 * 127.0.0.1:3128 to the socket in it. Read-only: it is a host directory, outside the disk
+	 * quota, and connect(2) needs no write access to the mount (only to the socket inode). A
+	 * directory, not the socket, so a proxy started again after a node restart is found; bound
+	 * rather than held open by the agent, so no descriptor of a host directory sits in PID 1. */
 	if (egress) {
 		mkdir_ok("r" EGRESS_DIR, 0755);
 		must_mount(egress, "r" EGRESS_DIR, NULL, MS_BIND, NULL);
+		must_mount(NULL, "r" EGRESS_DIR, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	}
 	/* Nothing may be created in /dev from here on (there is no MKNOD anyway; this also stops files). */
 	must_mount(NULL, "r/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755");
