@@ -233,15 +233,42 @@ static void drop_capabilities(void)
 	struct cap_header h = { LINUX_CAPABILITY_VERSION_3, 0 };
 	struct cap_data d[2];
 	memset(d, 0, sizeof d);
-	/* The agent alone keeps SYS_ADMIN, for one thing: renaming the sandbox (sethostname) when a
-	 * pooled sandbox is handed out. It is out of the bounding set, so no program the agent runs
-	 * can have it after execve; and only the host reaches the agent's socket. */
-	const uint64_t agent_caps = SAFE_CAPS | 1ULL << CAP_SYS_ADMIN;
-	d[0].effective = d[0].permitted = (uint32_t)agent_caps;
-	d[1].effective = d[1].permitted = (uint32_t)(agent_caps >> 32);
+	/* The agent's own set. With no_new_privs a command run as root gets at most the agent's
+	 * permitted set at execve, so the agent holds SAFE_CAPS for them; of those it uses itself:
+	 * DAC_OVERRIDE and FOWNER (the files API acts as root on any file: read, write, chmod),
+	 * SETUID and SETGID (a command started as the uid and gid its request names), KILL (ending
+	 * a command whatever its uid). CHOWN, FSETID, SETPCAP, NET_BIND_SERVICE and SYS_CHROOT are
+	 * there only for root's commands.
+	 * SYS_ADMIN is permitted but not effective: nothing the agent does at run time needs it (the
+	 * mounts are made, the relay only connects, file operations need none) except renaming a
+	 * pooled sandbox when it is handed out, which raises it for that one sethostname
+	 * (sandbox_rename). It is out of the bounding set, so no program the agent runs can have it
+	 * after execve; and only the host reaches the agent's socket. */
+	d[0].permitted = (uint32_t)(SAFE_CAPS | 1ULL << CAP_SYS_ADMIN);
+	d[1].permitted = (uint32_t)((SAFE_CAPS | 1ULL << CAP_SYS_ADMIN) >> 32);
+	d[0].effective = (uint32_t)SAFE_CAPS;
+	d[1].effective = (uint32_t)(SAFE_CAPS >> 32);
 	if (syscall(SYS_capset, &h, d) < 0) die("capset: %s", strerror(errno));
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) die("no_new_privs: %s", strerror(errno));
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+
+int sandbox_rename(const char *name, size_t len)
+{
+	struct cap_header h = { LINUX_CAPABILITY_VERSION_3, 0 };
+	struct cap_data d[2];
+	if (syscall(SYS_capget, &h, d) < 0) return -1;
+	uint32_t effective = d[0].effective;
+	d[0].effective |= d[0].permitted & (1u << CAP_SYS_ADMIN);
+	if (d[0].effective != effective && syscall(SYS_capset, &h, d) < 0) return -1;
+	int r = sethostname(name, len), err = errno;
+	if (d[0].effective != effective) {
+		d[0].effective = effective;
+		/* Cannot fail: lowering the effective set needs no privilege. */
+		if (syscall(SYS_capset, &h, d) < 0) _exit(1);
+	}
+	errno = err;
+	return r;
 }
 
 /* The agent must outlive an OOM in its own memory cgroup to report it. The legacy oom_adj
