@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "agent.h"
+#include "sandbox.h"
 
 /* Stop taking requests from a connection while this much of its output is unsent. */
 #define IN_PAUSE_OUT_BYTES (8 * 1024 * 1024)
@@ -241,7 +242,7 @@ static void set_hostname(struct conn *c, const struct req *q)
 		int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_';
 		if (!ok) { send_err(c, q->id, ERR_INVALID, "name must be of [A-Za-z0-9._-]"); return; }
 	}
-	if (sethostname(q->name.p, q->name.n) < 0) { send_errno(c, q->id, errno, "sethostname", NULL); return; }
+	if (sandbox_rename(q->name.p, q->name.n) < 0) { send_errno(c, q->id, errno, "sethostname", NULL); return; }
 	send_ok(c, q->id);
 }
 

@@ -17,8 +17,8 @@
  *   7. pivot_root and detach the old root: from here on no path names a host file;
  *   8. capabilities cut to SAFE_CAPS (bounding, effective, permitted, inheritable, ambient),
  *      no_new_privs, not dumpable (same-uid sandbox processes cannot ptrace the agent);
- *   9. with egress, the node's proxy socket bound into /dev and the relay listening on
- *      127.0.0.1:3128 (relay.c);
+ *   9. with egress, the node's proxy socket directory bound read-only into /dev and the relay
+ *      listening on 127.0.0.1:3128 (relay.c);
  *  10. "ok" to the launcher, then the agent's loop on the inherited listening socket.
  *
  * Any failure is reported to the launcher as one line, and the child exits.
@@ -187,10 +187,14 @@ static void dev(unsigned long disk_mib, const char *egress)
 		if (symlink(links[i][0], links[i][1]) < 0) die("symlink %s: %s", links[i][1], strerror(errno));
 	/* The directory of the node's egress proxy socket, in our own /dev: a path in the image (a
 	 * symlink, say) could lead the bind anywhere on the host, this tmpfs cannot. The agent relays
-	 * 127.0.0.1:3128 to the socket in it. */
+	 * 127.0.0.1:3128 to the socket in it. Read-only: it is a host directory, outside the disk
+	 * quota, and connect(2) needs no write access to the mount (only to the socket inode). A
+	 * directory, not the socket, so a proxy started again after a node restart is found; bound
+	 * rather than held open by the agent, so no descriptor of a host directory sits in PID 1. */
 	if (egress) {
 		mkdir_ok("r" EGRESS_DIR, 0755);
 		must_mount(egress, "r" EGRESS_DIR, NULL, MS_BIND, NULL);
+		must_mount(NULL, "r" EGRESS_DIR, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	}
 	/* Nothing may be created in /dev from here on (there is no MKNOD anyway; this also stops files). */
 	must_mount(NULL, "r/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755");
@@ -229,15 +233,42 @@ static void drop_capabilities(void)
 	struct cap_header h = { LINUX_CAPABILITY_VERSION_3, 0 };
 	struct cap_data d[2];
 	memset(d, 0, sizeof d);
-	/* The agent alone keeps SYS_ADMIN, for one thing: renaming the sandbox (sethostname) when a
-	 * pooled sandbox is handed out. It is out of the bounding set, so no program the agent runs
-	 * can have it after execve; and only the host reaches the agent's socket. */
-	const uint64_t agent_caps = SAFE_CAPS | 1ULL << CAP_SYS_ADMIN;
-	d[0].effective = d[0].permitted = (uint32_t)agent_caps;
-	d[1].effective = d[1].permitted = (uint32_t)(agent_caps >> 32);
+	/* The agent's own set. With no_new_privs a command run as root gets at most the agent's
+	 * permitted set at execve, so the agent holds SAFE_CAPS for them; of those it uses itself:
+	 * DAC_OVERRIDE and FOWNER (the files API acts as root on any file: read, write, chmod),
+	 * SETUID and SETGID (a command started as the uid and gid its request names), KILL (ending
+	 * a command whatever its uid). CHOWN, FSETID, SETPCAP, NET_BIND_SERVICE and SYS_CHROOT are
+	 * there only for root's commands.
+	 * SYS_ADMIN is permitted but not effective: nothing the agent does at run time needs it (the
+	 * mounts are made, the relay only connects, file operations need none) except renaming a
+	 * pooled sandbox when it is handed out, which raises it for that one sethostname
+	 * (sandbox_rename). It is out of the bounding set, so no program the agent runs can have it
+	 * after execve; and only the host reaches the agent's socket. */
+	d[0].permitted = (uint32_t)(SAFE_CAPS | 1ULL << CAP_SYS_ADMIN);
+	d[1].permitted = (uint32_t)((SAFE_CAPS | 1ULL << CAP_SYS_ADMIN) >> 32);
+	d[0].effective = (uint32_t)SAFE_CAPS;
+	d[1].effective = (uint32_t)(SAFE_CAPS >> 32);
 	if (syscall(SYS_capset, &h, d) < 0) die("capset: %s", strerror(errno));
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) die("no_new_privs: %s", strerror(errno));
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+
+int sandbox_rename(const char *name, size_t len)
+{
+	struct cap_header h = { LINUX_CAPABILITY_VERSION_3, 0 };
+	struct cap_data d[2];
+	if (syscall(SYS_capget, &h, d) < 0) return -1;
+	uint32_t effective = d[0].effective;
+	d[0].effective |= d[0].permitted & (1u << CAP_SYS_ADMIN);
+	if (d[0].effective != effective && syscall(SYS_capset, &h, d) < 0) return -1;
+	int r = sethostname(name, len), err = errno;
+	if (d[0].effective != effective) {
+		d[0].effective = effective;
+		/* Cannot fail: lowering the effective set needs no privilege. */
+		if (syscall(SYS_capset, &h, d) < 0) _exit(1);
+	}
+	errno = err;
+	return r;
 }
 
 /* The agent must outlive an OOM in its own memory cgroup to report it. The legacy oom_adj

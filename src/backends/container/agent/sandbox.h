@@ -1,6 +1,7 @@
 /* The launcher (host side) and the sandbox set-up (the cloned child, before it becomes the agent). */
 #ifndef WARREN_SANDBOX_H
 #define WARREN_SANDBOX_H
+#include <stddef.h>
 
 #define WARREN_MAX_LAYERS 32
 #define WARREN_MAX_CGROUPS 16
@@ -25,5 +26,9 @@ int launch_main(int argc, char **argv);
 /* Runs in the cloned child: builds the sandbox, reports on report_fd, then serves as PID 1.
  * Never returns. */
 void sandbox_main(const struct launch_opts *o, int listen_fd, int report_fd) __attribute__((noreturn));
+
+/* Sets the hostname (the sandbox's UTS name), raising CAP_SYS_ADMIN into the effective set for
+ * that call alone when the agent holds it only as permitted. 0, or -1 with errno. */
+int sandbox_rename(const char *name, size_t len);
 
 #endif

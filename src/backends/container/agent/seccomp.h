@@ -3,7 +3,7 @@
 #define WARREN_SECCOMP_H
 
 /* Installs the filter on the calling thread (no_new_privs must be set: the launcher sets it).
- * Returns 0, or -1 with errno. On architectures it does not know, installs nothing. */
+ * Returns 0, or -1 with errno. */
 int seccomp_install_command_filter(void);
 
 #endif
