@@ -75,6 +75,12 @@ test('a lower layer\'s symlinks cannot carry a later layer outside the tree: wri
   assert.is(readFileSync(join(root, victim, 'pwned2'), 'utf8'), 'x')
 }))
 
+test('a corrupt gzip is refused as the archive\'s fault, not a crash', timed(30_000, async (defer) => {
+  const { root, write } = scratch(defer)
+  const err = await unpackTar(write(Buffer.from([0x1f, 0x8b, 8, 0, 1, 2, 3, 4, 5, 6, 7, 8])), root, { field: 'from-tar' }).catch((e: unknown) => e) as { code?: string }
+  assert.is(err.code, 'WARREN_ERR_BAD_SPEC')
+}))
+
 test('a tree is only built where no one else can reach it', timed(30_000, async (defer) => {
   const { dir, write } = scratch(defer)
   const archive = write(await tarOf(files({ f: 'x' })))

@@ -9,7 +9,7 @@ import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_pr
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { gzipSync } from 'node:zlib'
+import * as zlib from 'node:zlib'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { containerUnavailable } from '../../src/cluster/index.js'
@@ -131,7 +131,7 @@ test('device nodes and fifos never reach the host nor the layer; setuid files st
   ])
   // tar-stream's packer ends an archive with two zero blocks: splice the extra members in front.
   const archive = Buffer.concat([outerExtra.subarray(0, outerExtra.length - 1024), oci])
-  for (const [flag, input] of [['--from-oci', archive], ['--from-tar', gzipSync(layer)]] as const) {
+  for (const [flag, input] of [['--from-oci', archive], ['--from-tar', zlib.gzipSync(layer)]] as const) {
     const r = build(flag, input)
     assert.is(r.status, 0, r.stderr)
     assert.ok(r.digest !== undefined, r.stdout)
@@ -202,7 +202,7 @@ test('the platform is chosen through OCI indexes and docker manifests: linux/amd
 test('JSON past its bound is refused before it is read, even when it compresses to nothing; a fifo in place of a manifest does not hang', timed(120_000, async () => {
   const layer = await tarOf([{ name: 'file', data: 'x' }])
   const padding = ' '.repeat(64 * 1024 * 1024)
-  const bomb = gzipSync(await dockerArchive([{ platform: AMD64, layers: [layer], extra: { pad: padding } }]))
+  const bomb = zlib.gzipSync(await dockerArchive([{ platform: AMD64, layers: [layer], extra: { pad: padding } }]))
   assert.ok(bomb.length < 1024 * 1024, `the archive is small (${bomb.length} B)`)
   refused(build('--from-oci', bomb), /WARREN_ERR_BAD_SPEC/, /manifest\.json .*bytes/)
   const fifo = await tarOf([{ name: 'manifest.json', type: 'fifo' }, { name: 'index.json', type: 'fifo' }])
@@ -210,7 +210,8 @@ test('JSON past its bound is refused before it is read, even when it compresses 
   assertHostClean()
 }))
 
-test('a zstd layer is refused with its media type named (this Node has no zstd)', timed(60_000, async () => {
+const hasZstd = 'createZstdDecompress' in zlib
+;(hasZstd ? test.skip : test)('a zstd layer is refused with its media type named (this Node has no zstd)', timed(60_000, async () => {
   const zstd = Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0])
   const r = build('--from-oci', await ociArchive([{ platform: AMD64, layers: [zstd], layerMediaType: 'application/vnd.oci.image.layer.v1.tar+zstd' }]))
   refused(r, /WARREN_ERR_UNSUPPORTED/, /application\/vnd\.oci\.image\.layer\.v1\.tar\+zstd/)

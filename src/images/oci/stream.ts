@@ -7,7 +7,7 @@ import { closeSync, createReadStream, openSync, readSync } from 'node:fs'
 import type { Readable } from 'node:stream'
 import * as zlib from 'node:zlib'
 import { extract, type Header } from 'tar-stream'
-import { ErrorCodes } from '../../errors.js'
+import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import { archiveError, type ArchiveLimits } from './defaults.js'
 
 export type Compression = 'none' | 'gzip' | 'zstd' | 'xz' | 'bzip2'
@@ -74,7 +74,9 @@ export async function forEachMember (input: Readable, field: string, label: stri
       await drain(body)
     }
   } catch (err) {
-    if ((err as { code?: unknown }).code !== undefined) throw err
+    if (isWarrenError(err)) throw err
+    // A failed system call (a full disk) is this host's trouble; anything else is the archive's.
+    if ((err as NodeJS.ErrnoException).syscall !== undefined) throw createError(ErrorCodes.INTERNAL, `unpacking ${label} failed: ${(err as Error).message}`)
     throw archiveError(field, `${label} is not a readable tar: ${(err as Error).message}`)
   } finally {
     input.unpipe(parser as unknown as NodeJS.WritableStream)
