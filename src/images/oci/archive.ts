@@ -59,7 +59,7 @@ export async function indexArchive (archive: string, work: string, field: string
   }
   const index: ArchiveIndex = { file, field, limits, members: new Map(), aliases: new Map() }
   const seen = new Set<string>()
-  await forEachMember(openRange(file, { start: 0 }, field, 'the archive'), field, 'the archive', limits, async (header, body) => {
+  await forEachMember(openRange(file, { start: 0 }, field, 'the archive'), field, 'the archive', { ...limits, maxMembers: limits.maxArchiveMembers }, async (header, body) => {
     const { name: raw, linkname } = memberPaths(header)
     const parts = memberComponents(raw, field, limits)
     const name = parts.join('/')

@@ -10,8 +10,10 @@ export const ArchiveDefaults = {
   platform: 'linux/amd64',
   /** The largest JSON document read (index.json, manifest.json, a manifest, a config). */
   maxJsonBytes: 4 * 1024 * 1024,
-  /** The most members one tar (the outer archive or one layer) may have. */
+  /** The most members one layer tar may have. */
   maxMembers: 1_000_000,
+  /** The most members the outer archive may have (a few per layer; each is remembered). */
+  maxArchiveMembers: 65_536,
   /** The longest member path or link target, in bytes (Linux's PATH_MAX). */
   maxPathBytes: 4096,
   /** The most bytes of member paths one layer may name in all (what is remembered per layer). */
