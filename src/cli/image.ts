@@ -5,13 +5,16 @@
  *
  *   warren image build --kind base --name debian-py:12 --debootstrap bookworm --include python3
  *   warren image build --kind workspace --name task-17:v1 --from-dir ./task
- *   warren image build --kind tools --name node:20 --from-oci node.tar
+ *   warren image build --kind tools --name node:20 --from-oci node.tar [--platform linux/arm64]
+ *
+ * Archives are read in-process and unpacked into a tree in a private (0700) work directory,
+ * which mkfs.erofs then reads; see src/images/oci for what is checked and what is left out.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { homedir, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createError, ErrorCodes } from '../errors.js'
-import { applyLayer, debootstrapTree, LAYER_KINDS, makeErofsImage, run, unpackImage, type LayerKind } from '../images/index.js'
+import { debootstrapTree, LAYER_KINDS, makeErofsImage, unpackImage, unpackTar, type LayerKind } from '../images/index.js'
 import { pushLayer } from '../images/blob/index.js'
 import { connect } from '../sdk/index.js'
 import { createProgress } from './progress.js'
@@ -22,6 +25,8 @@ export interface ImageBuildFlags {
   'from-dir'?: string
   'from-tar'?: string
   'from-oci'?: string
+  /** `os/arch[/variant]` of the image to take from a --from-oci archive (linux/amd64 by default). */
+  platform?: string
   debootstrap?: string
   include?: string
   store?: string
@@ -33,6 +38,7 @@ export async function imageBuild (flags: ImageBuildFlags): Promise<number> {
   if (!LAYER_KINDS.includes(kind)) throw createError(ErrorCodes.INVALID_ARGUMENT, `--kind must be one of ${LAYER_KINDS.join(', ')}`)
   const sources = (['from-dir', 'from-tar', 'from-oci', 'debootstrap'] as const).filter((k) => flags[k] !== undefined)
   if (sources.length !== 1) throw createError(ErrorCodes.INVALID_ARGUMENT, 'give exactly one of --from-dir, --from-tar, --from-oci, --debootstrap')
+  if (flags.platform !== undefined && flags['from-oci'] === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, '--platform goes with --from-oci', { field: 'platform' })
   if (flags['no-tag'] !== true && flags.name === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, '--name NAME:TAG is required (or --no-tag)')
   const store = flags.store ?? join(homedir(), '.warren', 'data', 'blobs')
   const progress = createProgress(4)
@@ -42,14 +48,15 @@ export async function imageBuild (flags: ImageBuildFlags): Promise<number> {
     let tree: string
     if (flags['from-dir'] !== undefined) tree = flags['from-dir']
     else if (flags['from-tar'] !== undefined) {
-      tree = join(work, 'root')
-      await run('mkdir', ['-p', tree])
       // Applied like an image layer: inside the tree, so no member or link reaches the host.
-      await applyLayer(tree, flags['from-tar'])
+      tree = join(work, 'root')
+      await unpackTar(flags['from-tar'], tree, { field: 'from-tar', onNote: (line) => progress.detail(line) })
     } else if (flags['from-oci'] !== undefined) {
       tree = join(work, 'root')
-      await run('mkdir', ['-p', tree])
-      await unpackImage(flags['from-oci'], tree)
+      const image = await unpackImage(flags['from-oci'], tree, {
+        field: 'from-oci', onNote: (line) => progress.detail(line), ...(flags.platform !== undefined ? { platform: flags.platform } : {})
+      })
+      progress.detail(`${image.platform}, ${image.layers} layer${image.layers === 1 ? '' : 's'}`)
     } else {
       const include = (flags.include ?? '').split(',').map((p) => p.trim()).filter((p) => p !== '')
       tree = await debootstrapTree(join(store, '..', 'trees'), flags.debootstrap!, include, (line) => progress.detail(line))

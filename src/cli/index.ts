@@ -30,7 +30,7 @@ const USAGE = `usage: warren <command>
   kill ID…                           end sandboxes
   token create --tenant T [--scopes a,b]   issue an API key (admin)
   nodes                              the cluster's nodes (admin)
-  image build --kind base|workspace|tools --name N:T (--from-dir D | --from-tar F | --from-oci F | --debootstrap SUITE [--include a,b])
+  image build --kind base|workspace|tools --name N:T (--from-dir D | --from-tar F | --from-oci F [--platform os/arch] | --debootstrap SUITE [--include a,b])
                                      build a layer, push it with its chunk manifest, tag it
   image ls                           the image names and their digests
   sim [--nodes N] [--cores-per-node C] [--mem-per-node 1.5TiB] [--duration 24h] [--seed S] [--report F.html] [--json F]
@@ -106,7 +106,7 @@ export async function main (argv: string[]): Promise<number> {
       case 'image': {
         const { values, positionals } = parse({
           kind: { type: 'string' }, name: { type: 'string' }, 'from-dir': { type: 'string' }, 'from-tar': { type: 'string' },
-          'from-oci': { type: 'string' }, debootstrap: { type: 'string' }, include: { type: 'string' }, store: { type: 'string' }, 'no-tag': { type: 'boolean' }
+          'from-oci': { type: 'string' }, platform: { type: 'string' }, debootstrap: { type: 'string' }, include: { type: 'string' }, store: { type: 'string' }, 'no-tag': { type: 'boolean' }
         })
         if (positionals[0] === 'build') return await image.imageBuild(values)
         if (positionals[0] === 'ls') return await image.imageList()

@@ -1,6 +1,6 @@
 /** Images: the public face of src/images. */
 export { BuildDefaults, buildLayerFromDir, debootstrapTree, digestFile, makeErofsImage, run, type Layer } from './build.js'
-export { applyLayer, imageLayers, unpackImage } from './oci.js'
+export { ArchiveDefaults, parsePlatform, unpackImage, unpackTar, type UnpackOptions } from './oci/index.js'
 export { LayerStore, type LayerSource } from './store.js'
 export { buildBusyboxLayer, buildErofsLayer } from './busybox.js'
 export { isImageName, LAYER_KINDS, NameIndex, type LayerKind, type TagRecord } from './names.js'
