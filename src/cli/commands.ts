@@ -2,10 +2,14 @@
  * The client-side commands of `warren`: run, ps, exec, kill, token, nodes. Each takes its
  * parsed arguments and returns the process exit code.
  */
-import { resolve } from 'node:path'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
 import { connect, type Client } from '../sdk/index.js'
 import { isScope } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
+import { buildAndPush, ImageDefaults } from './image.js'
+import { createProgress } from './progress.js'
 
 export interface Out { stdout: NodeJS.WritableStream, stderr: NodeJS.WritableStream }
 const std: Out = { stdout: process.stdout, stderr: process.stderr }
@@ -26,13 +30,31 @@ function parseLabels (pairs: string[] | undefined): Record<string, string> | und
   return out
 }
 
+/**
+ * A base layer built from `dir` the operator's way (as `warren image build --from-dir` does:
+ * built here, pushed to the blob store at `store`), named by its digest.
+ */
+async function layerFromDir (dir: string, store: string): Promise<string> {
+  const work = mkdtempSync(join(tmpdir(), 'warren-run-'))
+  try {
+    const progress = createProgress(2)
+    const pushed = await buildAndPush(resolve(dir), store, work, progress)
+    progress.done()
+    return pushed.digest
+  } finally {
+    rmSync(work, { recursive: true, force: true })
+  }
+}
+
 /** `warren run [--backend B] [--ttl MS] [--label k=v] -- CMD…`: create, stream, exit with the command's code, kill. */
-export async function run (cmd: string[], flags: { backend?: string, ttl?: string, label?: string[], image?: string, 'image-dir'?: string }, out: Out = std): Promise<number> {
-  if (cmd.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren run [--backend B] [--image NAME:TAG | --image-dir DIR] [--ttl MS] -- CMD…')
+export async function run (cmd: string[], flags: { backend?: string, ttl?: string, label?: string[], image?: string, 'image-dir'?: string, store?: string }, out: Out = std): Promise<number> {
+  if (cmd.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren run [--backend B] [--image NAME:TAG | --image-dir DIR [--store BLOBS]] [--ttl MS] -- CMD…')
+  if (flags.image !== undefined && flags['image-dir'] !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'give --image or --image-dir, not both')
   return await withClient(async (client) => {
     const labels = parseLabels(flags.label)
-    // --image names a base layer (name:tag or sha256:…); --image-dir builds one from a directory on the node.
-    const base = flags.image ?? (flags['image-dir'] !== undefined ? `dir:${resolve(flags['image-dir'])}` : undefined)
+    // --image names a base layer (name:tag or sha256:…). --image-dir is the operator's: the
+    // layer is built here and pushed to the blob store, and the create names its digest.
+    const base = flags.image ?? (flags['image-dir'] !== undefined ? await layerFromDir(flags['image-dir'], flags.store ?? ImageDefaults.store) : undefined)
     const sb = await client.create({
       backend: (flags.backend ?? (base !== undefined ? 'container' : 'function')) as 'function',
       ...(base !== undefined ? { image: { base } } : {}),

@@ -15,9 +15,9 @@ import { homedir, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createError, ErrorCodes } from '../errors.js'
 import { debootstrapTree, LAYER_KINDS, makeErofsImage, unpackImage, unpackTar, type LayerKind } from '../images/index.js'
-import { pushLayer } from '../images/blob/index.js'
+import { pushLayer, type PushedLayer } from '../images/blob/index.js'
 import { connect } from '../sdk/index.js'
-import { createProgress } from './progress.js'
+import { createProgress, type Progress } from './progress.js'
 
 export interface ImageBuildFlags {
   kind?: string
@@ -33,6 +33,25 @@ export interface ImageBuildFlags {
   'no-tag'?: boolean
 }
 
+export const ImageDefaults = {
+  /** The blob store of `warren up` on this machine (its data dir's blobs). */
+  store: join(homedir(), '.warren', 'data', 'blobs')
+}
+
+/**
+ * The operator's path from a tree to a layer the cluster holds: an EROFS image of `tree`, pushed
+ * to the blob store `store` with its chunk manifest. `warren image build` and
+ * `warren run --image-dir` both come this way; a create then names the digest (or a tag of it).
+ * @param work a scratch directory for the image file
+ */
+export async function buildAndPush (tree: string, store: string, work: string, progress: Progress): Promise<PushedLayer> {
+  progress.step('building the EROFS image')
+  const image = join(work, 'layer.erofs')
+  await makeErofsImage(tree, image)
+  progress.step('pushing to the blob store (with its chunk manifest)')
+  return await pushLayer(store, image)
+}
+
 export async function imageBuild (flags: ImageBuildFlags): Promise<number> {
   const kind = (flags.kind ?? 'base') as LayerKind
   if (!LAYER_KINDS.includes(kind)) throw createError(ErrorCodes.INVALID_ARGUMENT, `--kind must be one of ${LAYER_KINDS.join(', ')}`)
@@ -40,7 +59,7 @@ export async function imageBuild (flags: ImageBuildFlags): Promise<number> {
   if (sources.length !== 1) throw createError(ErrorCodes.INVALID_ARGUMENT, 'give exactly one of --from-dir, --from-tar, --from-oci, --debootstrap')
   if (flags.platform !== undefined && flags['from-oci'] === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, '--platform goes with --from-oci', { field: 'platform' })
   if (flags['no-tag'] !== true && flags.name === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, '--name NAME:TAG is required (or --no-tag)')
-  const store = flags.store ?? join(homedir(), '.warren', 'data', 'blobs')
+  const store = flags.store ?? ImageDefaults.store
   const progress = createProgress(4)
   const work = mkdtempSync(join(tmpdir(), 'warren-image-'))
   try {
@@ -61,11 +80,7 @@ export async function imageBuild (flags: ImageBuildFlags): Promise<number> {
       const include = (flags.include ?? '').split(',').map((p) => p.trim()).filter((p) => p !== '')
       tree = await debootstrapTree(join(store, '..', 'trees'), flags.debootstrap!, include, (line) => progress.detail(line))
     }
-    progress.step('building the EROFS image')
-    const image = join(work, 'layer.erofs')
-    await makeErofsImage(tree, image)
-    progress.step('pushing to the blob store (with its chunk manifest)')
-    const pushed = await pushLayer(store, image)
+    const pushed = await buildAndPush(tree, store, work, progress)
     let tagged = ''
     if (flags['no-tag'] !== true) {
       progress.step(`tagging ${flags.name}`)

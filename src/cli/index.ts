@@ -22,7 +22,7 @@ const USAGE = `usage: warren <command>
   up [--port 7100] [--host 127.0.0.1] [--data-dir DIR] [--functions-dir DIR] [--no-local-node] [--no-lazy-layers]
                                      control plane + a local node in one process
   node --join URL --token T [--no-lazy-layers]   join a control plane as a node (layers load on demand unless told not to)
-  run [--backend B] [--image N:T | --image-dir D] [--ttl MS] -- CMD…
+  run [--backend B] [--image N:T | --image-dir D [--store BLOBS]] [--ttl MS] -- CMD…
                                      create, run, stream output, exit with its code, kill
   ps [--label k=v] [--state S]       list your sandboxes
   exec ID -- CMD…                    run a command in a sandbox
@@ -30,7 +30,7 @@ const USAGE = `usage: warren <command>
   kill ID…                           end sandboxes
   token create --tenant T [--scopes a,b]   issue an API key (admin)
   nodes                              the cluster's nodes (admin)
-  image build --kind base|workspace|tools --name N:T (--from-dir D | --from-tar F | --from-oci F [--platform os/arch] | --debootstrap SUITE [--include a,b])
+  image build --kind base|workspace|tools --name N:T (--from-dir D | --from-tar F | --from-oci F [--platform os/arch] | --debootstrap SUITE [--include a,b]) [--store BLOBS]
                                      build a layer, push it with its chunk manifest, tag it
   image ls                           the image names and their digests
   sim [--nodes N] [--cores-per-node C] [--mem-per-node 1.5TiB] [--duration 24h] [--seed S] [--report F.html] [--json F]
@@ -65,7 +65,7 @@ export async function main (argv: string[]): Promise<number> {
         return await servers.node(values)
       }
       case 'run': {
-        const { values } = parse({ backend: { type: 'string' }, ttl: { type: 'string' }, label: { type: 'string', multiple: true }, image: { type: 'string' }, 'image-dir': { type: 'string' } })
+        const { values } = parse({ backend: { type: 'string' }, ttl: { type: 'string' }, label: { type: 'string', multiple: true }, image: { type: 'string' }, 'image-dir': { type: 'string' }, store: { type: 'string' } })
         return await commands.run(cmd, values)
       }
       case 'ps': {

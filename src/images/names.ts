@@ -52,11 +52,14 @@ export class NameIndex {
     return record
   }
 
-  /** The digest a reference stands for: digests and built-ins as they are, names looked up. */
-  resolve (ref: string): string {
+  /**
+   * The digest a reference stands for: digests and built-ins as they are, names looked up.
+   * @param field the spec field that named it, for the refusal of an unknown name
+   */
+  resolve (ref: string, field = 'image'): string {
     if (!isImageName(ref)) return ref
-    const record = this.tags[ref]
-    if (record === undefined) throw createError(ErrorCodes.BAD_SPEC, `no image named ${ref}`, { field: 'image' })
+    const record = Object.hasOwn(this.tags, ref) ? this.tags[ref] : undefined
+    if (record === undefined) throw createError(ErrorCodes.BAD_SPEC, `spec.${field}: no image named ${ref}`, { field })
     return record.digest
   }
 

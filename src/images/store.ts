@@ -1,21 +1,20 @@
 /**
  * A node's local layer store: EROFS images in one directory, named by digest, and a resolver
- * from what a spec names to an image file.
+ * from what a create names to an image file. A node trusts only two kinds of reference:
  *
  *   busybox                 the default base layer (static busybox), built on first use
- *   sha256:<hex>            a layer already in the store
- *   dir:/abs/path           a layer built from a host directory on the fly (`--image-dir`)
- *   debian:SUITE[:p1,p2]    a debootstrap tree (minbase + packages), cached, as a layer
+ *   sha256:<hex>            a layer in the store, or pulled from the blob store (digest checked)
  *
- * Builds of the same name run once, however many sandboxes ask at the same moment.
+ * Anything else is refused, whatever the control plane let through: a layer is never built from
+ * a host directory or a Debian suite because a create asked (operators build layers with
+ * `warren image build`). Pulls of the same layer run once, however many sandboxes ask at once.
  */
 import { createHash } from 'node:crypto'
 import { createWriteStream, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { isAbsolute, join } from 'node:path'
+import { join } from 'node:path'
 import { createError, ErrorCodes } from '../errors.js'
-import { buildLayerFromDir, debootstrapTree } from './build.js'
 import { buildBusyboxLayer } from './busybox.js'
 
 /** Where layers named by digest come from when this node does not have them. */
@@ -26,12 +25,13 @@ export interface LayerSource {
   token: string
 }
 
+const DIGEST = /^sha256:[0-9a-f]{64}$/
+
 export class LayerStore {
   private readonly building = new Map<string, Promise<string>>()
 
   constructor (
     readonly dir: string,
-    private readonly onProgress?: (line: string) => void,
     private readonly source?: LayerSource,
     /** Present layers named by digest on demand (FUSE + chunk cache) instead of pulling them whole. */
     private readonly lazy?: { resolve (digest: string): Promise<string>, release (digest: string): Promise<void>, cached (): string[] }
@@ -55,10 +55,10 @@ export class LayerStore {
 
   /** True when `ref` is presented on demand (through the layer server), not a whole local file. */
   onDemand (ref: string): boolean {
-    return this.lazy !== undefined && ref.startsWith('sha256:') && !existsSync(join(this.dir, `${ref.slice(7)}.erofs`))
+    return this.lazy !== undefined && DIGEST.test(ref) && !existsSync(join(this.dir, `${ref.slice(7)}.erofs`))
   }
 
-  /** The image file for a layer reference; builds it when the reference says how. */
+  /** The image file for a layer reference (`busybox` is built here on first use). */
   resolve (ref: string): Promise<string> {
     // Layers on demand count every user, so they are not memoised here.
     if (this.onDemand(ref)) return this.lazy!.resolve(ref)
@@ -66,8 +66,7 @@ export class LayerStore {
     if (known !== undefined) return known
     const work = this.build(ref)
     this.building.set(ref, work)
-    // A failed build is not remembered: the next create tries again. `dir:` layers are rebuilt
-    // each time the process starts, since the directory may have changed.
+    // A failed build or pull is not remembered: the next create tries again.
     work.catch(() => this.building.delete(ref))
     return work
   }
@@ -76,26 +75,14 @@ export class LayerStore {
     if (ref === 'busybox') return await buildBusyboxLayer(this.dir)
     if (ref.startsWith('sha256:')) {
       const hex = ref.slice(7)
-      if (!/^[0-9a-f]{64}$/.test(hex)) throw createError(ErrorCodes.BAD_SPEC, `bad layer digest ${ref}`, { field: 'image' })
+      if (!DIGEST.test(ref)) throw createError(ErrorCodes.BAD_SPEC, `bad layer digest ${ref.slice(0, 80)}`, { field: 'image' })
       const path = join(this.dir, `${hex}.erofs`)
       if (existsSync(path)) return path
       if (this.source === undefined) throw createError(ErrorCodes.NOT_FOUND, `layer ${ref} is not on this node`)
       await pullLayer(this.source, hex, path)
       return path
     }
-    if (ref.startsWith('dir:')) {
-      const src = ref.slice(4)
-      if (!isAbsolute(src) || !existsSync(src)) throw createError(ErrorCodes.BAD_SPEC, `layer directory ${src} does not exist on the node`, { field: 'image' })
-      return (await buildLayerFromDir(src, this.dir)).path
-    }
-    if (ref.startsWith('debian:')) {
-      const [suite, packages = ''] = ref.slice(7).split(':')
-      if (suite === undefined || !/^[a-z]+$/.test(suite)) throw createError(ErrorCodes.BAD_SPEC, `bad Debian suite in ${ref}`, { field: 'image' })
-      const include = packages.split(',').filter((p) => /^[a-z0-9][a-z0-9+.-]*$/.test(p))
-      const tree = await debootstrapTree(join(this.dir, 'trees'), suite, include, this.onProgress)
-      return (await buildLayerFromDir(tree, this.dir)).path
-    }
-    throw createError(ErrorCodes.BAD_SPEC, `unknown layer ${ref}: use busybox, sha256:…, dir:/path or debian:SUITE[:pkgs]`, { field: 'image' })
+    throw createError(ErrorCodes.BAD_SPEC, `layer ${ref.slice(0, 80)} is not busybox or a digest (sha256:…); a node builds no other layer`, { field: 'image' })
   }
 }
 

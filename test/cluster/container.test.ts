@@ -10,13 +10,12 @@ import { ContainerDefaults, detectLayout } from '../../src/backends/container/in
 import { containerUnavailable, startNode, type ControlPlane } from '../../src/cluster/index.js'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
 import { pushLayer } from '../../src/images/blob/index.js'
-import { buildLayerFromDir, LayerStore } from '../../src/images/index.js'
+import { buildLayerFromDir } from '../../src/images/index.js'
 import { connect, type Client } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
-import { ALL_SCOPES, spawnNode, startTestControlPlane, type NodeChild } from './harness.js'
+import { ALL_SCOPES, DEBIAN_CACHE, debianPythonLayer, spawnNode, startTestControlPlane, type NodeChild } from './harness.js'
 
 const why = containerUnavailable()
-const DEBIAN_CACHE = '/var/tmp/warren-test-layers'
 if (why !== undefined) console.log(`container cluster tests skipped: ${why}`)
 const ctest = why === undefined ? test : test.skip
 
@@ -218,14 +217,14 @@ ctest('a realistic Debian layer with python3 (debootstrap, cached between runs):
   defer(() => rmSync(dir, { recursive: true, force: true }))
   const cp = await startTestControlPlane()
   defer(() => cp.close())
-  // The layer cache outlives the test: the first run builds the tree (about half a minute), later
-  // runs reuse it. Built here first, with the node's own store, so the create below is not a build.
-  await new LayerStore(DEBIAN_CACHE, (line) => { if (line.startsWith('I: Retrieving') === false) process.stdout.write(`  debootstrap: ${line}\n`) }).resolve('debian:bookworm:python3')
+  // The tree outlives the test: the first run debootstraps it (about half a minute), later runs
+  // reuse it. The operator fills the node's layer store; the create names the layer's digest.
+  const layer = await debianPythonLayer((line) => { if (line.startsWith('I: Retrieving') === false) process.stdout.write(`  debootstrap: ${line}\n`) })
   const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'cpy', dataDir: join(dir, 'node'), layersDir: DEBIAN_CACHE })
   defer(() => node.close())
   const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
   defer(() => client.close())
-  const sb = await client.create({ backend: 'container', image: { base: 'debian:bookworm:python3' }, deadlineMs: 5000 })
+  const sb = await client.create({ backend: 'container', image: { base: layer.digest }, deadlineMs: 5000 })
   const r = await sb.exec(['python3', '-c', 'import sys, platform; print(sys.version_info[0], platform.node())'])
   assert.is(r.exitCode, 0, r.stderr)
   assert.is(r.stdout, `3 ${sb.id}\n`)

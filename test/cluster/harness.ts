@@ -7,6 +7,7 @@ import { chmodSync, copyFileSync, mkdirSync, symlinkSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from '../../src/cluster/index.js'
+import { buildLayerFromDir, debootstrapTree, type Layer } from '../../src/images/index.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
 export const repoRoot = join(here, '..', '..', '..')
@@ -53,4 +54,17 @@ export function busyboxTree (root: string, applets: string[]): string {
   chmodSync(join(root, 'bin', 'busybox'), 0o755)
   for (const a of applets) symlinkSync('busybox', join(root, 'bin', a))
   return root
+}
+
+/** Where the Debian test layer and its debootstrap tree are kept between runs. */
+export const DEBIAN_CACHE = '/var/tmp/warren-test-layers'
+
+/**
+ * A Debian bookworm layer with python3, made the operator's way (`warren image build
+ * --debootstrap` does the same): the tree is debootstrapped once and kept, the layer is built
+ * into `DEBIAN_CACHE` as `<hex>.erofs`, so a node whose layers dir it is has it by digest.
+ */
+export async function debianPythonLayer (onLine?: (line: string) => void): Promise<Layer> {
+  const tree = await debootstrapTree(join(DEBIAN_CACHE, 'trees'), 'bookworm', ['python3'], onLine)
+  return await buildLayerFromDir(tree, DEBIAN_CACHE)
 }

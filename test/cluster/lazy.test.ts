@@ -6,10 +6,10 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { containerUnavailable, startNode } from '../../src/cluster/index.js'
 import { pushLayer } from '../../src/images/blob/index.js'
-import { buildLayerFromDir, LayerStore } from '../../src/images/index.js'
+import { buildLayerFromDir } from '../../src/images/index.js'
 import { connect } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
-import { busyboxTree, spawnNode, startTestControlPlane } from './harness.js'
+import { busyboxTree, debianPythonLayer, spawnNode, startTestControlPlane } from './harness.js'
 
 const why = containerUnavailable()
 if (why !== undefined) console.log(`lazy layer tests skipped: ${why}`)
@@ -61,7 +61,7 @@ ltest('a layer loaded on demand: every file read inside the sandbox is byte-iden
 ltest('a cold start fetches what it reads, not the whole image (Debian with python3)', timed(600_000, async (defer) => {
   const dir = mkdtempSync(join(tmpdir(), 'warren-lazy-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))
-  const local = await new LayerStore('/var/tmp/warren-test-layers').resolve('debian:bookworm:python3')
+  const local = (await debianPythonLayer()).path
   const cp = await startTestControlPlane({ dataDir: join(dir, 'cp') })
   defer(() => cp.close())
   const pushed = await pushLayer(join(dir, 'cp', 'blobs'), local)

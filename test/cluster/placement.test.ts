@@ -30,6 +30,32 @@ test('places only on nodes that offer the backend and have room under overcommit
   assert.ok(isWarrenError(err, ErrorCodes.NO_CAPACITY), String(err))
 }))
 
+test('a request larger than every node is refused at once, naming the limit; without a node of its backend it waits', timed(5000, async (defer) => {
+  const system = new ActorSystem()
+  defer(() => system.shutdown(0))
+  const shard = system.spawn(createPlacementShard())
+  // Overcommit shares a machine; it never makes one sandbox larger than the machine.
+  shard.tell({ type: 'node-up', id: 'wide', capacity: cap({ cpus: 4, memoryMiB: 512, diskMiB: 512, cpuOvercommit: 64, memoryOvercommit: 16 }) })
+  shard.tell({ type: 'node-up', id: 'deep', capacity: cap({ cpus: 2, memoryMiB: 1024, backends: ['function'] }) })
+  const refused = async (r: PlacementRequest): Promise<unknown> => {
+    const err = await place(shard, r, 10_000).catch((e: unknown) => e)
+    assert.ok(isWarrenError(err, ErrorCodes.NO_CAPACITY), String(err))
+    return err.details?.field
+  }
+  assert.is(await refused(req({ memoryMiB: 2048 })), 'limits.memoryMiB')
+  assert.is(await refused(req({ cpus: 5 })), 'limits.cpus')
+  assert.is(await refused(req({ backend: 'container', diskMiB: 1024 })), 'limits.diskMiB')
+  // Each size fits some node, no node fits both.
+  assert.is(await refused(req({ cpus: 3, memoryMiB: 1000 })), 'limits')
+  assert.is(await place(shard, req({ cpus: 3, memoryMiB: 500 })), 'wide')
+  // No node offers microvm yet: one may join, so the request waits for its deadline.
+  const waiting = place(shard, req({ backend: 'microvm' }), 4000)
+  waiting.catch(() => {})
+  await waitFor(async () => (await shard.ask<ShardStats>({ type: 'stats' })).waiting === 1, 2000, 'the request to wait')
+  shard.tell({ type: 'node-up', id: 'vm', capacity: cap({ backends: ['microvm'] }) })
+  assert.is(await waiting, 'vm')
+}))
+
 test('per-backend caps are respected', timed(5000, async (defer) => {
   const system = new ActorSystem()
   defer(() => system.shutdown(0))

@@ -98,7 +98,7 @@ export interface ContainerBackend extends Backend {
 
 export function createContainerBackend (options: ContainerBackendOptions): ContainerBackend {
   const runDir = options.runDir ?? ContainerDefaults.runDir
-  const store = new LayerStore(options.layersDir ?? join(options.dataDir, 'layers'), undefined, options.layerSource, options.lazy)
+  const store = new LayerStore(options.layersDir ?? join(options.dataDir, 'layers'), options.layerSource, options.lazy)
   const journal = new Journal<JournalEntry>(join(options.dataDir, 'journal'))
   const live = new Map<string, Live>()
   let closed = false

@@ -91,7 +91,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       spawn: { name: 'placement' }
     },
     { id: 'directory', start: createDirectory({ shards, iam }), spawn: { name: 'directory', ...big } },
-    { id: 'images', start: createImageIndex(names), spawn: { name: 'images', ...big } },
+    { id: 'images', start: createImageIndex(names, options.dataDir === undefined ? undefined : join(options.dataDir, 'blobs')), spawn: { name: 'images', ...big } },
     {
       id: 'gateway',
       shutdown: 'infinity',

@@ -12,7 +12,8 @@ import type { CreateItem, CreateOutcome, NodeMessage } from '../node/index.js'
 import { placeBatch, type PlacementRequest, type ShardMessage } from '../placement/index.js'
 import type { OutputPage, SandboxMessage, WireExecOptions } from '../sandbox/index.js'
 import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.js'
-import { isImageName, type LayerKind } from '../../images/index.js'
+import { ImageRefDefaults, specLayers } from '../spec-image.js'
+import type { LayerKind } from '../../images/index.js'
 import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
 import { shardForSandbox, shardOf, type NodeStatus, type RegistryMessage } from './registry.js'
@@ -50,8 +51,9 @@ export interface SandboxView {
 export const SessionDefaults = {
   /** Sandboxes one create request may ask for. */
   maxBatch: 1000,
-  /** How long a create waits for capacity unless it says otherwise. */
+  /** How long a create waits for capacity unless it says otherwise, and the most it may ask. */
   placementDeadlineMs: 10_000,
+  maxPlacementDeadlineMs: 120_000,
   /** Time a node gets to create a batch. */
   nodeCreateTimeoutMs: 60_000,
   /** A read waits this long for output, plus this margin for the round trip. */
@@ -181,12 +183,17 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
   }
 
   private async create (m: Extract<ClientRequest, { type: 'create' }>): Promise<SandboxView | SandboxView[]> {
-    const spec = await this.resolveImages(parseSandboxSpec(m.spec))
+    // Everything the request says is checked before anything is reserved or placed.
     const count = m.count ?? 1
     if (!Number.isInteger(count) || count < 1 || count > SessionDefaults.maxBatch) {
       throw createError(ErrorCodes.INVALID_ARGUMENT, `count must be an integer in [1, ${SessionDefaults.maxBatch}]`, { field: 'count' })
     }
-    const deadline = Date.now() + (typeof m.deadlineMs === 'number' && m.deadlineMs >= 0 ? Math.min(m.deadlineMs, 120_000) : SessionDefaults.placementDeadlineMs)
+    const waitMs = m.deadlineMs ?? SessionDefaults.placementDeadlineMs
+    if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > SessionDefaults.maxPlacementDeadlineMs) {
+      throw createError(ErrorCodes.INVALID_ARGUMENT, `deadlineMs must be an integer in [0, ${SessionDefaults.maxPlacementDeadlineMs}]`, { field: 'deadlineMs' })
+    }
+    const spec = await this.resolveImages(parseSandboxSpec(m.spec))
+    const deadline = Date.now() + waitMs
     await this.o.iam().ask({ type: 'admit', tenant: this.tenant, n: count })
     const req = placementRequestOf(spec)
     const ids = Array.from({ length: count }, () => newId())
@@ -243,14 +250,16 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
     return m.count === undefined ? views[0]! : views
   }
 
-  /** Turns image names (`name:tag`) into digests, so placement and nodes see digests only. */
+  /**
+   * Turns image names (`name:tag`) into digests, so placement and nodes see digests only, and
+   * has the index refuse a name it lacks or a digest its blob store lacks, naming the field.
+   */
   private async resolveImages (spec: SandboxSpec): Promise<SandboxSpec> {
     if (spec.image === undefined) return spec
-    const { base, workspace, tools = [] } = spec.image
-    const refs = [base, ...(workspace !== undefined ? [workspace] : []), ...tools]
-    if (!refs.some(isImageName)) return spec
-    const digests = await this.o.images().ask<string[]>({ type: 'resolve', refs })
-    const [b, ...rest] = digests
+    const { workspace, tools = [] } = spec.image
+    const refs = specLayers(spec.image)
+    if (refs.every((r) => r.ref === ImageRefDefaults.builtinBase)) return spec
+    const [b, ...rest] = await this.o.images().ask<string[]>({ type: 'resolve', refs })
     return {
       ...spec,
       image: { base: b!, ...(workspace !== undefined ? { workspace: rest.shift()! } : {}), ...(tools.length > 0 ? { tools: rest } : {}) }

@@ -105,6 +105,9 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   const capacity: NodeCapacity = {
     cpus: cpus().length,
     memoryMiB: Math.floor(totalmem() / 1024 / 1024),
+    // A container's writable layer is a tmpfs: it lives in the machine's memory, so no sandbox
+    // here could ever be given a larger one.
+    diskMiB: Math.floor(totalmem() / 1024 / 1024),
     cpuOvercommit: 64,
     memoryOvercommit: 16,
     // Ready sandboxes in the warm pools take room too: the cap leaves space for them.

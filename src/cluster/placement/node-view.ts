@@ -8,6 +8,8 @@ import type { BackendKind } from '../../backends/types.js'
 export interface NodeCapacity {
   cpus: number
   memoryMiB: number
+  /** Room for sandboxes' writable layers (they live in memory); absent: not a limit. */
+  diskMiB?: number
   /** How far requests may exceed the hardware: 4 means 4 CPUs of requests per real CPU. */
   cpuOvercommit: number
   memoryOvercommit: number
@@ -33,20 +35,64 @@ export interface PlacementRequest {
   backend: BackendKind
   cpus: number
   memoryMiB: number
+  /** The writable layer's size; only weighed against what a node has in all. */
+  diskMiB?: number
   layers: string[]
+}
+
+/**
+ * Whether any of a shard's live nodes offering the request's backend could ever hold it, empty
+ * as they are: and if none could, the largest of each of their sizes (to say which limit is
+ * beyond every node). `largest` is undefined when no live node offers the backend at all.
+ */
+export interface Room {
+  ever: boolean
+  largest?: { cpus: number, memoryMiB: number, diskMiB: number }
 }
 
 export function createNodeView (id: string, capacity: NodeCapacity): NodeView {
   return { id, ...capacity, allocatedCpus: 0, allocatedMemoryMiB: 0, sandboxes: {}, layers: new Set(), alive: true }
 }
 
-/** True when the node offers the backend and has room under its overcommit and caps. */
+/** True when the node, empty, could hold the sandbox: overcommit shares a machine, it does not enlarge it. */
+function holds (node: NodeCapacity, req: PlacementRequest): boolean {
+  return node.cpus >= req.cpus && node.memoryMiB >= req.memoryMiB && (node.diskMiB ?? Infinity) >= (req.diskMiB ?? 0)
+}
+
+/** True when the node offers the backend, could hold the sandbox, and has room under its overcommit and caps. */
 export function fits (node: NodeView, req: PlacementRequest): boolean {
-  if (!node.alive || !node.backends.includes(req.backend)) return false
+  if (!node.alive || !node.backends.includes(req.backend) || !holds(node, req)) return false
   const cap = node.maxSandboxes[req.backend] ?? Infinity
   if ((node.sandboxes[req.backend] ?? 0) + 1 > cap) return false
   return node.allocatedCpus + req.cpus <= node.cpus * node.cpuOvercommit &&
     node.allocatedMemoryMiB + req.memoryMiB <= node.memoryMiB * node.memoryOvercommit
+}
+
+/** The `Room` of `nodes` for `req`: sizes, not what is free, so the answer holds until nodes change. */
+export function roomFor (nodes: readonly NodeView[], req: PlacementRequest): Room {
+  let largest: Room['largest']
+  for (const n of nodes) {
+    if (!n.alive || !n.backends.includes(req.backend)) continue
+    if (holds(n, req)) return { ever: true }
+    largest = { cpus: Math.max(largest?.cpus ?? 0, n.cpus), memoryMiB: Math.max(largest?.memoryMiB ?? 0, n.memoryMiB), diskMiB: Math.max(largest?.diskMiB ?? 0, n.diskMiB ?? Infinity) }
+  }
+  return largest === undefined ? { ever: false } : { ever: false, largest }
+}
+
+/**
+ * The limit no joined node could ever give `req` (`limits.memoryMiB`…; `limits` when each fits
+ * some node but no node fits all), or undefined when one could, or when no node offers the
+ * backend yet (one may join).
+ */
+export function beyondEveryNode (rooms: readonly Room[], req: PlacementRequest): string | undefined {
+  if (rooms.some((r) => r.ever)) return undefined
+  const sizes = rooms.flatMap((r) => r.largest !== undefined ? [r.largest] : [])
+  if (sizes.length === 0) return undefined
+  const most = (k: 'cpus' | 'memoryMiB' | 'diskMiB'): number => Math.max(...sizes.map((s) => s[k]))
+  if (req.cpus > most('cpus')) return 'limits.cpus'
+  if (req.memoryMiB > most('memoryMiB')) return 'limits.memoryMiB'
+  if ((req.diskMiB ?? 0) > most('diskMiB')) return 'limits.diskMiB'
+  return 'limits'
 }
 
 /**

@@ -5,7 +5,9 @@
  *
  * A request this shard cannot fit is offered to the other shards (no waiting there); if none
  * fits either, it waits here until capacity frees up or its deadline passes
- * (`WARREN_ERR_NO_CAPACITY`). The waiting list is bounded (`WARREN_ERR_OVERLOADED` beyond it).
+ * (`WARREN_ERR_NO_CAPACITY`). A request larger than every joined node is refused at once, with
+ * the same code: no amount of waiting makes room for it. The waiting list is bounded
+ * (`WARREN_ERR_OVERLOADED` beyond it).
  *
  * The simulator drives this same class on a virtual clock: time comes from `now`, randomness
  * from `random`, never from globals.
@@ -14,7 +16,7 @@ import { Actor, type Ref, type ReplyTo } from '../../actors/index.js'
 import type { BackendKind } from '../../backends/types.js'
 import { createError, ErrorCodes } from '../../errors.js'
 import { chooseNode } from './choose.js'
-import { createNodeView, release, reserve, type NodeCapacity, type NodeView, type PlacementRequest } from './node-view.js'
+import { beyondEveryNode, createNodeView, release, reserve, roomFor, type NodeCapacity, type NodeView, type PlacementRequest, type Room } from './node-view.js'
 
 export const PlacementDefaults = {
   /** Nodes sampled per decision. */
@@ -183,16 +185,19 @@ export class PlacementShard extends Actor<ShardMessage> {
     }
   }
 
-  /** Places now if it can; else asks the peers; else waits. Replies `{ nodeId }`. */
+  /**
+   * Places now if it can; else asks the peers; else waits. Replies `{ nodeId }`; asked by a peer
+   * (`localOnly`), `{ nodeId: undefined, room }` when it cannot place.
+   */
   private place (req: PlacementRequest, deadline: number, localOnly: boolean): unknown {
     const node = this.tryPlace(req)
     if (node !== undefined) return { nodeId: node.id }
-    if (localOnly) return { nodeId: undefined }
+    if (localOnly) return { nodeId: undefined, room: roomFor(this.list, req) }
     const reply = this.ctx.defer()
-    if ((this.o.peers?.().length ?? 0) <= 1) { this.wait(req, deadline, reply); return undefined }
-    void this.askPeers(req).then((nodeId) => {
+    if ((this.o.peers?.().length ?? 0) <= 1) { this.waitOrRefuse(req, deadline, reply, []); return undefined }
+    void this.askPeers(req).then(({ nodeId, rooms }) => {
       if (nodeId !== undefined) reply.resolve({ nodeId })
-      else this.wait(req, deadline, reply)
+      else this.waitOrRefuse(req, deadline, reply, rooms)
     }, () => this.wait(req, deadline, reply))
     return undefined
   }
@@ -205,13 +210,25 @@ export class PlacementShard extends Actor<ShardMessage> {
     return node
   }
 
-  private async askPeers (req: PlacementRequest): Promise<string | undefined> {
+  private async askPeers (req: PlacementRequest): Promise<{ nodeId: string | undefined, rooms: Room[] }> {
+    const rooms: Room[] = []
     for (const peer of this.o.peers?.() ?? []) {
       if (peer === this.self) continue
-      const r = await peer.ask<{ nodeId: string | undefined }>({ type: 'place', req, deadline: 0, local: true })
-      if (r.nodeId !== undefined) return r.nodeId
+      const r = await peer.ask<{ nodeId: string | undefined, room?: Room }>({ type: 'place', req, deadline: 0, local: true })
+      if (r.nodeId !== undefined) return { nodeId: r.nodeId, rooms }
+      if (r.room !== undefined) rooms.push(r.room)
     }
-    return undefined
+    return { nodeId: undefined, rooms }
+  }
+
+  /** Refuses at once what no joined node (here or at the peers, `rooms`) could ever hold; else waits. */
+  private waitOrRefuse (req: PlacementRequest, deadline: number, reply: ReplyTo, rooms: Room[]): void {
+    const field = beyondEveryNode([roomFor(this.list, req), ...rooms], req)
+    if (field === undefined) { this.wait(req, deadline, reply); return }
+    this.refused++
+    reply.reject(createError(ErrorCodes.NO_CAPACITY,
+      `no node could ever hold this ${req.backend} sandbox (${req.cpus} CPU, ${req.memoryMiB} MiB, ${req.diskMiB ?? 0} MiB disk): ${field} is beyond every joined node`,
+      { backend: req.backend, field }))
   }
 
   private wait (req: PlacementRequest, deadline: number, reply: ReplyTo): void {
