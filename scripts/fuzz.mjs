@@ -28,8 +28,8 @@ const outDir = join(root, 'dist', 'fuzz')
 const FUZZ_DEFAULTS = {
   seconds: 60,
   clang: '/usr/bin/clang',
-  /** Inputs longer than this are not tried (a frame is cut anywhere well below it). */
-  maxLen: 16384,
+  /** Inputs longer than this are not tried: values and frames nest and split well below it. */
+  maxLen: { mp: 4096, request: 16384 },
   /** Per-input time limit: the agent must answer a frame in far less. */
   timeoutS: 10,
   rssLimitMb: 2048
@@ -137,7 +137,7 @@ function runTarget (name, binary, opts) {
   const args = [
     fixed ? `-runs=${opts.runs}` : `-max_total_time=${opts.seconds}`,
     ...(opts.seed !== undefined ? [`-seed=${opts.seed}`] : []),
-    `-max_len=${FUZZ_DEFAULTS.maxLen}`, `-timeout=${FUZZ_DEFAULTS.timeoutS}`, `-rss_limit_mb=${FUZZ_DEFAULTS.rssLimitMb}`,
+    `-max_len=${FUZZ_DEFAULTS.maxLen[name]}`, `-timeout=${FUZZ_DEFAULTS.timeoutS}`, `-rss_limit_mb=${FUZZ_DEFAULTS.rssLimitMb}`,
     '-print_final_stats=1', `-artifact_prefix=${join(artifacts, `${name}-`)}`,
     corpus, seeds, ...(existsSync(regressions) ? [regressions] : [])
   ]

@@ -86,14 +86,16 @@ static void round_trip(const uint8_t *data, size_t size)
 	static uint8_t fill[70000];
 	struct buf w = { 0 };
 	size_t at = 0;
-	int ops = 0;
-	while (at + 9 <= size && ops < 64) {
+	int ops = 0, long_done = 0;
+	while (at + 9 <= size && ops < 16) {
 		uint8_t kind = data[at] % 7;
 		uint64_t v;
 		memcpy(&v, data + at + 1, 8);
 		at += 9;
 		ops++;
 		uint32_t len = lengths[v % (sizeof lengths / sizeof lengths[0])];
+		/* One long value per input is enough to cross the 32-bit size class; more only cost time. */
+		if (len > 256 && long_done++) len = 256;
 		struct buf one = { 0 };
 		switch (kind) {
 		case 0: mp_w_u64(&one, v); break;
@@ -127,8 +129,16 @@ static void round_trip(const uint8_t *data, size_t size)
 		if (kind != 4 && kind != 5) buf_put(&w, buf_head(&one), buf_len(&one));
 		buf_free(&one);
 	}
-	struct mp_in r = { buf_head(&w), buf_head(&w) + buf_len(&w) };
-	while (r.p < r.end) CHECK(mp_skip(&r) == 0);
+	/* Copied as file_list copies its entries into the reply, an empty buffer included (its head
+	 * with length 0 must be fine to pass on), then skipped value by value. */
+	struct buf copy = { 0 };
+	buf_put(&copy, buf_head(&w), buf_len(&w));
+	CHECK(buf_len(&copy) == buf_len(&w));
+	if (buf_len(&copy) > 0) {
+		struct mp_in r = { buf_head(&copy), buf_head(&copy) + buf_len(&copy) };
+		while (r.p < r.end) CHECK(mp_skip(&r) == 0);
+	}
+	buf_free(&copy);
 	buf_free(&w);
 }
 
@@ -136,8 +146,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	lo = data;
 	hi = data + size;
-	/* Every reader at every offset: mutations anywhere land on some header. */
-	for (size_t off = 0; off < size; off++) {
+	/* Every reader at every offset (of the first 1 KiB: skipping is linear, so all of them would
+	 * be quadratic): mutations anywhere land on some header. */
+	for (size_t off = 0; off < size && off < 1024; off++) {
 		struct mp_in at = { data + off, hi };
 		readers_at(&at);
 	}
