@@ -14,7 +14,7 @@
 // Exits 1 when a target crashed, leaked or hit a sanitizer error (the input is saved under
 // dist/fuzz/artifacts/), 2 when it cannot build (no clang: node scripts/setup.mjs installs it).
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -84,22 +84,24 @@ function build (name) {
     process.exit(2)
   }
   mkdirSync(outDir, { recursive: true })
+  // Built beside, then renamed: a run in progress keeps its binary.
+  const tmp = `${out}.${process.pid}.tmp`
   const args = ['-g', '-O1', '-std=c11', '-Wall', '-Wextra', '-fno-omit-frame-pointer',
     '-fsanitize=fuzzer,address,undefined', '-fno-sanitize-recover=undefined',
     ...(t.wrap.length ? [`-Wl,${t.wrap.map((s) => `--wrap=${s}`).join(',')}`] : []),
-    '-o', out, ...sources]
+    '-o', tmp, ...sources]
   process.stderr.write(`fuzz: building ${out}\n`)
   const r = spawnSync(FUZZ_DEFAULTS.clang, args, { stdio: 'inherit' })
   if (r.status !== 0) {
     process.stderr.write(`fuzz: building fuzz_${name} failed (exit ${r.status ?? r.signal})\n`)
     process.exit(2)
   }
+  renameSync(tmp, out)
   return out
 }
 
-/** Writes the target's seeds (regenerated each run: they follow the protocol as the code does). */
-function writeSeeds (name) {
-  const dir = join(outDir, 'seeds', name)
+/** Writes the target's seeds into dir (regenerated each run: they follow the protocol as the code does). */
+function writeSeeds (name, dir) {
   rmSync(dir, { recursive: true, force: true })
   mkdirSync(dir, { recursive: true })
   for (const [file, bytes] of seedInputs(name)) writeFileSync(join(dir, file), bytes)
@@ -118,7 +120,6 @@ function summarize (output, code) {
     ft: Number(progress?.[3] ?? NaN),
     corpus: Number(progress?.[4] ?? NaN),
     execPerSec: stat('average_exec_per_sec'),
-    seconds: stat('total_run_time'),
     ...(code === 0 ? {} : { exit: code }),
     ...(problem === undefined ? {} : { problem })
   }
@@ -126,11 +127,13 @@ function summarize (output, code) {
 
 /** Runs one target; resolves with its summary. */
 function runTarget (name, binary, opts) {
-  const seeds = writeSeeds(name)
   const regressions = join(fuzzDir, 'regressions', name)
-  // A fixed run starts from the seeds alone, so its result depends on nothing left by earlier runs.
+  // A fixed run starts from the seeds alone, in a directory of its own, so its result depends on
+  // nothing left by earlier runs (nor on a long run going on beside it).
   const fixed = opts.runs !== undefined
-  const corpus = fixed ? mkdtempSync(join(tmpdir(), `warren-fuzz-${name}-`)) : join(outDir, 'corpus', name)
+  const scratch = fixed ? mkdtempSync(join(tmpdir(), `warren-fuzz-${name}-`)) : undefined
+  const corpus = scratch !== undefined ? join(scratch, 'corpus') : join(outDir, 'corpus', name)
+  const seeds = writeSeeds(name, scratch !== undefined ? join(scratch, 'seeds') : join(outDir, 'seeds', name))
   const artifacts = join(outDir, 'artifacts')
   mkdirSync(corpus, { recursive: true })
   mkdirSync(artifacts, { recursive: true })
@@ -152,7 +155,7 @@ function runTarget (name, binary, opts) {
     child.stdout.on('data', take)
     child.stderr.on('data', take)
     child.on('close', (code, signal) => {
-      if (fixed) rmSync(corpus, { recursive: true, force: true })
+      if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true })
       resolve(summarize(output, code ?? signal))
     })
   })
