@@ -13,6 +13,8 @@
 //   fuzz summary {"ok":true,"targets":{"mp":{"ok":true,"runs":…,"cov":…,"execPerSec":…},…}}
 // Exits 1 when a target crashed, leaked or hit a sanitizer error (the input is saved under
 // dist/fuzz/artifacts/), 2 when it cannot build (no clang: node scripts/setup.mjs installs it).
+// Once fixed, such an input goes into src/backends/container/agent/fuzz/regressions/TARGET/,
+// which every run (the tests' too) starts from.
 import { spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
