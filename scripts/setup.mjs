@@ -26,7 +26,10 @@ const DEBIAN_PACKAGES = [
   { name: 'libseccomp-dev', provides: '/usr/include/seccomp.h' },
   // a realistic Debian layer with python3 for tests and benchmarks; bwrap as the benchmarks' baseline
   { name: 'debootstrap', provides: '/usr/sbin/debootstrap' },
-  { name: 'bubblewrap', provides: '/usr/bin/bwrap' }
+  { name: 'bubblewrap', provides: '/usr/bin/bwrap' },
+  // the agent's fuzz targets (npm run fuzz): clang, and libFuzzer with the sanitizer runtimes
+  { name: 'clang', provides: '/usr/bin/clang' },
+  { name: 'libclang-rt-14-dev', provides: '/usr/lib/llvm-14/lib/clang/14.0.6/include/fuzzer/FuzzedDataProvider.h' }
 ]
 
 function log (line) { process.stderr.write(`setup: ${line}\n`) }

@@ -170,15 +170,18 @@ export class LayerFileSystem implements FileSystemOps {
     if (arg === undefined) return Errno.EINVAL
     const entries = this.dirs.get(arg.fh)
     if (entries === undefined) return Errno.EBADF
-    const out = Buffer.alloc(arg.size)
-    let used = 0
     // The offset is the index of the next entry: each entry's `off` says where to resume after it.
-    for (let i = arg.offset; i < entries.length; i++) {
+    // The reply is sized by the entries that fit, never by `size` itself (up to 4 GiB).
+    let end = arg.offset
+    let bytes = 0
+    while (end < entries.length && bytes + direntSize(entries[end]!.name.length) <= arg.size) bytes += direntSize(entries[end++]!.name.length)
+    const out = Buffer.alloc(bytes)
+    let used = 0
+    for (let i = arg.offset; i < end; i++) {
       const e = entries[i]!
-      if (used + direntSize(e.name.length) > arg.size) break
       used += writeDirent(out, used, e.ino, i + 1, e.type, e.name)
     }
-    return [out.subarray(0, used)]
+    return [out]
   }
 
   private releasedir (r: FuseRequest): Reply {

@@ -271,7 +271,7 @@ static void handle_frame(struct conn *c, const uint8_t *p, size_t n)
 }
 
 /* Cuts complete frames off the front of the input and handles them. */
-static void handle_input(struct conn *c)
+void handle_input(struct conn *c)
 {
 	while (!c->dead && !c->closing && buf_len(&c->in) >= 4) {
 		const uint8_t *h = buf_head(&c->in);

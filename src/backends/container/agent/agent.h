@@ -85,6 +85,9 @@ void file_list(struct conn *c, const struct req *q);
 void file_stat(struct conn *c, const struct req *q);
 void file_remove(struct conn *c, const struct req *q);
 
+/* agent.c: cuts the complete frames off the front of c->in and handles each (the fuzz target's
+ * way in: bytes as read from a connection, everything after that as the loop does it). */
+void handle_input(struct conn *c);
 /* agent.c: serves the protocol until killed. Exactly one of listen_fd / stream_path is used. */
 int agent_run(int listen_fd, const char *stream_path);
 

@@ -12,7 +12,8 @@ struct buf {
 };
 
 static inline size_t buf_len(const struct buf *b) { return b->end - b->start; }
-static inline uint8_t *buf_head(const struct buf *b) { return b->data + b->start; }
+/* NULL for a queue that never held anything (NULL + 0 is undefined behaviour in C). */
+static inline uint8_t *buf_head(const struct buf *b) { return b->data ? b->data + b->start : NULL; }
 
 /* Makes room for n more bytes at the end; 0 on success, -1 (and oom set) on failure. */
 int buf_reserve(struct buf *b, size_t n);
