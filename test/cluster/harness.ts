@@ -60,11 +60,16 @@ export function busyboxTree (root: string, applets: string[]): string {
 export const DEBIAN_CACHE = '/var/tmp/warren-test-layers'
 
 /**
- * A Debian bookworm layer with python3, made the operator's way (`warren image build
+ * A Debian bookworm layer with `packages`, made the operator's way (`warren image build
  * --debootstrap` does the same): the tree is debootstrapped once and kept, the layer is built
  * into `DEBIAN_CACHE` as `<hex>.erofs`, so a node whose layers dir it is has it by digest.
  */
-export async function debianPythonLayer (onLine?: (line: string) => void): Promise<Layer> {
-  const tree = await debootstrapTree(join(DEBIAN_CACHE, 'trees'), 'bookworm', ['python3'], onLine)
+export async function debianLayer (packages: string[], onLine?: (line: string) => void): Promise<Layer> {
+  const tree = await debootstrapTree(join(DEBIAN_CACHE, 'trees'), 'bookworm', packages, onLine)
   return await buildLayerFromDir(tree, DEBIAN_CACHE)
+}
+
+/** The Debian layer most tests use: bookworm with python3. */
+export async function debianPythonLayer (onLine?: (line: string) => void): Promise<Layer> {
+  return await debianLayer(['python3'], onLine)
 }

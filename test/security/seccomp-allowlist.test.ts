@@ -11,9 +11,8 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { startNode } from '../../src/cluster/index.js'
-import { LayerStore } from '../../src/images/index.js'
 import { connect } from '../../src/sdk/index.js'
-import { ALL_SCOPES, startTestControlPlane } from '../cluster/harness.js'
+import { ALL_SCOPES, DEBIAN_CACHE, debianLayer, startTestControlPlane } from '../cluster/harness.js'
 import { timed } from '../support/index.js'
 import { containerSkip, staticFixture, tenantCluster } from './support.js'
 
@@ -78,14 +77,13 @@ ctest('raw system calls not on the allow-list fail with ENOSYS, refused ones wit
 }))
 
 /** The Debian layer of these tests, built once and cached between runs (about two minutes the first time). */
-const DEBIAN_CACHE = '/var/tmp/warren-test-layers'
-const DEBIAN = 'debian:bookworm:python3,python3-pip,gcc,libc6-dev'
+const DEBIAN_PACKAGES = ['python3', 'python3-pip', 'gcc', 'libc6-dev']
 
 ctest('python3 (threads, subprocesses, sockets), pip and gcc work under the filter', timed(900_000, async (defer) => {
   const dir = mkdtempSync(join(tmpdir(), 'warren-sec-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))
-  const layer = await new LayerStore(DEBIAN_CACHE).resolve(DEBIAN)
-  const digest = `sha256:${layer.slice(layer.lastIndexOf('/') + 1, -'.erofs'.length)}`
+  const layer = await debianLayer(DEBIAN_PACKAGES)
+  const digest = layer.digest
   const cp = await startTestControlPlane()
   defer(() => cp.close())
   const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'sec-debian', dataDir: join(dir, 'node'), layersDir: DEBIAN_CACHE })
