@@ -12,6 +12,8 @@ export type IamMessage =
   | { type: 'create-key', tenant: string, scopes: Scope[] }
   | { type: 'revoke-key', keyId: string }
   | { type: 'set-quotas', tenant: string, quotas: Partial<Quotas> }
+  | { type: 'get-quotas', tenant: string }
+  | { type: 'list-tenants' }
   | { type: 'check-join', token: unknown }
 
 export class Iam extends Actor<IamMessage> {
@@ -25,7 +27,9 @@ export class Iam extends Actor<IamMessage> {
       case 'adopt': this.store.countAdopted(m.tenant); return undefined
       case 'create-key': return this.store.createKey(m.tenant, m.scopes)
       case 'revoke-key': return this.store.revokeKey(m.keyId)
-      case 'set-quotas': this.store.upsertTenant(m.tenant, m.quotas); return true
+      case 'set-quotas': return this.store.upsertTenant(m.tenant, m.quotas)
+      case 'get-quotas': return this.store.quotasOf(m.tenant)
+      case 'list-tenants': return this.store.tenants()
       case 'check-join': return this.store.checkJoinToken(m.token)
     }
   }

@@ -71,13 +71,26 @@ export class IamStore {
     }
   }
 
-  /** Creates (or updates the quotas of) a tenant. */
-  upsertTenant (tenant: string, quotas: Partial<Quotas> = {}): void {
+  /** Creates (or updates the quotas of) a tenant; returns its quotas now. */
+  upsertTenant (tenant: string, quotas: Partial<Quotas> = {}): Quotas {
     if (!/^[a-zA-Z0-9_.-]{1,64}$/.test(tenant)) throw createError(ErrorCodes.INVALID_ARGUMENT, 'tenant names are 1-64 of [a-zA-Z0-9_.-]')
     const prev = this.data.tenants[tenant]?.quotas ?? QuotaDefaults
     this.data.tenants[tenant] = { quotas: { ...prev, ...quotas } }
     this.buckets.delete(tenant)
     this.save()
+    return this.data.tenants[tenant]!.quotas
+  }
+
+  /** @throws WARREN_ERR_NOT_FOUND (field `tenant`) when there is no such tenant */
+  quotasOf (tenant: string): Quotas {
+    const t = Object.hasOwn(this.data.tenants, tenant) ? this.data.tenants[tenant] : undefined
+    if (t === undefined) throw createError(ErrorCodes.NOT_FOUND, `no tenant ${tenant}`, { field: 'tenant' })
+    return t.quotas
+  }
+
+  /** Every tenant and its quotas. */
+  tenants (): Array<{ tenant: string, quotas: Quotas }> {
+    return Object.entries(this.data.tenants).map(([tenant, t]) => ({ tenant, quotas: t.quotas }))
   }
 
   /** Issues a new API key; the returned token is shown once and never stored. */
