@@ -23,7 +23,10 @@ const DEBIAN_PACKAGES = [
   { name: 'busybox-static', provides: '/bin/busybox' },
   // a realistic Debian layer with python3 for tests and benchmarks; bwrap as the benchmarks' baseline
   { name: 'debootstrap', provides: '/usr/sbin/debootstrap' },
-  { name: 'bubblewrap', provides: '/usr/bin/bwrap' }
+  { name: 'bubblewrap', provides: '/usr/bin/bwrap' },
+  // better-sqlite3 (the control plane's state) compiles its addon when no prebuilt one can be fetched
+  { name: 'g++', provides: '/usr/bin/g++' },
+  { name: 'make', provides: '/usr/bin/make' }
 ]
 
 function log (line) { process.stderr.write(`setup: ${line}\n`) }

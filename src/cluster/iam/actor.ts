@@ -2,7 +2,8 @@
  * The iam actor: the one owner of the IamStore, so quota counts have a single writer.
  */
 import { Actor } from '../../actors/index.js'
-import type { IamStore, Principal, Quotas, Scope } from './store.js'
+import type { Quotas } from './quotas.js'
+import type { IamStore, Principal, Scope } from './store.js'
 
 export type IamMessage =
   | { type: 'authenticate', token: unknown }
