@@ -114,9 +114,9 @@ export async function kill (ids: string[], out: Out = std): Promise<number> {
 
 /** `warren token create --tenant T --scopes a,b` */
 export async function tokenCreate (flags: { tenant?: string, scopes?: string }, out: Out = std): Promise<number> {
-  if (flags.tenant === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren token create --tenant T [--scopes sandbox:create,sandbox:exec,sandbox:read]')
+  if (flags.tenant === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren token create --tenant T [--scopes sandbox:create,sandbox:exec,sandbox:read]', { field: 'tenant' })
   const scopes = (flags.scopes ?? 'sandbox:create,sandbox:exec,sandbox:read').split(',').map((s) => s.trim()).filter((s) => s !== '')
-  for (const s of scopes) if (!isScope(s)) throw createError(ErrorCodes.INVALID_ARGUMENT, `unknown scope ${s}`)
+  for (const s of scopes) if (!isScope(s)) throw createError(ErrorCodes.INVALID_ARGUMENT, `unknown scope ${s}`, { field: 'scopes' })
   return await withClient(async (client) => {
     out.stdout.write(`${await client.createToken(flags.tenant!, scopes)}\n`)
     return 0
