@@ -50,15 +50,22 @@ test('reserved and malformed tenant names are refused with INVALID_ARGUMENT nami
 
 test('reserved and malformed tenant names are refused through the CLI', timed(30_000, async (defer) => {
   const { url, token } = await adminClient(defer)
-  for (const name of ['__proto__', 'constructor']) {
-    const r = await new Promise<{ code: number | null, stderr: string }>((resolve) => {
-      execFile(process.execPath, [cli, 'token', 'create', '--tenant', name, '--scopes', 'sandbox:read'], { env: { ...process.env, WARREN_URL: url, WARREN_TOKEN: token }, timeout: 20_000 },
-        (err, _stdout, stderr) => resolve({ code: err === null ? 0 : (err as { code?: number }).code ?? null, stderr }))
-    })
+  const warren = (args: string[]): Promise<{ code: number | null, stdout: string, stderr: string }> => new Promise((resolve) => {
+    execFile(process.execPath, [cli, ...args], { env: { ...process.env, WARREN_URL: url, WARREN_TOKEN: token }, timeout: 20_000 },
+      (err, stdout, stderr) => resolve({ code: err === null ? 0 : (err as { code?: number }).code ?? null, stdout, stderr }))
+  })
+  for (const args of [['token', 'create', '--tenant', '__proto__', '--scopes', 'sandbox:read'], ['token', 'create', '--tenant', 'constructor'], ['tenant', 'quotas', '--tenant', 'prototype', '--max-sandboxes', '3']]) {
+    const r = await warren(args)
     assert.is(r.code, 1, r.stderr)
     assert.match(r.stderr, /WARREN_ERR_INVALID_ARGUMENT/)
     assert.not.match(r.stderr, /\n\s+at /, 'no stack trace')
   }
+  const set = await warren(['tenant', 'quotas', '--tenant', 'cli-t', '--max-sandboxes', '3'])
+  assert.is(set.code, 0, set.stderr)
+  assert.match(set.stdout, /^cli-t\tmaxSandboxes=3 /)
+  const ls = await warren(['tenant', 'ls'])
+  assert.is(ls.code, 0, ls.stderr)
+  assert.equal(ls.stdout.split('\n').filter((l) => l !== '').map((l) => l.split('\t')[0]), ['admin', 'cli-t'])
 }))
 
 test('reserved and malformed image names are refused with INVALID_ARGUMENT naming name', timed(30_000, async (defer) => {
