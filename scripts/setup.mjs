@@ -29,7 +29,10 @@ const DEBIAN_PACKAGES = [
   { name: 'bubblewrap', provides: '/usr/bin/bwrap' },
   // the agent's fuzz targets (npm run fuzz): clang, and libFuzzer with the sanitizer runtimes
   { name: 'clang', provides: '/usr/bin/clang' },
-  { name: 'libclang-rt-14-dev', provides: '/usr/lib/llvm-14/lib/clang/14.0.6/include/fuzzer/FuzzedDataProvider.h' }
+  { name: 'libclang-rt-14-dev', provides: '/usr/lib/llvm-14/lib/clang/14.0.6/include/fuzzer/FuzzedDataProvider.h' },
+  // better-sqlite3 (the control plane's state) compiles its addon when no prebuilt one can be fetched
+  { name: 'g++', provides: '/usr/bin/g++' },
+  { name: 'make', provides: '/usr/bin/make' }
 ]
 
 function log (line) { process.stderr.write(`setup: ${line}\n`) }

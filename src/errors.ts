@@ -37,6 +37,8 @@ export const ErrorCodes = {
   SANDBOX_GONE: 'WARREN_ERR_SANDBOX_GONE',
   /** A backend cannot run work right now (its worker pool is restarting, broken or closed); see `details`. */
   BACKEND_UNAVAILABLE: 'WARREN_ERR_BACKEND_UNAVAILABLE',
+  /** The control plane's state database cannot be read (corrupt, or from a newer warren); `details.file` names it. */
+  STATE_UNREADABLE: 'WARREN_ERR_STATE_UNREADABLE',
   INTERNAL: 'WARREN_ERR_INTERNAL'
 } as const
 

@@ -9,6 +9,7 @@
  *   warren log ID
  *   warren kill ID…
  *   warren token create --tenant T [--scopes a,b]
+ *   warren tenant ls | tenant quotas --tenant T [--max-sandboxes N] [--creates-per-second R] [--create-burst B]
  *   warren nodes
  */
 import { parseArgs } from 'node:util'
@@ -29,6 +30,9 @@ const USAGE = `usage: warren <command>
   log ID                             what was run in a sandbox (its trajectory)
   kill ID…                           end sandboxes
   token create --tenant T [--scopes a,b]   issue an API key (admin)
+  tenant ls                          the tenants and their quotas (admin)
+  tenant quotas --tenant T [--max-sandboxes N] [--creates-per-second R] [--create-burst B]
+                                     read or set a tenant's quotas (admin)
   nodes                              the cluster's nodes (admin)
   image build --kind base|workspace|tools --name N:T (--from-dir D | --from-tar F | --from-oci F [--platform os/arch] | --debootstrap SUITE [--include a,b]) [--store BLOBS]
                                      build a layer, push it with its chunk manifest, tag it
@@ -88,6 +92,12 @@ export async function main (argv: string[]): Promise<number> {
         const { values, positionals } = parse({ tenant: { type: 'string' }, scopes: { type: 'string' } })
         if (positionals[0] !== 'create') break
         return await commands.tokenCreate(values)
+      }
+      case 'tenant': {
+        const { values, positionals } = parse({ tenant: { type: 'string' }, 'max-sandboxes': { type: 'string' }, 'creates-per-second': { type: 'string' }, 'create-burst': { type: 'string' } })
+        if (positionals[0] === 'ls' && positionals.length === 1) return await commands.tenantList()
+        if (positionals[0] === 'quotas' && positionals.length === 1) return await commands.tenantQuotas(values)
+        break
       }
       case 'nodes':
         return await commands.nodes()

@@ -3,6 +3,6 @@ export { BuildDefaults, buildLayerFromDir, debootstrapTree, digestFile, makeErof
 export { ArchiveDefaults, parsePlatform, unpackImage, unpackTar, type UnpackOptions } from './oci/index.js'
 export { LayerStore, type LayerSource } from './store.js'
 export { buildBusyboxLayer, buildErofsLayer } from './busybox.js'
-export { isImageName, LAYER_KINDS, NameIndex, type LayerKind, type TagRecord } from './names.js'
+export { checkImageName, isImageName, LAYER_KINDS, NameIndex, NameIndexDefaults, type LayerKind, type TagRecord } from './names.js'
 export { createLazyLayers, type LazyLayers, type LazyLayersOptions } from './lazy.js'
 export { startLayerService, type LayerService, type LayerServiceOptions } from './layer-server/index.js'

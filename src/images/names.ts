@@ -1,11 +1,11 @@
 /**
  * The versioned name index: `name:tag` → layer digest, with every earlier digest of the tag
  * kept in order, so a spec can name `python:3.11` and a rollout that named it yesterday can
- * still be explained. Persisted as one JSON file, written atomically.
+ * still be explained. Kept in the control plane's state database (src/state): each tag is one
+ * transaction, on disk before it is acknowledged.
  */
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
-import { dirname } from 'node:path'
 import { createError, ErrorCodes } from '../errors.js'
+import { checkName, isReservedWord, type Db, type Warn } from '../state/index.js'
 
 export type LayerKind = 'base' | 'workspace' | 'tools'
 export const LAYER_KINDS: readonly LayerKind[] = ['base', 'workspace', 'tools']
@@ -18,38 +18,77 @@ export interface TagRecord {
   history: Array<{ digest: string, taggedAt: string }>
 }
 
+export const NameIndexDefaults = {
+  /** Earlier digests kept per tag. */
+  historyLength: 100
+}
+
 const NAME = /^[a-z0-9][a-z0-9._/-]{0,127}:[A-Za-z0-9._-]{1,64}$/
+const NAME_RULE = 'name:tag (a lowercase name of [a-z0-9._/-] up to 128, a tag of [A-Za-z0-9._-] up to 64)'
+const DIGEST = /^sha256:[0-9a-f]{64}$/
 
 /** True when `ref` has the form of a `name:tag` (not a digest, not a built-in reference). */
 export function isImageName (ref: string): boolean {
   return NAME.test(ref) && !ref.startsWith('sha256:') && !ref.startsWith('dir:') && !ref.startsWith('debian:')
 }
 
-export class NameIndex {
-  private tags: Record<string, TagRecord> = {}
+/**
+ * An image name as an admin may tag it: the grammar, and no reserved word as a path part or tag.
+ * @throws WARREN_ERR_INVALID_ARGUMENT naming `name`
+ */
+export function checkImageName (name: unknown): string {
+  checkName(name, 'name', NAME, NAME_RULE)
+  const [path, tag] = (name as string).split(':') as [string, string]
+  const word = [...path.split('/'), tag].find(isReservedWord)
+  if (word !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `image name ${String(name)}: ${word} is a reserved word`, { field: 'name' })
+  return name as string
+}
 
-  /** @param file where the index persists; undefined keeps it in memory */
-  constructor (private readonly file?: string) {
-    if (file === undefined) return
-    try {
-      this.tags = JSON.parse(readFileSync(file, 'utf8')) as Record<string, TagRecord>
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
-    }
+interface TagRow { name: string, digest: string, kind: LayerKind, tagged_at: string }
+interface HistoryRow { name: string, digest: string, tagged_at: string }
+
+function statements (db: Db) {
+  return {
+    tag: db.prepare<[string], TagRow>('SELECT * FROM image_tags WHERE name = ?'),
+    tags: db.prepare<[], TagRow>('SELECT * FROM image_tags ORDER BY name'),
+    putTag: db.prepare<[string, string, string, string]>(`INSERT INTO image_tags VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET
+      digest = excluded.digest, kind = excluded.kind, tagged_at = excluded.tagged_at`),
+    addTag: db.prepare<[string, string, string, string]>('INSERT OR IGNORE INTO image_tags VALUES (?, ?, ?, ?)'),
+    history: db.prepare<[string, number], HistoryRow>('SELECT name, digest, tagged_at FROM image_history WHERE name = ? ORDER BY seq DESC LIMIT ?'),
+    allHistory: db.prepare<[], HistoryRow>('SELECT name, digest, tagged_at FROM image_history ORDER BY name, seq DESC'),
+    lastSeq: db.prepare<[string], { seq: number | null }>('SELECT max(seq) AS seq FROM image_history WHERE name = ?'),
+    addHistory: db.prepare<[string, number, string, string]>('INSERT INTO image_history VALUES (?, ?, ?, ?)'),
+    trimHistory: db.prepare<[string, number]>('DELETE FROM image_history WHERE name = ? AND seq <= ?')
+  }
+}
+
+export class NameIndex {
+  private readonly sql: ReturnType<typeof statements>
+
+  /** @param db the state database (src/state), opened and migrated */
+  constructor (private readonly db: Db) {
+    this.sql = statements(db)
   }
 
-  /** Points `name:tag` at a digest; the previous digest goes into the history. */
+  /**
+   * Points `name:tag` at a digest; the previous digest goes into the history.
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `name`, `digest` or `kind`; nothing is written then
+   */
   tag (name: string, digest: string, kind: LayerKind): TagRecord {
-    if (!NAME.test(name)) throw createError(ErrorCodes.INVALID_ARGUMENT, `image names are name:tag (lowercase name, tag of [A-Za-z0-9._-]), not ${name}`)
-    if (!/^sha256:[0-9a-f]{64}$/.test(digest)) throw createError(ErrorCodes.INVALID_ARGUMENT, `bad digest ${digest}`)
-    if (!LAYER_KINDS.includes(kind)) throw createError(ErrorCodes.INVALID_ARGUMENT, `kind must be one of ${LAYER_KINDS.join(', ')}`)
+    checkImageName(name)
+    if (typeof digest !== 'string' || !DIGEST.test(digest)) throw createError(ErrorCodes.INVALID_ARGUMENT, `bad digest ${String(digest).slice(0, 80)}`, { field: 'digest' })
+    if (!LAYER_KINDS.includes(kind)) throw createError(ErrorCodes.INVALID_ARGUMENT, `kind must be one of ${LAYER_KINDS.join(', ')}`, { field: 'kind' })
     const now = new Date().toISOString()
-    const prev = this.tags[name]
-    const history = prev === undefined || prev.digest === digest ? prev?.history ?? [] : [{ digest: prev.digest, taggedAt: prev.taggedAt }, ...prev.history].slice(0, 100)
-    const record: TagRecord = { digest, kind, taggedAt: now, history }
-    this.tags[name] = record
-    this.save()
-    return record
+    return this.db.transaction((): TagRecord => {
+      const prev = this.sql.tag.get(name)
+      if (prev !== undefined && prev.digest !== digest) {
+        const seq = (this.sql.lastSeq.get(name)?.seq ?? 0) + 1
+        this.sql.addHistory.run(name, seq, prev.digest, prev.tagged_at)
+        this.sql.trimHistory.run(name, seq - NameIndexDefaults.historyLength)
+      }
+      this.sql.putTag.run(name, digest, kind, now)
+      return { digest, kind, taggedAt: now, history: this.historyOf(name) }
+    })()
   }
 
   /**
@@ -58,21 +97,43 @@ export class NameIndex {
    */
   resolve (ref: string, field = 'image'): string {
     if (!isImageName(ref)) return ref
-    const record = Object.hasOwn(this.tags, ref) ? this.tags[ref] : undefined
+    const record = this.sql.tag.get(ref)
     if (record === undefined) throw createError(ErrorCodes.BAD_SPEC, `spec.${field}: no image named ${ref}`, { field })
     return record.digest
   }
 
   /** Every tag, for `warren image ls`. */
   list (): Array<{ name: string } & TagRecord> {
-    return Object.entries(this.tags).map(([name, r]) => ({ name, ...r }))
+    const history = new Map<string, TagRecord['history']>()
+    for (const h of this.sql.allHistory.all()) {
+      let list = history.get(h.name)
+      if (list === undefined) { list = []; history.set(h.name, list) }
+      list.push({ digest: h.digest, taggedAt: h.tagged_at })
+    }
+    return this.sql.tags.all().map((r) => ({ name: r.name, digest: r.digest, kind: r.kind, taggedAt: r.tagged_at, history: history.get(r.name) ?? [] }))
   }
 
-  private save (): void {
-    if (this.file === undefined) return
-    mkdirSync(dirname(this.file), { recursive: true })
-    const tmp = `${this.file}.${process.pid}.tmp`
-    writeFileSync(tmp, JSON.stringify(this.tags, null, 2))
-    renameSync(tmp, this.file)
+  /**
+   * Imports the images.json of an earlier version; names already here are kept as they are.
+   * Runs inside the caller's transaction (src/state importLegacy).
+   */
+  importLegacy (data: unknown, warn: Warn): void {
+    if (data === null || typeof data !== 'object' || Array.isArray(data)) { warn('images.json holds no object; nothing imported'); return }
+    for (const [name, r] of Object.entries(data as Record<string, Partial<TagRecord> | null>)) {
+      let ok = r !== null && typeof r === 'object' && typeof r.digest === 'string' && DIGEST.test(r.digest) && LAYER_KINDS.includes(r.kind!)
+      try { checkImageName(name) } catch { ok = false }
+      if (!ok) { warn(`images.json: ${JSON.stringify(name)} is malformed; it is not imported`); continue }
+      const taggedAt = typeof r!.taggedAt === 'string' ? r!.taggedAt : new Date().toISOString()
+      if (this.sql.addTag.run(name, r!.digest!, r!.kind!, taggedAt).changes === 0) continue
+      const history = Array.isArray(r!.history) ? r!.history.filter((h) => typeof h?.digest === 'string' && DIGEST.test(h.digest)) : []
+      // Stored oldest first, so that seq grows towards the newest as a retag would have made it.
+      history.slice(0, NameIndexDefaults.historyLength).reverse().forEach((h, i) => {
+        this.sql.addHistory.run(name, i + 1, h.digest, typeof h.taggedAt === 'string' ? h.taggedAt : taggedAt)
+      })
+    }
+  }
+
+  private historyOf (name: string): TagRecord['history'] {
+    return this.sql.history.all(name, NameIndexDefaults.historyLength).map((h) => ({ digest: h.digest, taggedAt: h.tagged_at }))
   }
 }

@@ -9,7 +9,7 @@
  */
 import { nanoid } from 'nanoid'
 import { ActorSystem } from '../actors/index.js'
-import { CLIENT_ADDRESS, SESSION_ADDRESS, type ClientRequest, type SandboxStateNotice, type SandboxView } from '../cluster/index.js'
+import { CLIENT_ADDRESS, SESSION_ADDRESS, type ClientRequest, type Quotas, type SandboxStateNotice, type SandboxView } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { createLinkClient, type LinkClient, type LinkOptionsInput } from '../transport/index.js'
 import { resolveConfig } from './config.js'
@@ -130,6 +130,19 @@ export class Client {
   /** Admin: issues an API key for a tenant. */
   async createToken (tenant: string, scopes: string[]): Promise<string> {
     return await this.request<string>({ type: 'token-create', tenant, scopes } as ClientRequest)
+  }
+
+  /** Admin: every tenant and its quotas. */
+  async tenants (): Promise<Array<{ tenant: string, quotas: Quotas }>> {
+    return await this.request<Array<{ tenant: string, quotas: Quotas }>>({ type: 'tenant-list' })
+  }
+
+  /**
+   * Admin: a tenant's quotas; with `quotas`, sets those given first (creating the tenant).
+   * @throws WARREN_ERR_NOT_FOUND (field `tenant`) when reading a tenant that does not exist
+   */
+  async quotas (tenant: string, quotas?: Partial<Quotas>): Promise<Quotas> {
+    return await this.request<Quotas>({ type: 'tenant-quotas', tenant, ...(quotas !== undefined ? { quotas } : {}) })
   }
 
   /** Admin: the nodes and their health. */

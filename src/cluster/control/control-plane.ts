@@ -19,6 +19,7 @@ import { createIam, IamStore, type IamMessage, type Scope } from '../iam/index.j
 import { createPlacementShard, type ShardMessage } from '../placement/index.js'
 import { createDirectory, type DirectoryMessage } from './directory.js'
 import { NameIndex } from '../../images/index.js'
+import { openState } from '../../state/index.js'
 import { createGateway } from './gateway.js'
 import { createImageIndex, type ImageIndexMessage } from './image-index.js'
 import { createRegistry, createShardRecovery, type RegistryMessage } from './registry.js'
@@ -37,7 +38,7 @@ export interface ControlPlaneOptions {
   /** 0 picks a free port. */
   port?: number
   host?: string
-  /** Where the IAM store persists; undefined keeps it in memory. */
+  /** Where the durable state (src/state) and the blobs live; undefined keeps the state in memory. */
   dataDir?: string
   shards?: number
   heartbeatTimeoutMs?: number
@@ -59,9 +60,18 @@ export interface ControlPlane {
 export async function startControlPlane (options: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const o = { ...ControlPlaneDefaults, ...options }
   const system = new ActorSystem({ name: CONTROL_PLANE })
-  const store = new IamStore(options.dataDir === undefined ? undefined : join(options.dataDir, 'iam.json'))
+  const state = openState(options.dataDir)
+  const store = new IamStore(state.db)
+  const names = new NameIndex(state.db)
+  try {
+    // The JSON files of earlier versions, imported once.
+    state.importLegacy('iam.json', (data, warn) => store.importLegacy(data, warn))
+    state.importLegacy('images.json', (data, warn) => names.importLegacy(data, warn))
+  } catch (err) {
+    state.close()
+    throw err
+  }
   const joinToken = store.rotateJoinToken()
-  const names = new NameIndex(options.dataDir === undefined ? undefined : join(options.dataDir, 'images.json'))
 
   const ref = <M>(name: string) => (): Ref<M> => {
     const r = system.lookup<M>(`${CONTROL_PLANE}/${name}`)
@@ -117,6 +127,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     async close () {
       await system.stop(root, 15_000)
       await system.shutdown(1000)
+      state.close()
     }
   }
 }

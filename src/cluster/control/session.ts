@@ -7,7 +7,7 @@
 import { customAlphabet } from 'nanoid'
 import { Actor, type Ref } from '../../actors/index.js'
 import { createError, ErrorCodes, fromWireError, isWarrenError } from '../../errors.js'
-import { authorize, type IamMessage, type Principal, type Scope } from '../iam/index.js'
+import { authorize, type IamMessage, type Principal, type Quotas, type Scope } from '../iam/index.js'
 import type { CreateItem, CreateOutcome, NodeMessage } from '../node/index.js'
 import { placeBatch, type PlacementRequest, type ShardMessage } from '../placement/index.js'
 import type { OutputPage, SandboxMessage, WireExecOptions } from '../sandbox/index.js'
@@ -31,6 +31,8 @@ export type ClientRequest =
   | { type: 'trajectory', id: string, fromSeq?: number, limit?: number }
   | { type: 'files', id: string, op: 'read' | 'write', path: string, data?: Uint8Array }
   | { type: 'token-create', tenant: string, scopes: Scope[] }
+  | { type: 'tenant-list' }
+  | { type: 'tenant-quotas', tenant: string, quotas?: Partial<Quotas> }
   | { type: 'nodes' }
   | { type: 'image-tag', name: string, digest: string, kind: LayerKind }
   | { type: 'image-list' }
@@ -147,6 +149,12 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
       case 'token-create':
         this.authorize('admin')
         return this.ctx.answerLater(this.o.iam().ask({ type: 'create-key', tenant: m.tenant, scopes: m.scopes }))
+      case 'tenant-list':
+        this.authorize('admin')
+        return this.ctx.answerLater(this.o.iam().ask({ type: 'list-tenants' }))
+      case 'tenant-quotas':
+        this.authorize('admin')
+        return this.ctx.answerLater(this.o.iam().ask(m.quotas === undefined ? { type: 'get-quotas', tenant: m.tenant } : { type: 'set-quotas', tenant: m.tenant, quotas: m.quotas }))
       case 'nodes':
         this.authorize('admin')
         return this.ctx.answerLater(this.o.registry().ask<NodeStatus[]>({ type: 'nodes' }))

@@ -2,7 +2,8 @@
  * The iam actor: the one owner of the IamStore, so quota counts have a single writer.
  */
 import { Actor } from '../../actors/index.js'
-import type { IamStore, Principal, Quotas, Scope } from './store.js'
+import type { Quotas } from './quotas.js'
+import type { IamStore, Principal, Scope } from './store.js'
 
 export type IamMessage =
   | { type: 'authenticate', token: unknown }
@@ -12,6 +13,8 @@ export type IamMessage =
   | { type: 'create-key', tenant: string, scopes: Scope[] }
   | { type: 'revoke-key', keyId: string }
   | { type: 'set-quotas', tenant: string, quotas: Partial<Quotas> }
+  | { type: 'get-quotas', tenant: string }
+  | { type: 'list-tenants' }
   | { type: 'check-join', token: unknown }
 
 export class Iam extends Actor<IamMessage> {
@@ -25,7 +28,9 @@ export class Iam extends Actor<IamMessage> {
       case 'adopt': this.store.countAdopted(m.tenant); return undefined
       case 'create-key': return this.store.createKey(m.tenant, m.scopes)
       case 'revoke-key': return this.store.revokeKey(m.keyId)
-      case 'set-quotas': this.store.upsertTenant(m.tenant, m.quotas); return true
+      case 'set-quotas': return this.store.upsertTenant(m.tenant, m.quotas)
+      case 'get-quotas': return this.store.quotasOf(m.tenant)
+      case 'list-tenants': return this.store.tenants()
       case 'check-join': return this.store.checkJoinToken(m.token)
     }
   }

@@ -1,28 +1,20 @@
 /**
- * IamStore: tenants, API keys and quotas. Keys are `wrn_<keyId>_<secret>`; only a sha256 of
- * the secret is kept (secrets are 256 random bits, so a fast hash is enough and login stays
- * cheap), compared in constant time. The store persists to one JSON file, written atomically.
+ * IamStore: tenants, API keys and quotas, kept in the control plane's state database. Keys are
+ * `wrn_<keyId>_<secret>`; only a sha256 of the secret is kept (secrets are 256 random bits, so a
+ * fast hash is enough and login stays cheap), compared in constant time. Every change is checked
+ * whole first and then written in one transaction: a refused request changes nothing, and an
+ * acknowledged one is on disk (see src/state).
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
-import { dirname } from 'node:path'
 import { customAlphabet } from 'nanoid'
 import { createError, ErrorCodes } from '../../errors.js'
+import { checkName, type Db, type Warn } from '../../state/index.js'
+import { parseLegacyIam } from './legacy.js'
+import { checkQuotas, QuotaDefaults, type Quotas } from './quotas.js'
 import { createTokenBucket, type TokenBucket } from './token-bucket.js'
 
 export const SCOPES = ['sandbox:create', 'sandbox:exec', 'sandbox:read', 'admin'] as const
 export type Scope = typeof SCOPES[number]
-
-export interface Quotas {
-  /** Sandboxes alive at once. */
-  maxSandboxes: number
-  /** Sustained creations per second (token bucket rate). */
-  createsPerSecond: number
-  /** Creations allowed in one burst (token bucket size). */
-  createBurst: number
-}
-
-export const QuotaDefaults: Quotas = { maxSandboxes: 100_000, createsPerSecond: 20_000, createBurst: 20_000 }
 
 /** Who a request comes from, once its token checked out. */
 export interface Principal {
@@ -31,9 +23,9 @@ export interface Principal {
   scopes: Scope[]
 }
 
-interface KeyRecord { tenant: string, scopes: Scope[], hash: string, createdAt: string }
-interface TenantRecord { quotas: Quotas }
-interface StoreFile { version: 1, joinTokenHash: string, tenants: Record<string, TenantRecord>, keys: Record<string, KeyRecord> }
+const TENANT = /^[a-z0-9][a-z0-9._-]{0,62}$/i
+const TENANT_RULE = '1-63 of [A-Za-z0-9._-], starting with a letter or digit'
+const JOIN_TOKEN_SETTING = 'join_token_hash'
 
 const keyId = customAlphabet('0123456789abcdefghijklmnopqrstuvwxyz', 12)
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex')
@@ -48,55 +40,111 @@ export function isScope (s: unknown): s is Scope {
   return typeof s === 'string' && (SCOPES as readonly string[]).includes(s)
 }
 
+/**
+ * A tenant name as clients may give it.
+ * @throws WARREN_ERR_INVALID_ARGUMENT naming `tenant` for a malformed or reserved name
+ */
+export function checkTenant (tenant: unknown): string {
+  return checkName(tenant, 'tenant', TENANT, TENANT_RULE)
+}
+
+function checkScopes (scopes: unknown): Scope[] {
+  if (!Array.isArray(scopes) || scopes.length === 0 || scopes.length > SCOPES.length * 4) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, `scopes is a non-empty list of ${SCOPES.join(', ')}`, { field: 'scopes' })
+  }
+  for (const s of scopes) if (!isScope(s)) throw createError(ErrorCodes.INVALID_ARGUMENT, `unknown scope ${String(s).slice(0, 40)}`, { field: 'scopes' })
+  return [...new Set(scopes as Scope[])]
+}
+
 /** @throws WARREN_ERR_FORBIDDEN unless the principal holds `scope` (or admin). */
 export function authorize (principal: Principal, scope: Scope): void {
   if (principal.scopes.includes(scope) || principal.scopes.includes('admin')) return
   throw createError(ErrorCodes.FORBIDDEN, `this key lacks the scope ${scope}`, { scope })
 }
 
+interface TenantRow { name: string, max_sandboxes: number, creates_per_second: number, create_burst: number }
+const quotasOfRow = (r: TenantRow): Quotas => ({ maxSandboxes: r.max_sandboxes, createsPerSecond: r.creates_per_second, createBurst: r.create_burst })
+
+/** The SQL the store runs, prepared once. */
+function statements (db: Db) {
+  return {
+    tenant: db.prepare<[string], TenantRow>('SELECT * FROM tenants WHERE name = ?'),
+    tenants: db.prepare<[], TenantRow>('SELECT * FROM tenants ORDER BY name'),
+    putTenant: db.prepare<[string, number, number, number]>(`INSERT INTO tenants VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET
+      max_sandboxes = excluded.max_sandboxes, creates_per_second = excluded.creates_per_second, create_burst = excluded.create_burst`),
+    addTenant: db.prepare<[string, number, number, number]>('INSERT OR IGNORE INTO tenants VALUES (?, ?, ?, ?)'),
+    key: db.prepare<[string], { tenant: string, scopes: string, hash: string }>('SELECT tenant, scopes, hash FROM api_keys WHERE id = ?'),
+    addKey: db.prepare<[string, string, string, string, string]>('INSERT OR IGNORE INTO api_keys (id, tenant, scopes, hash, created_at) VALUES (?, ?, ?, ?, ?)'),
+    deleteKey: db.prepare<[string]>('DELETE FROM api_keys WHERE id = ?'),
+    setting: db.prepare<[string], { value: string }>('SELECT value FROM settings WHERE key = ?'),
+    putSetting: db.prepare<[string, string]>('INSERT INTO settings VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value')
+  }
+}
+
 export class IamStore {
-  private data: StoreFile
+  private readonly sql: ReturnType<typeof statements>
   private readonly buckets = new Map<string, TokenBucket>()
   private readonly live = new Map<string, number>()
+  /** Quotas of the tenants that created, read once each (changes drop the entry), so admission reads no disk. */
+  private readonly quotaCache = new Map<string, Quotas>()
+  private joinTokenHash: string
 
-  /** @param file where the store persists; undefined keeps it in memory (tests, simulation). */
-  constructor (private readonly file?: string) {
-    this.data = { version: 1, joinTokenHash: '', tenants: {}, keys: {} }
-    if (file !== undefined) {
-      try {
-        this.data = JSON.parse(readFileSync(file, 'utf8')) as StoreFile
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
-      }
-    }
+  /** @param db the state database (src/state), opened and migrated */
+  constructor (private readonly db: Db) {
+    this.sql = statements(db)
+    this.joinTokenHash = this.sql.setting.get(JOIN_TOKEN_SETTING)?.value ?? ''
   }
 
-  /** Creates (or updates the quotas of) a tenant. */
-  upsertTenant (tenant: string, quotas: Partial<Quotas> = {}): void {
-    if (!/^[a-zA-Z0-9_.-]{1,64}$/.test(tenant)) throw createError(ErrorCodes.INVALID_ARGUMENT, 'tenant names are 1-64 of [a-zA-Z0-9_.-]')
-    const prev = this.data.tenants[tenant]?.quotas ?? QuotaDefaults
-    this.data.tenants[tenant] = { quotas: { ...prev, ...quotas } }
+  /**
+   * Creates (or updates the quotas of) a tenant; returns its quotas now.
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `tenant` or `quotas.<name>`; nothing is written then
+   */
+  upsertTenant (tenant: string, quotas: Partial<Quotas> = {}): Quotas {
+    checkTenant(tenant)
+    const change = checkQuotas(quotas)
+    const next = this.db.transaction(() => {
+      const row = this.sql.tenant.get(tenant)
+      const q: Quotas = { ...(row !== undefined ? quotasOfRow(row) : QuotaDefaults), ...change }
+      this.sql.putTenant.run(tenant, q.maxSandboxes, q.createsPerSecond, q.createBurst)
+      return q
+    })()
+    this.quotaCache.delete(tenant)
     this.buckets.delete(tenant)
-    this.save()
+    return next
   }
 
-  /** Issues a new API key; the returned token is shown once and never stored. */
+  /** @throws WARREN_ERR_NOT_FOUND (field `tenant`) when there is no such tenant */
+  quotasOf (tenant: string): Quotas {
+    const row = typeof tenant === 'string' ? this.sql.tenant.get(tenant) : undefined
+    if (row === undefined) throw createError(ErrorCodes.NOT_FOUND, `no tenant ${String(tenant)}`, { field: 'tenant' })
+    return quotasOfRow(row)
+  }
+
+  /** Every tenant and its quotas, by name. */
+  tenants (): Array<{ tenant: string, quotas: Quotas }> {
+    return this.sql.tenants.all().map((r) => ({ tenant: r.name, quotas: quotasOfRow(r) }))
+  }
+
+  /**
+   * Issues a new API key, creating the tenant (default quotas) when it is new. The returned token
+   * is shown once and never stored.
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `tenant` or `scopes`; nothing is written then
+   */
   createKey (tenant: string, scopes: Scope[]): string {
-    if (this.data.tenants[tenant] === undefined) this.upsertTenant(tenant)
-    for (const s of scopes) if (!isScope(s)) throw createError(ErrorCodes.INVALID_ARGUMENT, `unknown scope ${String(s)}`)
+    checkTenant(tenant)
+    const granted = checkScopes(scopes)
     const id = keyId()
     const secret = randomBytes(32).toString('base64url')
-    this.data.keys[id] = { tenant, scopes: [...new Set(scopes)], hash: sha256(secret), createdAt: new Date().toISOString() }
-    this.save()
+    this.db.transaction(() => {
+      this.sql.addTenant.run(tenant, QuotaDefaults.maxSandboxes, QuotaDefaults.createsPerSecond, QuotaDefaults.createBurst)
+      this.sql.addKey.run(id, tenant, JSON.stringify(granted), sha256(secret), new Date().toISOString())
+    })()
     return `wrn_${id}_${secret}`
   }
 
   /** Revokes a key; returns false when there was none. */
   revokeKey (id: string): boolean {
-    if (this.data.keys[id] === undefined) return false
-    delete this.data.keys[id]
-    this.save()
-    return true
+    return typeof id === 'string' && this.sql.deleteKey.run(id).changes > 0
   }
 
   /** The principal behind a token, or undefined when it is not a live key. */
@@ -104,22 +152,23 @@ export class IamStore {
     if (typeof token !== 'string') return undefined
     const m = /^wrn_([0-9a-z]{12})_([A-Za-z0-9_-]{43})$/.exec(token)
     if (m === null) return undefined
-    const record = this.data.keys[m[1]!]
+    const record = this.sql.key.get(m[1]!)
     if (record === undefined || !sameHash(sha256(m[2]!), record.hash)) return undefined
-    return { tenant: record.tenant, keyId: m[1]!, scopes: record.scopes }
+    return { tenant: record.tenant, keyId: m[1]!, scopes: JSON.parse(record.scopes) as Scope[] }
   }
 
   /** Sets a new node join token (returned once) and forgets the old one. */
   rotateJoinToken (): string {
     const token = `wrnj_${randomBytes(32).toString('base64url')}`
-    this.data.joinTokenHash = sha256(token)
-    this.save()
+    const hash = sha256(token)
+    this.sql.putSetting.run(JOIN_TOKEN_SETTING, hash)
+    this.joinTokenHash = hash
     return token
   }
 
   /** True when `token` is the node join token. */
   checkJoinToken (token: unknown): boolean {
-    return typeof token === 'string' && this.data.joinTokenHash !== '' && sameHash(sha256(token), this.data.joinTokenHash)
+    return typeof token === 'string' && this.joinTokenHash !== '' && sameHash(sha256(token), this.joinTokenHash)
   }
 
   /**
@@ -127,7 +176,7 @@ export class IamStore {
    * @throws WARREN_ERR_QUOTA with `details.quota` ('concurrent' | 'rate') and, for rate, `retryAfterMs`
    */
   admitCreate (tenant: string, n = 1): void {
-    const quotas = this.data.tenants[tenant]?.quotas ?? QuotaDefaults
+    const quotas = this.cachedQuotas(tenant)
     const live = this.live.get(tenant) ?? 0
     if (live + n > quotas.maxSandboxes) {
       throw createError(ErrorCodes.QUOTA, `tenant ${tenant} may run ${quotas.maxSandboxes} sandboxes at once`, { quota: 'concurrent', limit: quotas.maxSandboxes })
@@ -157,11 +206,23 @@ export class IamStore {
   /** Sandboxes the tenant has alive. */
   liveCount (tenant: string): number { return this.live.get(tenant) ?? 0 }
 
-  private save (): void {
-    if (this.file === undefined) return
-    mkdirSync(dirname(this.file), { recursive: true })
-    const tmp = `${this.file}.${process.pid}.tmp`
-    writeFileSync(tmp, JSON.stringify(this.data, null, 2), { mode: 0o600 })
-    renameSync(tmp, this.file)
+  /**
+   * Imports the iam.json of an earlier version (tenants, quotas, key hashes); entries already
+   * here are kept as they are. Runs inside the caller's transaction (src/state importLegacy).
+   */
+  importLegacy (data: unknown, warn: Warn): void {
+    const legacy = parseLegacyIam(data, (name) => { try { checkTenant(name); return true } catch { return false } }, isScope, warn)
+    for (const [name, q] of legacy.tenants) this.sql.addTenant.run(name, q.maxSandboxes, q.createsPerSecond, q.createBurst)
+    for (const k of legacy.keys) this.sql.addKey.run(k.id, k.tenant, JSON.stringify([...new Set(k.scopes)]), k.hash, k.createdAt)
+  }
+
+  private cachedQuotas (tenant: string): Quotas {
+    let q = this.quotaCache.get(tenant)
+    if (q === undefined) {
+      const row = this.sql.tenant.get(tenant)
+      q = row !== undefined ? quotasOfRow(row) : QuotaDefaults
+      this.quotaCache.set(tenant, q)
+    }
+    return q
   }
 }

@@ -1,0 +1,42 @@
+/**
+ * A tenant's quotas, their defaults and the check every change passes before it is written.
+ */
+import { createError, ErrorCodes } from '../../errors.js'
+
+export interface Quotas {
+  /** Sandboxes alive at once. */
+  maxSandboxes: number
+  /** Sustained creations per second (token bucket rate). */
+  createsPerSecond: number
+  /** Creations allowed in one burst (token bucket size). */
+  createBurst: number
+}
+
+export const QuotaDefaults: Quotas = { maxSandboxes: 100_000, createsPerSecond: 20_000, createBurst: 20_000 }
+
+/** The bounds of each quota: what a value must be, and whether it must be whole. */
+const BOUNDS: Record<keyof Quotas, { min: number, max: number, integer: boolean }> = {
+  maxSandboxes: { min: 0, max: 1e9, integer: true },
+  createsPerSecond: { min: 0.001, max: 1e9, integer: false },
+  createBurst: { min: 1, max: 1e9, integer: false }
+}
+
+/**
+ * Checks a quota change as a client sent it: an object of known quotas, each a number in its bounds.
+ * @throws WARREN_ERR_INVALID_ARGUMENT naming the field (`quotas.<name>`)
+ */
+export function checkQuotas (input: unknown): Partial<Quotas> {
+  if (input === null || typeof input !== 'object' || Array.isArray(input)) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, 'quotas is an object of maxSandboxes, createsPerSecond, createBurst', { field: 'quotas' })
+  }
+  const out: Partial<Quotas> = {}
+  for (const [name, value] of Object.entries(input)) {
+    if (!Object.hasOwn(BOUNDS, name)) throw createError(ErrorCodes.INVALID_ARGUMENT, `there is no quota ${name}`, { field: `quotas.${name}` })
+    const b = BOUNDS[name as keyof Quotas]
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < b.min || value > b.max || (b.integer && !Number.isInteger(value))) {
+      throw createError(ErrorCodes.INVALID_ARGUMENT, `${name} must be ${b.integer ? 'an integer' : 'a number'} in [${b.min}, ${b.max}]`, { field: `quotas.${name}` })
+    }
+    out[name as keyof Quotas] = value
+  }
+  return out
+}

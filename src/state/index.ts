@@ -1,0 +1,47 @@
+/**
+ * The control plane's durable state (DESIGN.md, "State and operations"): one SQLite database
+ * in the data dir holding tenants, keys, quotas, the join token's hash and image names. The
+ * schema and its migrations are ./schema.ts; opening and pragmas ./database.ts.
+ */
+import { join } from 'node:path'
+import { openDatabase, type Db } from './database.js'
+import { importLegacyFile, warnOnStderr, type Warn } from './legacy.js'
+
+export { DatabaseDefaults, openDatabase, type Db } from './database.js'
+export { checkName, isReservedWord } from './names.js'
+export { SCHEMA_VERSION } from './schema.js'
+export { warnOnStderr, type Warn } from './legacy.js'
+
+export const StateDefaults = {
+  /** The database's file name in the data dir. */
+  fileName: 'state.db'
+}
+
+export interface State {
+  readonly db: Db
+  /** The database file; undefined when the state is in memory. */
+  readonly file: string | undefined
+  /**
+   * Imports `<dataDir>/<name>`, a JSON file of an earlier version, when it is there (once: it is
+   * renamed afterwards). Does nothing for in-memory state.
+   */
+  importLegacy (name: string, apply: (data: unknown, warn: Warn) => void): void
+  close (): void
+}
+
+/**
+ * Opens the state in `dataDir`, or in memory when undefined (tests, simulation).
+ * @throws WARREN_ERR_STATE_UNREADABLE naming the file when the database is corrupt or newer
+ */
+export function openState (dataDir: string | undefined, warn: Warn = warnOnStderr): State {
+  const file = dataDir === undefined ? undefined : join(dataDir, StateDefaults.fileName)
+  const db = openDatabase(file)
+  return {
+    db,
+    file,
+    importLegacy (name, apply) {
+      if (dataDir !== undefined) importLegacyFile(db, join(dataDir, name), (data) => apply(data, warn), warn)
+    },
+    close () { if (db.open) db.close() }
+  }
+}

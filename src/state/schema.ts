@@ -1,0 +1,59 @@
+/**
+ * The control plane's schema, as the migrations that build it. Migration N takes a database at
+ * `user_version` N-1 to N; they run in order, each in its own transaction, so a crash halfway
+ * through leaves the database at the last whole version. Never edit a released migration: add
+ * the next one.
+ */
+
+export interface Migration {
+  /** The `user_version` the database has once this migration ran. */
+  version: number
+  /** What it does, for the error when it fails. */
+  what: string
+  sql: string
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    what: 'tenants, keys, settings and image names',
+    sql: `
+      CREATE TABLE settings (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+      ) STRICT;
+      CREATE TABLE tenants (
+        name               TEXT PRIMARY KEY,
+        max_sandboxes      INTEGER NOT NULL,
+        creates_per_second REAL NOT NULL,
+        create_burst       REAL NOT NULL
+      ) STRICT;
+      -- Only a sha256 of each key's secret is kept: the secret is shown once, when it is made.
+      CREATE TABLE api_keys (
+        id         TEXT PRIMARY KEY,
+        tenant     TEXT NOT NULL REFERENCES tenants (name),
+        scopes     TEXT NOT NULL,
+        hash       TEXT NOT NULL,
+        created_at TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX api_keys_by_tenant ON api_keys (tenant);
+      CREATE TABLE image_tags (
+        name      TEXT PRIMARY KEY,
+        digest    TEXT NOT NULL,
+        kind      TEXT NOT NULL,
+        tagged_at TEXT NOT NULL
+      ) STRICT;
+      -- Earlier digests of a tag; seq grows with each retag, so newest first is ORDER BY seq DESC.
+      CREATE TABLE image_history (
+        name      TEXT NOT NULL REFERENCES image_tags (name),
+        seq       INTEGER NOT NULL,
+        digest    TEXT NOT NULL,
+        tagged_at TEXT NOT NULL,
+        PRIMARY KEY (name, seq)
+      ) STRICT;
+    `
+  }
+]
+
+/** The version a database has once every migration here ran. */
+export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version
