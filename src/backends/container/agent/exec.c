@@ -1,7 +1,7 @@
 /* Running commands: fork, set up the child, stream its output within the client's credit,
- * enforce timeout and output cap, reap it. Each exec is its own session and process group (setsid), so a timeout or a kill
- * reaches everything it started, while processes it leaves behind after it exits live on as
- * children of PID 1 (this agent), which reaps them. */
+ * enforce timeout and output cap, reap it. Each exec is its own session and process group
+ * (setsid), so a timeout or a kill reaches everything it started, while processes it leaves
+ * behind after it exits live on as children of PID 1 (this agent), which reaps them. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
