@@ -67,6 +67,22 @@ export interface ExecOptions {
   onStderr?: (chunk: Uint8Array) => void
   /** Aborting it cuts the command: exit code 137, reason 'killed'. */
   signal?: AbortSignal
+  /**
+   * Flow control of the output (backends with `outputCredit`): no more than the credit is
+   * passed to `onStdout`/`onStderr`, and the command blocks on write while there is none.
+   */
+  credit?: OutputCredit
+}
+
+/**
+ * Output credit, held by the consumer of a command's output: the backend may deliver
+ * `windowBytes`, then as much more as the consumer grants as it frees what it holds.
+ */
+export interface OutputCredit {
+  /** Bytes the backend may deliver before the first grant. */
+  readonly windowBytes: number
+  /** Registers how the backend hears of grants: `grant(n)` each time n more bytes may come. */
+  onGrant (grant: (bytes: number) => void): void
 }
 
 /** Why a command ended other than by finishing on its own. */
@@ -100,6 +116,8 @@ export interface Backend {
   readonly kind: BackendKind
   /** True when `exec` takes stdin as an async iterable (written while the command runs). */
   readonly interactiveStdin?: boolean
+  /** True when `exec` honours `ExecOptions.credit` (output waits for credit instead of piling up). */
+  readonly outputCredit?: boolean
   /** Makes a ready sandbox. */
   create (spec?: SandboxSpec): Promise<SandboxHandle>
   /**

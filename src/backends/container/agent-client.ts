@@ -263,7 +263,16 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
     let resolve!: (r: AgentExecResult) => void
     let reject!: (err: unknown) => void
     const result = new Promise<AgentExecResult>((res, rej) => { resolve = res; reject = rej })
-    const execution: AgentExecution = { execId: id, result, kill: (signal) => killExec(id, signalNumber(signal)) }
+    const execution: AgentExecution = {
+      execId: id,
+      result,
+      kill: (signal) => killExec(id, signalNumber(signal)),
+      grant: (bytes) => {
+        const e = execs.get(id)
+        if (e === undefined || e.done || closed || !(bytes > 0)) return
+        send({ t: 'credit', id, bytes: Math.floor(bytes) })
+      }
+    }
     if (!Array.isArray(argv) || argv.length === 0 || !argv.every((a) => typeof a === 'string')) {
       reject(createError(ErrorCodes.INVALID_ARGUMENT, 'argv must be a non-empty array of strings'))
       return execution
@@ -290,7 +299,8 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
         stdin: inline,
         stdinStream: streamed !== undefined ? true : undefined,
         timeoutMs: opts.timeoutMs,
-        maxOutputBytes: opts.maxOutputBytes
+        maxOutputBytes: opts.maxOutputBytes,
+        window: opts.windowBytes
       })
     } catch (err) {
       reject(err)

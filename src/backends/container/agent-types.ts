@@ -23,6 +23,11 @@ export interface AgentExecOptions {
   timeoutMs?: number
   /** Cap on stdout + stderr bytes together (default 16 MiB); the rest is dropped, `truncated`. */
   maxOutputBytes?: number
+  /**
+   * Output credit: the agent sends at most this many bytes of output, and reads no more from
+   * the command's pipes, until `AgentExecution.grant` gives more. Without it there is no limit.
+   */
+  windowBytes?: number
   /** Aborting it SIGKILLs the command's process group (`killed` in the result). */
   signal?: AbortSignal
 }
@@ -63,6 +68,8 @@ export interface AgentExecution {
   readonly result: Promise<AgentExecResult>
   /** Sends a signal (default SIGKILL) to the command's process group. */
   kill (signal?: number | NodeJS.Signals): Promise<void>
+  /** Grants `bytes` more output credit (an exec started with `windowBytes`); ignored once it ended. */
+  grant (bytes: number): void
 }
 
 /** The type of a file system entry. */

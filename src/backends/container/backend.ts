@@ -182,6 +182,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
   return {
     kind: 'container',
     interactiveStdin: true,
+    outputCredit: true,
 
     async create (spec = {}) {
       if (closed) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, 'the container backend is closed', { reason: 'closed' })
@@ -242,16 +243,19 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       const entry = find(handle)
       const started = performance.now()
       try {
-        const r = await entry.agent.exec(argv, {
+        const execution = entry.agent.startExec(argv, {
           env: { ...entry.env, ...opts.env },
           ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}),
           ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
           ...(opts.maxOutputBytes !== undefined ? { maxOutputBytes: opts.maxOutputBytes } : {}),
+          ...(opts.credit !== undefined ? { windowBytes: opts.credit.windowBytes } : {}),
           ...(opts.signal !== undefined ? { signal: opts.signal } : {})
         }, {
           ...(opts.onStdout !== undefined ? { onStdout: opts.onStdout } : {}),
           ...(opts.onStderr !== undefined ? { onStderr: opts.onStderr } : {})
         })
+        opts.credit?.onGrant((bytes) => execution.grant(bytes))
+        const r = await execution.result
         const oom = r.signal === 9 && !r.timedOut && !r.killed && entry.cgroup !== undefined && await entry.cgroup.oomKills() > 0
         const reason = r.timedOut ? 'timeout' as const : oom ? 'oom' as const : r.killed ? 'killed' as const : undefined
         return {

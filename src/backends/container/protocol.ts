@@ -5,7 +5,7 @@
  *   frame = 4-byte big-endian length N (1..maxFrameBytes) + N bytes of one msgpack map
  *
  * Every map has `t` (the kind); requests carry `id`, which replies echo. Requests: ping, exec,
- * stdin, kill, read, write, list, stat, remove, hostname. Replies and events: ok, err, started, out, exit.
+ * stdin, credit, kill, read, write, list, stat, remove, hostname. Replies and events: ok, err, started, out, exit.
  */
 import { Packr, Unpackr } from 'msgpackr'
 import { createError, ErrorCodes } from '../../errors.js'
@@ -28,9 +28,13 @@ export type AgentRequest =
   | { t: 'ping', id: number }
   | {
     t: 'exec', id: number, argv: string[], cwd?: string, env?: Record<string, string>, uid?: number, gid?: number,
-    stdin?: Uint8Array, stdinStream?: boolean, timeoutMs?: number, maxOutputBytes?: number
+    stdin?: Uint8Array, stdinStream?: boolean, timeoutMs?: number, maxOutputBytes?: number,
+    /** Output credit: out data stops after this many bytes until `credit` grants more. */
+    window?: number
   }
   | { t: 'stdin', id: number, data?: Uint8Array, eof?: boolean }
+  /** Grants an exec started with `window` this many more bytes of output (no reply). */
+  | { t: 'credit', id: number, bytes: number }
   | { t: 'kill', id: number, exec: number, signal?: number }
   | { t: 'read', id: number, path: string, offset?: number, length?: number }
   | { t: 'write', id: number, path: string, data: Uint8Array, mode?: number, append?: boolean, mkdirs?: boolean }

@@ -9,7 +9,7 @@ import type { Backend, BackendKind } from '../../backends/types.js'
 import { createError, ErrorCodes, toWireError, type WireError } from '../../errors.js'
 import { createDynamicSupervisor, type DynamicSupervisorMessage } from '../../supervisors/index.js'
 import type { NodeCapacity } from '../placement/index.js'
-import { Sandbox, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage, type SandboxMeta } from '../sandbox/index.js'
+import { OutputPool, Sandbox, type OutputLimits, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage, type SandboxMeta } from '../sandbox/index.js'
 import type { SandboxSpec } from '../spec.js'
 
 /** One sandbox to create: the id and tenant come from the control plane. */
@@ -42,6 +42,8 @@ export interface NodeAgentOptions {
   /** Where sandbox state changes go (the control link forwards them to the control plane). */
   report: (event: SandboxEvent) => void
   maxSandboxes?: number
+  /** Bounds of command output on this node (`OutputDefaults`): the cap a command may ask for, what is buffered unread. */
+  output?: Partial<OutputLimits>
 }
 
 /** Sandbox actors are named by id, so any process can address one as `${nodeId}/sb-${id}`. */
@@ -52,8 +54,13 @@ export function sandboxAddress (nodeId: string, sandboxId: string): string {
 export class NodeAgent extends Actor<NodeMessage> {
   private sandboxes!: Ref<DynamicSupervisorMessage<SandboxArgs>>
   private readonly live = new Map<string, { ref: Ref<SandboxMessage>, tenant: string, spec: SandboxSpec, createdAt: number }>()
+  /** Unread output of every sandbox here, bounded together. */
+  private readonly output: OutputPool
 
-  constructor (private readonly o: NodeAgentOptions) { super() }
+  constructor (private readonly o: NodeAgentOptions) {
+    super()
+    this.output = new OutputPool(o.output)
+  }
 
   async preStart (): Promise<void> {
     this.sandboxes = this.ctx.spawn(createDynamicSupervisor<SandboxArgs, SandboxMessage>({
@@ -119,6 +126,7 @@ export class NodeAgent extends Actor<NodeMessage> {
       tenant: item.tenant,
       spec: item.spec,
       backend,
+      output: this.output,
       report: (event) => {
         if (event.state === 'gone' || event.state === 'failed') this.live.delete(event.id)
         this.o.report(event)

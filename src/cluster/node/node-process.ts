@@ -20,7 +20,7 @@ import { createSupervisor } from '../../supervisors/index.js'
 import type { LinkOptionsInput } from '../../transport/index.js'
 import type { NodeCapacity } from '../placement/index.js'
 import { createControlLink, type ControlLinkMessage } from './control-link.js'
-import { createNodeAgent } from './node-agent.js'
+import { createNodeAgent, type NodeAgentOptions } from './node-agent.js'
 import { cpus, totalmem } from 'node:os'
 
 export interface NodeOptions {
@@ -46,6 +46,8 @@ export interface NodeOptions {
   lazyLayers?: boolean
   /** Warm pool bounds for container sandboxes. */
   containerPool?: { min?: number, max?: number }
+  /** Bounds of command output (the largest cap a command may ask for, what is held unread): `OutputDefaults`. */
+  output?: NodeAgentOptions['output']
 }
 
 /** Why this machine cannot run container sandboxes, or undefined when it can. */
@@ -123,7 +125,10 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     children: [
       {
         id: 'agent',
-        start: createNodeAgent({ nodeId, capacity, backends, report: (event) => control()?.tell({ type: 'event', event }) }),
+        start: createNodeAgent({
+          nodeId, capacity, backends, report: (event) => control()?.tell({ type: 'event', event }),
+          ...(options.output !== undefined ? { output: options.output } : {})
+        }),
         spawn: { name: 'agent', mailbox: { capacity: 100_000 } },
         shutdown: 'infinity'
       },

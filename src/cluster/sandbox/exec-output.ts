@@ -3,11 +3,13 @@
  *
  * Reading is pulling: `read(fromSeq)` returns what there is from `fromSeq` on, and asking for
  * `fromSeq` acknowledges everything before it, which is then freed. That one rule gives credit
- * flow control (nothing is sent that was not asked for), bounded memory (the command's output
- * cap bounds what is held), and resume after a dropped connection (ask again from the last
- * number seen + 1: no chunk lost, none duplicated).
+ * flow control (nothing is sent that was not asked for), bounded memory (what is held is counted
+ * in the node's OutputPool, whose credit stops the producer when the buffer is full; freed bytes
+ * are granted again), and resume after a dropped connection (ask again from the last number
+ * seen + 1: no chunk lost, none duplicated).
  */
 import type { ExecResult } from '../../backends/types.js'
+import type { ExecCredit } from './output-pool.js'
 
 export type StreamName = 'stdout' | 'stderr'
 
@@ -25,6 +27,11 @@ export interface OutputPage {
   result?: ExecResult
 }
 
+export const ExecOutputDefaults = {
+  /** Larger writes are kept as chunks of this size, so a page never has to carry one whole. */
+  maxChunkBytes: 64 * 1024
+}
+
 export class ExecOutput {
   private chunks: OutputChunk[] = []
   private nextSeq = 0
@@ -33,17 +40,31 @@ export class ExecOutput {
   /** When the consumer last pulled; finished outputs nobody reads are dropped after a while. */
   lastReadAt = Date.now()
 
+  /** @param credit this command's share of the node's output buffer (held bytes are counted there) */
+  constructor (private readonly credit?: ExecCredit) {}
+
   /** Appends a chunk and wakes readers waiting for it. */
   append (stream: StreamName, data: Uint8Array): void {
     if (data.byteLength === 0) return
-    this.chunks.push({ seq: this.nextSeq++, stream, data })
+    const step = ExecOutputDefaults.maxChunkBytes
+    for (let at = 0; at < data.byteLength; at += step) {
+      this.chunks.push({ seq: this.nextSeq++, stream, data: data.subarray(at, at + step) })
+    }
+    this.credit?.used(data.byteLength)
     this.wake()
   }
 
   /** Records how the command ended. */
   finish (result: ExecResult): void {
     this.result = result
+    this.credit?.ended()
     this.wake()
+  }
+
+  /** Drops what is held and gives its space back to the node (nobody will read it any more). */
+  dispose (): void {
+    this.chunks = []
+    this.credit?.close()
   }
 
   get finished (): boolean { return this.result !== undefined }
@@ -79,13 +100,17 @@ export class ExecOutput {
   /** Answers every waiting reader (used when the sandbox goes away). */
   close (result: ExecResult): void {
     if (this.result === undefined) this.result = result
+    this.credit?.ended()
     this.wake()
   }
 
   private ack (fromSeq: number): void {
     let drop = 0
-    while (drop < this.chunks.length && this.chunks[drop]!.seq < fromSeq) drop++
-    if (drop > 0) this.chunks = this.chunks.slice(drop)
+    let bytes = 0
+    while (drop < this.chunks.length && this.chunks[drop]!.seq < fromSeq) bytes += this.chunks[drop++]!.data.byteLength
+    if (drop === 0) return
+    this.chunks = this.chunks.slice(drop)
+    this.credit?.freed(bytes)
   }
 
   private page (fromSeq: number, maxBytes: number): OutputPage | undefined {

@@ -1,8 +1,9 @@
 /** Sandbox actors: the public face of src/cluster/sandbox. */
-export { ExecOutput, type OutputChunk, type OutputPage, type StreamName } from './exec-output.js'
+export { ExecOutput, ExecOutputDefaults, type OutputChunk, type OutputPage, type StreamName } from './exec-output.js'
 export {
   Sandbox, SandboxDefaults, type SandboxMeta,
   type EndReason, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage, type SandboxState, type WireExecOptions
 } from './sandbox.js'
+export { ExecCredit, OutputDefaults, OutputPool, type OutputLimits } from './output-pool.js'
 export { StdinDefaults, StdinPipe, type StdinAck } from './stdin-pipe.js'
 export { Trajectory, TrajectoryDefaults, type TrajectoryEntry, type TrajectoryPage } from './trajectory.js'

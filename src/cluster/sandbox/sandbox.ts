@@ -11,6 +11,7 @@ import type { Backend, ExecResult, SandboxHandle } from '../../backends/types.js
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import { parseArgv, placementRequestOf, type SandboxSpec } from '../spec.js'
 import { ExecOutput } from './exec-output.js'
+import { OutputPool, type ExecCredit } from './output-pool.js'
 import { StdinPipe } from './stdin-pipe.js'
 import { Trajectory, type TrajectoryRecorder } from './trajectory.js'
 
@@ -69,8 +70,8 @@ export const SandboxDefaults = {
   maxConcurrentExecs: 64,
   /** Finished outputs nobody pulls are dropped after this long. */
   outputRetentionMs: 5 * 60_000,
-  /** Largest page one `read` returns. */
-  maxPageBytes: 1024 * 1024,
+  /** Largest page one `read` returns: under the transport's 1 MiB frame, with room for the envelope. */
+  maxPageBytes: 1024 * 1024 - 64 * 1024,
   /** Longest a `read` waits for output before answering with an empty page. */
   maxReadWaitMs: 2000,
   maxExecIdLength: 64
@@ -84,6 +85,8 @@ export interface SandboxArgs {
   report: (event: SandboxEvent) => void
   /** Set when the sandbox outlived a node restart: drive this handle instead of creating one. */
   adopted?: { handle: SandboxHandle, createdAt: number }
+  /** The node's output buffer space, shared by all its sandboxes (without it, one of this sandbox's own). */
+  output?: OutputPool
 }
 
 /** What a durable backend keeps for the node, to rebuild the sandbox actor after a restart. */
@@ -103,10 +106,12 @@ export class Sandbox extends Actor<SandboxMessage> {
   private endReason: EndReason | undefined
   private endMessage: string | undefined
   private unwatch: (() => void) | undefined
+  private readonly outputPool: OutputPool
 
   constructor (private readonly args: SandboxArgs) {
     super()
     this.createdAt = args.adopted?.createdAt ?? Date.now()
+    this.outputPool = args.output ?? new OutputPool()
   }
 
   async preStart (): Promise<void> {
@@ -196,8 +201,10 @@ export class Sandbox extends Actor<SandboxMessage> {
     if (opts.openStdin === true && opts.stdin !== undefined) {
       throw createError(ErrorCodes.INVALID_ARGUMENT, 'give stdin up front or keep it open, not both', { field: 'openStdin' })
     }
+    const maxOutputBytes = this.outputCap(opts.maxOutputBytes)
     const stdin = opts.openStdin === true ? new StdinPipe() : undefined
-    const output = new ExecOutput()
+    const credit = this.openCredit(maxOutputBytes)
+    const output = new ExecOutput(credit)
     const abort = new AbortController()
     const record = this.trajectory.begin(execId, argv)
     this.execs.set(execId, { output, abort, stdin, record })
@@ -208,7 +215,8 @@ export class Sandbox extends Actor<SandboxMessage> {
       ...(stdin !== undefined ? { stdin } : {}),
       ...(opts.env !== undefined ? { env: opts.env } : {}),
       ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
-      ...(opts.maxOutputBytes !== undefined ? { maxOutputBytes: opts.maxOutputBytes } : {}),
+      ...(maxOutputBytes !== undefined ? { maxOutputBytes } : {}),
+      ...(this.args.backend.outputCredit === true ? { credit } : {}),
       onStdout: (chunk) => { output.append('stdout', chunk); record.output('stdout', chunk) },
       onStderr: (chunk) => { output.append('stderr', chunk); record.output('stderr', chunk) },
       signal: abort.signal
@@ -226,6 +234,38 @@ export class Sandbox extends Actor<SandboxMessage> {
     return { execId }
   }
 
+  /**
+   * The output cap a command runs with. The cluster bounds it (`OutputDefaults.maxOutputBytes`);
+   * a backend that cannot pause its output is held to what the node buffers for one command,
+   * so what it holds unread stays within that too.
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `maxOutputBytes` when it is not an integer within the bound
+   */
+  private outputCap (asked: unknown): number | undefined {
+    const { maxOutputBytes, execBufferBytes } = this.outputPool.limits
+    const bound = this.args.backend.outputCredit === true ? maxOutputBytes : Math.min(maxOutputBytes, execBufferBytes)
+    if (asked === undefined) return this.args.backend.outputCredit === true ? undefined : bound
+    if (typeof asked !== 'number' || !Number.isInteger(asked) || asked < 0 || asked > bound) {
+      throw createError(ErrorCodes.INVALID_ARGUMENT, `maxOutputBytes must be an integer from 0 to ${bound} on the ${this.args.backend.kind} backend`, {
+        field: 'maxOutputBytes', max: bound
+      })
+    }
+    return asked
+  }
+
+  /**
+   * This command's share of the node's output buffer. One whose backend cannot pause it has its
+   * whole cap set aside, and is refused while the node holds too much unread output.
+   * @throws WARREN_ERR_OVERLOADED when the node cannot hold such a command's output now
+   */
+  private openCredit (maxOutputBytes: number | undefined): ExecCredit {
+    if (this.args.backend.outputCredit === true) return this.outputPool.openExec()
+    const credit = this.outputPool.reserve(maxOutputBytes ?? this.outputPool.limits.execBufferBytes)
+    if (credit === undefined) {
+      throw createError(ErrorCodes.OVERLOADED, `node holds too much unread output to start a ${this.args.backend.kind} command; read or end others`, { retryAfterMs: 1000 })
+    }
+    return credit
+  }
+
   /** Answers (deferred) with an OutputPage; waiting for output never blocks other messages. */
   private read (execId: string, fromSeq: unknown, maxBytes: unknown, waitMs: unknown): void {
     const exec = this.execs.get(execId)
@@ -236,7 +276,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     const limit = typeof maxBytes === 'number' && maxBytes > 0 ? Math.min(maxBytes, SandboxDefaults.maxPageBytes) : SandboxDefaults.maxPageBytes
     const wait = typeof waitMs === 'number' && waitMs >= 0 ? Math.min(waitMs, SandboxDefaults.maxReadWaitMs) : SandboxDefaults.maxReadWaitMs
     this.ctx.answerLater(exec.output.read(fromSeq, limit, wait).then((page) => {
-      if (exec.output.drained) this.execs.delete(execId)
+      if (exec.output.drained) { this.execs.delete(execId); exec.output.dispose() }
       return page
     }))
   }
@@ -269,7 +309,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     const busy = [...this.execs.values()].some((e) => !e.output.finished)
     if (idle > 0 && !busy && now - this.lastExecAt >= idle) { this.end('idle'); return }
     for (const [id, e] of this.execs) {
-      if (e.output.finished && now - e.output.lastReadAt > SandboxDefaults.outputRetentionMs) this.execs.delete(id)
+      if (e.output.finished && now - e.output.lastReadAt > SandboxDefaults.outputRetentionMs) { this.execs.delete(id); e.output.dispose() }
     }
   }
 
@@ -302,7 +342,8 @@ export class Sandbox extends Actor<SandboxMessage> {
     this.unwatch?.()
     if (this.endReason === undefined) this.endReason = reason === 'shutdown' ? 'node-shutdown' : reason === 'normal' ? 'killed' : 'failed'
     const gone: ExecResult = { exitCode: 137, durationMs: 0, truncated: false, reason: 'killed', message: `sandbox ended: ${this.endReason}` }
-    for (const e of this.execs.values()) { e.abort.abort(); e.output.close(gone) }
+    // Readers still waiting get their last page; then what is held goes back to the node.
+    for (const e of this.execs.values()) { e.abort.abort(); e.output.close(gone); e.output.dispose() }
     if (this.handle !== undefined) {
       try { await this.args.backend.kill(this.handle) } catch { /* the backend reclaims on close as well */ }
     }

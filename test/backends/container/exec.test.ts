@@ -83,6 +83,44 @@ sandboxTest('output beyond the cap is dropped and the result says truncated', ti
   assert.is(small.result.truncated, false)
 }))
 
+sandboxTest('with a window, output stops at the credit and the command blocks; grants let it finish, byte for byte', timed(20_000, async (defer) => {
+  const { client } = await startSandbox(defer)
+  let got = 0
+  let bad = 0
+  const onStdout = (c: Uint8Array): void => { got += c.length; for (const b of c) if (b !== 120) bad++ }
+  let settled = false
+  const ex = client.startExec(['sh', '-c', 'head -c 1000000 /dev/zero | tr "\\0" x'], { windowBytes: 100_000 }, { onStdout })
+  void ex.result.finally(() => { settled = true }).catch(() => {})
+  await waitFor(() => got === 100_000, 5000, 'the window to be sent')
+  await sleep(300)
+  assert.is(got, 100_000, 'nothing beyond the credit')
+  assert.is(settled, false, 'the command waits on its pipe')
+  for (let i = 0; i < 9; i++) ex.grant(100_000)
+  const r = await ex.result
+  assert.is(r.exitCode, 0)
+  assert.is(r.truncated, false)
+  assert.is(got, 1_000_000)
+  assert.is(bad, 0)
+
+  // A command that ended with output still in its pipe: the exit waits until that was sent.
+  let tail = 0
+  let ended = false
+  const short = client.startExec(['head', '-c', '30000', '/dev/zero'], { windowBytes: 1000 }, { onStdout: (c) => { tail += c.length } })
+  void short.result.finally(() => { ended = true }).catch(() => {})
+  await waitFor(() => tail === 1000, 5000, 'the window to be sent')
+  await sleep(300)
+  assert.is(ended, false, 'no exit before the rest of the output')
+  short.grant(29_000)
+  assert.is((await short.result).exitCode, 0)
+  assert.is(tail, 30_000)
+
+  // Past the cap nothing needs credit: the rest is dropped and the command ends.
+  let capped = 0
+  const c = await client.exec(['head', '-c', '500000', '/dev/zero'], { windowBytes: 50_000, maxOutputBytes: 50_000 }, { onStdout: (b) => { capped += b.length } })
+  assert.is(c.truncated, true)
+  assert.is(capped, 50_000)
+}))
+
 sandboxTest('a background process survives to the next exec, and sandbox state persists', timed(10_000, async (defer) => {
   const { client } = await startSandbox(defer)
   const r = await run(client, ['sh', '-c', 'sleep 1000 & echo $! > /tmp/bg.pid; echo state > /tmp/state'])

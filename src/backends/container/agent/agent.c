@@ -199,6 +199,8 @@ static const char *parse_req(struct mp_in *r, struct req *q, char *why, size_t w
 		else if (key_is(k, kl, "gid")) bad = get_u64(r, &q->gid, &q->has_gid);
 		else if (key_is(k, kl, "timeoutMs")) bad = get_u64(r, &q->timeout_ms, &q->has_timeout);
 		else if (key_is(k, kl, "maxOutputBytes")) bad = get_u64(r, &q->max_output, &q->has_max_output);
+		else if (key_is(k, kl, "window")) bad = get_u64(r, &q->window, &q->has_window);
+		else if (key_is(k, kl, "bytes")) bad = get_u64(r, &q->bytes, &q->has_bytes);
 		else if (key_is(k, kl, "exec")) bad = get_u64(r, &q->exec, &q->has_exec);
 		else if (key_is(k, kl, "offset")) bad = get_u64(r, &q->offset, &q->has_offset);
 		else if (key_is(k, kl, "length")) bad = get_u64(r, &q->length, &q->has_length);
@@ -261,6 +263,7 @@ static void handle_frame(struct conn *c, const uint8_t *p, size_t n)
 	else if (key_is(t, tl, "exec")) exec_start(c, &q);
 	else if (key_is(t, tl, "stdin")) exec_stdin(c, &q);
 	else if (key_is(t, tl, "kill")) exec_kill(c, &q);
+	else if (key_is(t, tl, "credit")) exec_credit(c, &q);
 	else if (key_is(t, tl, "read")) file_read(c, &q);
 	else if (key_is(t, tl, "write")) file_write(c, &q);
 	else if (key_is(t, tl, "list")) file_list(c, &q);

@@ -29,8 +29,8 @@ struct req {
 	int has_id;
 	struct mp_in argv, env; /* positioned at the array/map header */
 	int has_argv, has_env;
-	uint64_t uid, gid, timeout_ms, max_output, exec, offset, length, mode;
-	int has_uid, has_gid, has_timeout, has_max_output, has_exec, has_offset, has_length, has_mode;
+	uint64_t uid, gid, timeout_ms, max_output, exec, offset, length, mode, window, bytes;
+	int has_uid, has_gid, has_timeout, has_max_output, has_exec, has_offset, has_length, has_mode, has_window, has_bytes;
 	int64_t signal;
 	int has_signal;
 	int stdin_stream, eof, append, mkdirs, recursive, follow;
@@ -57,6 +57,7 @@ struct exec;
 void exec_start(struct conn *c, const struct req *q);
 void exec_stdin(struct conn *c, const struct req *q);
 void exec_kill(struct conn *c, const struct req *q);
+void exec_credit(struct conn *c, const struct req *q);
 /* Called when a connection goes: kills its running execs and forgets their owner. */
 void exec_conn_gone(struct conn *c);
 /* Poll integration: adds exec fds to the set / handles their events / reaps children. */

@@ -1,7 +1,7 @@
-/* Running commands: fork, set up the child, stream its output, enforce timeout and output cap,
- * reap it. Each exec is its own session and process group (setsid), so a timeout or a kill
- * reaches everything it started, while processes it leaves behind after it exits live on as
- * children of PID 1 (this agent), which reaps them. */
+/* Running commands: fork, set up the child, stream its output within the client's credit,
+ * enforce timeout and output cap, reap it. Each exec is its own session and process group
+ * (setsid), so a timeout or a kill reaches everything it started, while processes it leaves
+ * behind after it exits live on as children of PID 1 (this agent), which reaps them. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,6 +36,10 @@ struct exec {
 	struct buf in_buf;
 	int in_stream, in_eof;
 	uint64_t seq, emitted, max_out;
+	/* Output credit (protocol.h): with `credited`, out data stops at `credit` until more is granted. */
+	int credited;
+	uint64_t credit;
+	size_t drained[2]; /* bytes read from stdout, stderr after the command ended */
 	int64_t start_ms, deadline_ms;
 	int truncated, timed_out, killed, reaped, done, wait_status;
 	enum start_state start;
@@ -257,6 +262,7 @@ static void emit(struct exec *e, int stream, const uint8_t *data, size_t n)
 	uint64_t room = e->max_out > e->emitted ? e->max_out - e->emitted : 0;
 	if (n > room) { e->truncated = 1; n = (size_t)room; }
 	if (n == 0) return;
+	if (e->credited) e->credit = e->credit > n ? e->credit - n : 0;
 	size_t m = frame_begin(e->conn);
 	struct buf *b = &e->conn->out;
 	mp_w_map(b, 5);
@@ -290,11 +296,22 @@ static void send_exit(struct exec *e)
 
 /* ---- reading and writing the pipes ---- */
 
-/* Reads one chunk; returns bytes read, 0 at EOF (fd closed), -1 when nothing is there now. */
+/* True when output may be read now: there is credit, or what is read is dropped anyway (past
+ * the cap, or nobody is left to send it to). */
+static int may_read(const struct exec *e)
+{
+	return !e->conn || !e->credited || e->emitted >= e->max_out || e->credit > 0;
+}
+
+/* Reads one chunk (no more than the credit); returns bytes read, 0 at EOF (fd closed), -1 when
+ * nothing is there now. */
 static ssize_t pump_out(struct exec *e, int *fd, int stream)
 {
 	uint8_t chunk[CHUNK];
-	ssize_t n = read(*fd, chunk, sizeof chunk);
+	size_t want = sizeof chunk;
+	if (e->conn && e->credited && e->emitted < e->max_out && e->credit < want) want = (size_t)e->credit;
+	if (want == 0) return -1;
+	ssize_t n = read(*fd, chunk, want);
 	if (n > 0) { emit(e, stream, chunk, (size_t)n); return n; }
 	if (n < 0 && (errno == EAGAIN || errno == EINTR)) return -1;
 	close_fd(fd);
@@ -342,7 +359,29 @@ static void linger_read(int fd)
 	}
 }
 
-/* The command's main process ended: report what is left and how it ended. */
+/* Reads what the command left in its pipes (up to DRAIN_BUDGET each). Returns 1 when that is
+ * done, 0 when it stopped for want of credit (exec_credit calls finish again). */
+static int drain(struct exec *e)
+{
+	int *fds[2] = { &e->out_fd, &e->err_fd };
+	for (int s = 0; s < 2; s++) {
+		while (*fds[s] >= 0 && e->drained[s] < DRAIN_BUDGET) {
+			if (!may_read(e)) {
+				/* Out of credit: wait for more only if the pipe still holds bytes. */
+				int queued = 0;
+				if (ioctl(*fds[s], FIONREAD, &queued) < 0 || queued <= 0) break;
+				return 0;
+			}
+			ssize_t n = pump_out(e, fds[s], s + 1);
+			if (n <= 0) break;
+			e->drained[s] += (size_t)n;
+		}
+	}
+	return 1;
+}
+
+/* The command's main process ended: report what is left and how it ended. Called again while
+ * it waits for credit to send the rest of its output. */
 static void finish(struct exec *e)
 {
 	settle_start(e);
@@ -355,15 +394,7 @@ static void finish(struct exec *e)
 	}
 	if (e->start == START_OK) {
 		send_started(e);
-		int *fds[2] = { &e->out_fd, &e->err_fd };
-		for (int s = 0; s < 2; s++) {
-			size_t drained = 0;
-			while (*fds[s] >= 0 && drained < DRAIN_BUDGET) {
-				ssize_t n = pump_out(e, fds[s], s + 1);
-				if (n <= 0) break;
-				drained += (size_t)n;
-			}
-		}
+		if (!drain(e)) return;
 		send_exit(e);
 	}
 	linger(&e->out_fd);
@@ -442,6 +473,8 @@ void exec_start(struct conn *c, const struct req *q)
 	for (int i = 0; i < 4; i++) fcntl(ours[i], F_SETFL, O_NONBLOCK);
 	e->in_stream = q->stdin_stream;
 	e->max_out = q->has_max_output ? q->max_output : WARREN_DEFAULT_MAX_OUTPUT_BYTES;
+	e->credited = q->has_window;
+	e->credit = q->has_window ? q->window : 0;
 	e->deadline_ms = q->has_timeout && q->timeout_ms > 0 ? e->start_ms + (int64_t)q->timeout_ms : 0;
 	e->start = START_PENDING;
 	if (q->in.set) buf_put(&e->in_buf, q->in.p, q->in.n);
@@ -471,6 +504,15 @@ void exec_kill(struct conn *c, const struct req *q)
 	send_ok(c, q->id);
 }
 
+void exec_credit(struct conn *c, const struct req *q)
+{
+	struct exec *e = find(c, q->id);
+	/* No reply: credit for an exec that has ended, or never asked for it, changes nothing. */
+	if (!e || !e->credited || !q->has_bytes) return;
+	e->credit = q->bytes > UINT64_MAX - e->credit ? UINT64_MAX : e->credit + q->bytes;
+	if (e->reaped) finish(e); /* it was waiting to send the rest of its output */
+}
+
 void exec_conn_gone(struct conn *c)
 {
 	for (int i = 0; i < nexecs; i++) {
@@ -478,6 +520,7 @@ void exec_conn_gone(struct conn *c)
 		if (e->conn != c) continue;
 		e->conn = NULL;
 		if (!e->reaped) kill_group(e, SIGKILL);
+		else if (!e->done) finish(e); /* it waited for credit that will not come: drop the rest */
 	}
 }
 
@@ -497,7 +540,8 @@ int exec_poll_fds(struct pollfd *fds, void **owners, int max, int n)
 	for (int i = 0; i < nexecs && n + 4 <= max; i++) {
 		struct exec *e = execs[i];
 		if (e->done) continue;
-		int rd = !backpressured(e);
+		/* Pipes of an ended command are read by finish, as credit comes. */
+		int rd = !backpressured(e) && may_read(e) && !e->reaped;
 		if (e->out_fd >= 0 && rd) { fds[n] = (struct pollfd){ e->out_fd, POLLIN, 0 }; owners[n++] = e; }
 		if (e->err_fd >= 0 && rd) { fds[n] = (struct pollfd){ e->err_fd, POLLIN, 0 }; owners[n++] = e; }
 		if (e->in_fd >= 0 && buf_len(&e->in_buf) > 0) { fds[n] = (struct pollfd){ e->in_fd, POLLOUT, 0 }; owners[n++] = e; }

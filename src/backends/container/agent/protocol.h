@@ -15,10 +15,11 @@
  * Requests, client -> agent:
  *   ping   {id}                                         -> ok {id, version, pid}
  *   exec   {id, argv:[str], cwd?:str, env?:{str:str}, uid?, gid?, stdin?:bin,
- *           stdinStream?:bool, timeoutMs?, maxOutputBytes?}
+ *           stdinStream?:bool, timeoutMs?, maxOutputBytes?, window?}
  *                                                       -> started {id, pid}, out..., exit
  *                                                          or err {id, ...} if it could not start
  *   stdin  {id (the exec's), data?:bin, eof?:bool}       -> no reply (only for stdinStream execs)
+ *   credit {id (the exec's), bytes}                     -> no reply (only for execs started with a window)
  *   kill   {id, exec (an exec's id), signal?}           -> ok {id} | err NOT_FOUND
  *   read   {id, path, offset?, length?}                 -> ok {id, data:bin, size}
  *   write  {id, path, data:bin, mode?, append?, mkdirs?(default true)}
@@ -36,6 +37,12 @@
  *   exit    {id, seq, code?|signal?, timedOut, truncated, killed, durationMs}
  *                                                seq = the number of out frames sent before it
  *   entry   = {name, type:"file"|"dir"|"symlink"|"other", size, mode, mtimeMs}
+ *
+ * Output credit: an exec started with `window` sends at most that many bytes of out data before
+ * the client grants more with `credit` (bytes it has freed). While an exec has no credit the
+ * agent does not read its pipes, so the command blocks on write as on a slow terminal; after
+ * the command ends its exit waits until what it left in its pipes was sent. Bytes beyond
+ * maxOutputBytes are dropped without using credit. Without `window` there is no limit.
  *
  * Rules: integers may arrive as any msgpack int or an integral float. A frame over the size
  * limit is answered with err FRAME_TOO_LARGE and the connection is closed (its length cannot be
