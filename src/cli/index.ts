@@ -22,7 +22,9 @@ import * as servers from './servers.js'
 const USAGE = `usage: warren <command>
   up [--port 7100] [--host 127.0.0.1] [--data-dir DIR] [--functions-dir DIR] [--no-local-node] [--no-lazy-layers]
                                      control plane + a local node in one process
-  node --join URL --token T [--no-lazy-layers]   join a control plane as a node (layers load on demand unless told not to)
+  node --join URL --token T [--no-lazy-layers] [--egress-host NAME=ADDR:PORT]…
+                                     join a control plane as a node (layers load on demand unless told not to;
+                                     an egress host is an inside address:port sandboxes may reach by that name)
   run [--backend B] [--image N:T | --image-dir D [--store BLOBS]] [--ttl MS] -- CMD…
                                      create, run, stream output, exit with its code, kill
   ps [--label k=v] [--state S]       list your sandboxes
@@ -65,7 +67,7 @@ export async function main (argv: string[]): Promise<number> {
         return await servers.up(values)
       }
       case 'node': {
-        const { values } = parse({ join: { type: 'string' }, token: { type: 'string' }, 'node-id': { type: 'string' }, 'data-dir': { type: 'string' }, 'functions-dir': { type: 'string' }, 'lazy-layers': { type: 'boolean' }, 'no-lazy-layers': { type: 'boolean' } })
+        const { values } = parse({ join: { type: 'string' }, token: { type: 'string' }, 'node-id': { type: 'string' }, 'data-dir': { type: 'string' }, 'functions-dir': { type: 'string' }, 'lazy-layers': { type: 'boolean' }, 'no-lazy-layers': { type: 'boolean' }, 'egress-host': { type: 'string', multiple: true } })
         return await servers.node(values)
       }
       case 'run': {

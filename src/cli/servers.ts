@@ -68,7 +68,19 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   return 0
 }
 
-export interface NodeFlags { join?: string, token?: string, 'node-id'?: string, 'data-dir'?: string, 'functions-dir'?: string, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean }
+export interface NodeFlags { join?: string, token?: string, 'node-id'?: string, 'data-dir'?: string, 'functions-dir'?: string, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, 'egress-host'?: string[] }
+
+/** `--egress-host name=address:port`, repeated: names the operator lets sandboxes reach inside. */
+function egressHosts (flags: string[] | undefined): Record<string, string> | undefined {
+  if (flags === undefined || flags.length === 0) return undefined
+  const out: Record<string, string> = {}
+  for (const f of flags) {
+    const at = f.indexOf('=')
+    if (at <= 0) throw createError(ErrorCodes.INVALID_ARGUMENT, `--egress-host ${f}: expected name=address:port`, { field: 'egress-host' })
+    out[f.slice(0, at)] = f.slice(at + 1)
+  }
+  return out
+}
 
 /** `warren node --join URL --token T`: joins and runs until a signal. */
 export async function node (flags: NodeFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
@@ -80,7 +92,8 @@ export async function node (flags: NodeFlags, until: Promise<unknown> = waitForS
     nodeId: flags['node-id'] ?? persistentNodeId(dataDir),
     functionsDir: flags['functions-dir'] ?? null,
     dataDir,
-    lazyLayers: flags['no-lazy-layers'] !== true
+    lazyLayers: flags['no-lazy-layers'] !== true,
+    ...(flags['egress-host'] !== undefined ? { egress: { hosts: egressHosts(flags['egress-host']) ?? {} } } : {})
   })
   process.stdout.write(`warren node ${n.nodeId} joined ${flags.join}\n`)
   try { await until } finally { await n.close() }

@@ -27,9 +27,9 @@ export const ExecDefaults = {
   maxRetries: 30
 }
 
-/** Errors worth asking again for: the request may simply have been lost with a socket. */
+/** Errors worth asking again for: the request may simply have been lost with a socket, or timed out inside the cluster. */
 function retriable (err: unknown): boolean {
-  return isWarrenError(err) && (err.code === ErrorCodes.ASK_TIMEOUT || err.code === ErrorCodes.CONNECTION_CLOSED || err.code === ErrorCodes.OVERLOADED)
+  return isWarrenError(err) && (err.code === ErrorCodes.ASK_TIMEOUT || err.code === ErrorCodes.TIMEOUT || err.code === ErrorCodes.CONNECTION_CLOSED || err.code === ErrorCodes.OVERLOADED)
 }
 
 export class ExecPump {

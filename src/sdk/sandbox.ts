@@ -182,7 +182,7 @@ export class Sandbox {
       try {
         return await this.t.request<OutputPage>(message, ExecDefaults.readWaitMs + ExecDefaults.marginMs)
       } catch (err) {
-        if (attempt < 5 && isWarrenError(err) && (err.code === ErrorCodes.ASK_TIMEOUT || err.code === ErrorCodes.CONNECTION_CLOSED)) return await send(attempt + 1)
+        if (attempt < 5 && isWarrenError(err) && (err.code === ErrorCodes.ASK_TIMEOUT || err.code === ErrorCodes.TIMEOUT || err.code === ErrorCodes.CONNECTION_CLOSED)) return await send(attempt + 1)
         throw err
       }
     }

@@ -72,7 +72,7 @@ export class StdinWriter {
           await new Promise((resolve) => setTimeout(resolve, Math.min(1000, Math.max(1, wait))))
           continue
         }
-        const transient = isWarrenError(err) && (err.code === ErrorCodes.ASK_TIMEOUT || err.code === ErrorCodes.CONNECTION_CLOSED)
+        const transient = isWarrenError(err) && (err.code === ErrorCodes.ASK_TIMEOUT || err.code === ErrorCodes.TIMEOUT || err.code === ErrorCodes.CONNECTION_CLOSED)
         if (!transient || ++lost > StdinWriterDefaults.maxRetries) throw err
         await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * lost)))
       }

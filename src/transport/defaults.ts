@@ -59,13 +59,19 @@ export interface LinkOptions {
   heartbeatIntervalMs: number
   /** Nothing heard for this long: the peer is dead and the socket is terminated (detected within timeout + interval). */
   heartbeatTimeoutMs: number
-  /** Time allowed from socket open to a completed auth handshake. */
+  /**
+   * Time allowed from socket open to a completed auth handshake (server: from the TCP accept,
+   * so a slow upgrade request counts too). Short: a real client needs one round trip.
+   */
   authTimeoutMs: number
   /**
-   * Server: sockets that may be open and not yet authenticated at once; more are closed at
-   * once (1013, try again later), so idle connections cannot pile up to exhaust the server.
+   * Server: connections that may be open and not yet authenticated at once. Past the bound the
+   * one that has waited longest is dropped (1013, try again later), never the newcomer, so
+   * idle connections can neither exhaust the server nor keep a real client out.
    */
   maxUnauthenticated: number
+  /** Server: the same bound per source address, the oldest of that address dropped first. */
+  maxUnauthenticatedPerAddress: number
   /** Server: how long a session whose socket dropped waits for its client to resume it. */
   sessionLingerMs: number
   /** Client: backoff between reconnect attempts. */
@@ -93,8 +99,9 @@ export const transportDefaults: Readonly<LinkOptions> = Object.freeze({
   streamOverrunBytes: 1 * MiB,
   heartbeatIntervalMs: 5000,
   heartbeatTimeoutMs: 15_000,
-  authTimeoutMs: 10_000,
+  authTimeoutMs: 3000,
   maxUnauthenticated: 1024,
+  maxUnauthenticatedPerAddress: 64,
   sessionLingerMs: 30_000,
   reconnect: Object.freeze({ minDelayMs: 100, maxDelayMs: 10_000, factor: 2, jitter: 0.5, maxAttempts: Infinity })
 })
@@ -122,6 +129,8 @@ export function resolveLinkOptions (input: LinkOptionsInput = {}): LinkOptions {
   if (o.heartbeatTimeoutMs < o.heartbeatIntervalMs) problems.push('heartbeatTimeoutMs < heartbeatIntervalMs')
   if (o.reconnect.minDelayMs > o.reconnect.maxDelayMs) problems.push('reconnect.minDelayMs > reconnect.maxDelayMs')
   if (!(Number.isInteger(o.maxUnauthenticated) && o.maxUnauthenticated > 0)) problems.push('maxUnauthenticated is not a positive integer')
+  if (!(Number.isInteger(o.maxUnauthenticatedPerAddress) && o.maxUnauthenticatedPerAddress > 0)) problems.push('maxUnauthenticatedPerAddress is not a positive integer')
+  if (!(o.authTimeoutMs > 0)) problems.push('authTimeoutMs <= 0')
   if (problems.length > 0) {
     throw createError(ErrorCodes.INVALID_ARGUMENT, `inconsistent link options: ${problems.join('; ')}`, { problems })
   }

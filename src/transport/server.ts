@@ -7,14 +7,18 @@
  * A known `session` id (server-issued, unguessable) resumes that session; an unknown one starts
  * a new session. The answer is `welcome {session, resumed, streams}`.
  *
+ * Until then a connection is one of a bounded few (admission.ts): bounded per source address
+ * and in total, the oldest dropped first, each given `authTimeoutMs` from its TCP accept.
+ *
  * A session whose socket drops waits `sessionLingerMs` for its client to come back.
  */
 import { EventEmitter } from 'node:events'
 import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import { nanoid } from 'nanoid'
 import { WebSocket, WebSocketServer } from 'ws'
 import { createError, ErrorCodes, toWireError, type WarrenError } from '../errors.js'
+import { createAdmission, type Admission, type DropReason } from './admission.js'
 import { createCodec, type Codec } from './codec.js'
 import { resolveLinkOptions, type LinkOptions, type LinkOptionsInput } from './defaults.js'
 import { FrameProblem, parseFrame } from './frames.js'
@@ -80,7 +84,9 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
   private readonly sessions = new Map<string, LinkCore>()
   private readonly lingering = new Map<LinkCore, NodeJS.Timeout>()
   private readonly live = new Set<Link>()
-  private unauthenticated = 0
+  private readonly admission: Admission
+  /** Upgraded sockets still waiting to authenticate, and how each is refused. */
+  private readonly handshakes = new Map<Socket, (err: WarrenError, closeCode: number) => void>()
 
   constructor (private readonly options: LinkServerOptions) {
     super()
@@ -97,7 +103,17 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
       maxPayload: this.o.maxMessageBytes,
       perMessageDeflate: false
     })
-    this.wss.on('connection', (ws) => this.onConnection(ws))
+    this.admission = createAdmission({
+      max: this.o.maxUnauthenticated,
+      perAddress: this.o.maxUnauthenticatedPerAddress,
+      timeoutMs: this.o.authTimeoutMs,
+      drop: (socket, why) => this.drop(socket, why)
+    })
+    // Counted from the TCP accept, so a connection that never finishes its upgrade is bounded too.
+    this.http.on('connection', (socket: Socket) => this.admission.admit(socket))
+    // A plain HTTP request on a shared server is that server's business (and its timeouts').
+    this.http.on('request', (req) => this.admission.settle(req.socket))
+    this.wss.on('connection', (ws, req) => this.onConnection(ws, req.socket))
     // Errors of the listening socket surface through listen(); nothing here may throw unhandled.
     this.wss.on('error', () => {})
   }
@@ -130,40 +146,47 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
     const reason = createError(ErrorCodes.CONNECTION_CLOSED, 'the server is shutting down')
     for (const link of [...this.sessions.values()]) link.shutdown(reason, false)
     for (const ws of this.wss.clients) ws.terminate()
+    this.admission.clear()
     await new Promise<void>((resolve) => this.wss.close(() => resolve()))
     if (this.ownsHttp && this.http.listening) {
       await new Promise<void>((resolve) => this.http.close(() => resolve()))
     }
   }
 
-  private onConnection (ws: WebSocket): void {
+  /** Ends a waiting connection the admission refused: with an error frame when it speaks WebSocket. */
+  private drop (socket: Socket, why: DropReason): void {
+    const err = why === 'timeout'
+      ? createError(ErrorCodes.UNAUTHENTICATED, `no authentication within ${this.o.authTimeoutMs} ms`)
+      : createError(ErrorCodes.OVERLOADED, 'too many connections are waiting to authenticate; this one waited longest', { retryAfterMs: 100 })
+    const refuse = this.handshakes.get(socket)
+    if (refuse !== undefined) refuse(err, why === 'timeout' ? CLOSE_UNAUTHENTICATED : CLOSE_TRY_AGAIN)
+    else socket.destroy()
+  }
+
+  private onConnection (ws: WebSocket, socket: Socket): void {
     // ws emits 'error' before 'close' on protocol errors; without a listener that would crash the process.
     ws.on('error', () => {})
-    if (this.unauthenticated >= this.o.maxUnauthenticated) {
-      const err = createError(ErrorCodes.OVERLOADED, `more than ${this.o.maxUnauthenticated} connections are waiting to authenticate`, { retryAfterMs: 1000 })
-      try { ws.send(this.codec.encode({ k: 'error', err: toWireError(err) })) } catch { /* cannot fail for this small frame */ }
-      ws.close(CLOSE_TRY_AGAIN, 'too many unauthenticated connections')
-      return
-    }
-    this.unauthenticated++
-    let counted = true
-    const settled = (): void => { if (counted) { counted = false; this.unauthenticated-- } }
-    ws.once('close', settled)
+    // A keep-alive connection that served plain HTTP first is waiting again now.
+    this.admission.admit(socket)
     let authenticating = false
-    const refuse = (message: string): void => {
-      const err = createError(ErrorCodes.UNAUTHENTICATED, message)
-      settled()
-      clearTimeout(timer)
+    let refused = false
+    const refuse = (err: WarrenError, closeCode: number): void => {
+      if (refused) return
+      refused = true
+      this.handshakes.delete(socket)
       ws.off('message', onMessage)
-      this.emit('refused', err)
-      if (ws.readyState !== WebSocket.OPEN) return
+      if (err.code === ErrorCodes.UNAUTHENTICATED) this.emit('refused', err)
+      if (ws.readyState !== WebSocket.OPEN) { socket.destroy(); return }
       try { ws.send(this.codec.encode({ k: 'error', err: toWireError(err) })) } catch { /* cannot fail for this small frame */ }
-      ws.close(CLOSE_UNAUTHENTICATED, 'unauthenticated')
+      ws.close(closeCode, err.code === ErrorCodes.UNAUTHENTICATED ? 'unauthenticated' : 'too many unauthenticated connections')
+      // Not waiting for the peer's close: a peer that never answers would hold the socket.
+      socket.destroySoon()
     }
-    const timer = setTimeout(() => refuse(`no authentication within ${this.o.authTimeoutMs} ms`), this.o.authTimeoutMs)
-    ws.once('close', () => clearTimeout(timer))
+    const unauthenticated = (message: string): void => refuse(createError(ErrorCodes.UNAUTHENTICATED, message), CLOSE_UNAUTHENTICATED)
+    this.handshakes.set(socket, refuse)
+    ws.once('close', () => { this.handshakes.delete(socket); this.admission.settle(socket) })
     const onMessage = (data: Buffer, isBinary: boolean): void => {
-      if (authenticating) return refuse('frame before authentication completed')
+      if (authenticating) return unauthenticated('frame before authentication completed')
       let frame
       try {
         const { values } = isBinary ? this.codec.decode(data) : { values: [] }
@@ -172,23 +195,23 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
         frame = undefined
       }
       if (frame === undefined || frame instanceof FrameProblem || frame.k !== 'auth') {
-        return refuse('the first frame must be a single auth frame')
+        return unauthenticated('the first frame must be a single auth frame')
       }
-      if (data.length > this.o.maxFrameBytes) return refuse('auth frame too large')
+      if (data.length > this.o.maxFrameBytes) return unauthenticated('auth frame too large')
       authenticating = true
       const { token, session } = frame
       Promise.resolve()
         .then(() => this.options.authenticate(token))
         .then(
           (principal) => {
-            if (ws.readyState !== WebSocket.OPEN) return
-            if (principal === null || principal === undefined) return refuse('token refused')
-            clearTimeout(timer)
-            settled()
+            if (refused || ws.readyState !== WebSocket.OPEN) return
+            if (principal === null || principal === undefined) return unauthenticated('token refused')
+            this.handshakes.delete(socket)
+            this.admission.settle(socket)
             ws.off('message', onMessage)
             this.admit(ws, principal, session)
           },
-          () => refuse('token refused')
+          () => unauthenticated('token refused')
         )
     }
     ws.on('message', onMessage)

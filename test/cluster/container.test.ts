@@ -34,12 +34,12 @@ function hostMounts (): number {
 }
 
 /** A temporary directory, a control plane here, one `warren node` process and a client: all ended with the test. */
-async function containerCluster (defer: (fn: () => unknown) => void, nodeId: string): Promise<{ dir: string, cp: ControlPlane, node: NodeChild, client: Client }> {
+async function containerCluster (defer: (fn: () => unknown) => void, nodeId: string, nodeArgs: string[] = []): Promise<{ dir: string, cp: ControlPlane, node: NodeChild, client: Client }> {
   const dir = mkdtempSync(join(tmpdir(), 'warren-ct-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))
   const cp = await startTestControlPlane()
   defer(() => cp.close())
-  const node = await spawnNode(cp, nodeId, join(dir, 'node'))
+  const node = await spawnNode(cp, nodeId, join(dir, 'node'), nodeArgs)
   defer(() => node.kill())
   const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
   defer(() => client.close())
@@ -111,15 +111,16 @@ ctest('a sandbox whose init dies by itself ends as failed, and its owner is told
 }))
 
 ctest('egress: a sandbox reaches what its allow-list names through the proxy and nothing else; without egress, nothing at all', timed(120_000, async (defer) => {
-  const { client } = await containerCluster(defer, 'cn-egress')
+  // The web server stands in for an outside host: on loopback, so reachable only as the operator pins it.
   const web = createServer((req, res) => res.end(`outside ${req.url ?? ''}\n`))
   await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve))
   defer(() => web.close())
   const port = (web.address() as AddressInfo).port
-  const sb = await client.create({ backend: 'container', network: { egress: [`127.0.0.1:${port}`] } })
+  const { client } = await containerCluster(defer, 'cn-egress', ['--egress-host', `web.test=127.0.0.1:${port}`])
+  const sb = await client.create({ backend: 'container', network: { egress: [`web.test:${port}`] } })
   defer(() => sb.kill())
-  assert.is((await sb.exec(['wget', '-q', '-O', '-', `http://127.0.0.1:${port}/allowed`])).stdout, 'outside /allowed\n')
-  const tunnel = await sb.exec(['sh', '-c', `(printf 'CONNECT 127.0.0.1:${port} HTTP/1.1\\r\\n\\r\\nGET /tunnel HTTP/1.0\\r\\n\\r\\n'; sleep 1) | nc 127.0.0.1 3128`])
+  assert.is((await sb.exec(['wget', '-q', '-O', '-', `http://web.test:${port}/allowed`])).stdout, 'outside /allowed\n')
+  const tunnel = await sb.exec(['sh', '-c', `(printf 'CONNECT web.test:${port} HTTP/1.1\\r\\n\\r\\nGET /tunnel HTTP/1.0\\r\\n\\r\\n'; sleep 1) | nc 127.0.0.1 3128`])
   assert.match(tunnel.stdout, /200 Connection Established[\s\S]*outside \/tunnel/)
   const other = await sb.exec(['wget', '-q', '-O', '-', `http://127.0.0.2:${port}/`])
   assert.is.not(other.exitCode, 0)
@@ -183,21 +184,22 @@ ctest('kill -9 the node agent, restart it: the running sandbox is re-adopted and
   defer(() => rmSync(dir, { recursive: true, force: true }))
   const cp = await startTestControlPlane()
   defer(() => cp.close())
-  const first = await spawnNode(cp, 'cn2', join(dir, 'node'))
-  defer(() => first.kill())
-  const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
-  defer(() => client.close())
   const web = createServer((_req, res) => res.end('still out\n'))
   await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve))
   defer(() => web.close())
   const port = (web.address() as AddressInfo).port
-  const sb = await client.create({ backend: 'container', network: { egress: [`127.0.0.1:${port}`] } })
+  const pinned = ['--egress-host', `web.test=127.0.0.1:${port}`]
+  const first = await spawnNode(cp, 'cn2', join(dir, 'node'), pinned)
+  defer(() => first.kill())
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
+  defer(() => client.close())
+  const sb = await client.create({ backend: 'container', network: { egress: [`web.test:${port}`] } })
   await sb.exec(['sh', '-c', 'echo kept > /tmp/state'])
 
   await first.kill('SIGKILL')
   // The silent node is declared lost, and so is its sandbox: the handle hears it...
   await waitFor(() => sb.state === 'lost', 10_000, 'lost with its node')
-  const second = await spawnNode(cp, 'cn2', join(dir, 'node'))
+  const second = await spawnNode(cp, 'cn2', join(dir, 'node'), pinned)
   defer(() => second.kill())
   // ...and hears it ready again once the restarted node has re-adopted it.
   await waitFor(() => sb.state === 'ready', 10_000, 'the same handle ready again')
@@ -206,7 +208,7 @@ ctest('kill -9 the node agent, restart it: the running sandbox is re-adopted and
   const r = await again.exec(['cat', '/tmp/state'])
   assert.is(r.stdout, 'kept\n')
   // Its egress proxy died with the old agent; the new one listens where the sandbox looks.
-  assert.is((await again.exec(['wget', '-q', '-O', '-', `http://127.0.0.1:${port}/`])).stdout, 'still out\n')
+  assert.is((await again.exec(['wget', '-q', '-O', '-', `http://web.test:${port}/`])).stdout, 'still out\n')
   await again.kill()
   await second.kill('SIGTERM')
   assert.equal(leftoverCgroups('warren-cn2'), [], 'no cgroups left behind')

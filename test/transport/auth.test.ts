@@ -1,3 +1,4 @@
+import { connect as netConnect } from 'node:net'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
@@ -113,19 +114,37 @@ test('a session resumes only for the principal that opened it: another tenant\'s
   assert.is(back.session, sessionOfA)
 }))
 
-test('sockets waiting to authenticate are capped: one more is closed at once (1013, OVERLOADED); a place frees when one goes', timed(5000, async (defer) => {
+test('sockets waiting to authenticate are capped: one more drops the one that waited longest (1013, OVERLOADED), never the newcomer', timed(5000, async (defer) => {
   const server = await startServer(defer, { maxUnauthenticated: 2 })
   const a = await rawPeer(defer, server.url)
-  await rawPeer(defer, server.url)
+  const b = await rawPeer(defer, server.url)
   const third = await rawPeer(defer, server.url)
-  assert.is(await third.closed, CLOSE_TRY_AGAIN)
-  assert.ok(third.frames.some((f) => f.k === 'error' && (f.err as { code: string }).code === ErrorCodes.OVERLOADED))
-  a.ws.close()
-  await a.closed
-  // An authenticated client is not counted against the cap.
-  await waitFor(async () => { const c = await connect(defer, server).catch(() => undefined); return c !== undefined }, 3000, 'a place again')
-  const fourth = await rawPeer(defer, server.url)
-  assert.not.ok(fourth.isClosed(), 'two waiting again: one real client took a place and gave it back')
+  assert.is(await a.closed, CLOSE_TRY_AGAIN)
+  assert.ok(a.frames.some((f) => f.k === 'error' && (f.err as { code: string }).code === ErrorCodes.OVERLOADED))
+  assert.not.ok(b.isClosed())
+  assert.not.ok(third.isClosed())
+  // A client that authenticates at once gets in however full it is, and is no longer counted.
+  await connect(defer, server)
+  await b.closed
+  assert.not.ok(third.isClosed(), 'the real client took the place of the oldest, then gave it back')
+}))
+
+test('the cap holds per source address too: the oldest of that address goes', timed(5000, async (defer) => {
+  const server = await startServer(defer, { maxUnauthenticatedPerAddress: 2 })
+  const a = await rawPeer(defer, server.url)
+  const b = await rawPeer(defer, server.url)
+  const c = await rawPeer(defer, server.url)
+  assert.is(await a.closed, CLOSE_TRY_AGAIN)
+  assert.not.ok(b.isClosed() || c.isClosed())
+}))
+
+test('a connection that never finishes its upgrade request is closed after authTimeoutMs too', timed(5000, async (defer) => {
+  const server = await startServer(defer, { authTimeoutMs: 100 })
+  const s = netConnect(server.port, '127.0.0.1')
+  defer(() => s.destroy())
+  s.on('error', () => {})
+  s.write('GET / HTTP/1.1\r\nUpgrade: websocket\r\n')
+  await new Promise((resolve) => s.once('close', resolve))
 }))
 
 test('the server link is told the client closed for good (bye), and rejects its own pending requests', timed(5000, async (defer) => {

@@ -11,7 +11,7 @@ import { readdir, rm, rmdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import { LayerStore, type LayerService, type LayerSource } from '../../images/index.js'
-import { EgressDefaults, startEgressProxy, type EgressProxy } from './egress.js'
+import { EgressDefaults, startEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress.js'
 import type { AdoptedSandbox, Backend, ExecOptions, ExecResult, SandboxHandle, SandboxSpec } from '../types.js'
 import { connectAgent, type AgentClient } from './agent-client.js'
 import { ContainerDefaults } from './defaults.js'
@@ -58,6 +58,8 @@ export interface ContainerBackendOptions {
   pool?: { min?: number, max?: number }
   /** Default layer stack when a spec names none. */
   defaultLayers?: string[]
+  /** How egress proxies resolve names, and the operator's pinned names (see EgressProxyOptions). */
+  egress?: EgressProxyOptions
 }
 
 export const ContainerBackendDefaults = { defaultLayers: ['busybox'], poolMax: 8 }
@@ -170,7 +172,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
   /** The sandbox's egress proxy, listening in the directory its launcher bound into it. */
   async function openEgress (launched: LaunchedSandbox, allow: readonly string[]): Promise<EgressProxy | undefined> {
     if (allow.length === 0 || launched.egressDir === undefined) return undefined
-    return await startEgressProxy(join(launched.egressDir, 'proxy.sock'), allow)
+    return await startEgressProxy(join(launched.egressDir, 'proxy.sock'), allow, options.egress)
   }
 
   function find (handle: SandboxHandle): Live {

@@ -5,15 +5,19 @@
  *
  * It speaks just enough HTTP/1.1 proxying: `CONNECT host:port` (TLS and anything else tunnelled)
  * and absolute-form requests (`GET http://host/path`, passed on with `Connection: close`, one
- * request per connection). A destination must match the sandbox's allow-list, and it resolves on
- * the host, where loopback, private, link-local and unspecified addresses are refused unless the
- * allow-list names that address literally: a sandbox never reaches the node, the control plane
- * or the local network by a name. Refusals answer 403 with the reason.
+ * request per connection). A destination must match the sandbox's allow-list. An allow-list never
+ * names an inside address (egress-address.ts: loopback, private, link-local, multicast, this
+ * node's own addresses, `localhost`): refused at spec time. A name is resolved here, once; if any
+ * answer is inside the request is refused, otherwise the proxy connects to the address it checked,
+ * so a DNS answer cannot point a sandbox at the node, the control plane or the local network.
+ * The one exception is the operator's: a name pinned to an internal `address:port` (a package
+ * mirror on the local network, say) reaches exactly that. Refusals answer 403 with the reason.
  */
-import { lookup } from 'node:dns/promises'
+import { lookup as systemLookup } from 'node:dns/promises'
 import { rmSync } from 'node:fs'
-import { isIP, createConnection, createServer, type Server, type Socket } from 'node:net'
+import { createConnection, createServer, type Server, type Socket } from 'node:net'
 import { createError, ErrorCodes } from '../../errors.js'
+import { canonicalHost, insideReason, isLocalName } from './egress-address.js'
 
 export const EgressDefaults = {
   /** Where commands inside find the relay to the proxy. */
@@ -28,36 +32,78 @@ export const EgressDefaults = {
   maxRules: 256
 }
 
-/** One allow-list entry: `host`, `*.domain` (any subdomain), or either with `:port`; IP literals too. */
+/** One allow-list entry: `host`, `*.domain` (any subdomain), or either with `:port`; IP literals too (IPv6 in brackets). */
 interface Rule { host: string, wildcard: boolean, port: number | undefined }
 
-const HOST = /^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/
+const HOST = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/
+
+/** How a sandbox's proxy resolves a name: every address it has. A seam for tests. */
+export type EgressLookup = (name: string) => Promise<Array<{ address: string }>>
+
+export interface EgressProxyOptions {
+  /** Resolves names (default: the system resolver, all answers). */
+  lookup?: EgressLookup
+  /**
+   * Names the operator pins to an internal `address:port`, e.g. `{ 'mirror.internal': '10.0.0.5:3141' }`:
+   * a sandbox whose allow-list names one reaches exactly that address and port, nothing else there.
+   */
+  hosts?: Readonly<Record<string, string>>
+}
+
+const systemResolver: EgressLookup = async (name) => await systemLookup(name, { all: true, verbatim: true })
+
+/** Splits `host`, `host:port`, `[v6]` or `[v6]:port`; undefined when the port is not 1-65535. */
+function splitHostPort (text: string): { host: string, port: number | undefined } | undefined {
+  const m = /^(\[[^\]]*\]|[^:[\]]*)(?::(\d{1,5}))?$/.exec(text)
+  if (m === null) return undefined
+  const port = m[2] === undefined ? undefined : Number(m[2])
+  if (port !== undefined && (port < 1 || port > 65535)) return undefined
+  return { host: m[1]!, port }
+}
+
+const NOT_A_HOST = 'must be a host name, *.domain or an IP address, optionally with :port'
+
+/** Reads one allow-list entry; a string says why it is refused. */
+function ruleOf (entry: string): Rule | string {
+  const text = entry.trim()
+  if (text.length === 0 || text.length > 260) return NOT_A_HOST
+  const parts = splitHostPort(text)
+  if (parts === undefined) return 'must be host, host:port or [IPv6]:port, with a port from 1 to 65535'
+  const wildcard = parts.host.startsWith('*.')
+  const host = canonicalHost(wildcard ? parts.host.slice(2) : parts.host)
+  if (host === undefined) return NOT_A_HOST
+  if (host.kind === 'ip') {
+    if (wildcard) return 'a wildcard names a domain, not an address'
+    const inside = insideReason(host.address)
+    if (inside !== undefined) return `names ${host.address}, a ${inside} address: a sandbox never reaches inside`
+    return { host: host.address, wildcard, port: parts.port }
+  }
+  if (!HOST.test(host.name) || host.name.length > 253) return NOT_A_HOST
+  if (isLocalName(host.name)) return `names ${host.name}, this machine: a sandbox never reaches inside`
+  // A last label of digits is read as an address by some resolvers.
+  if (/^\d+$/.test(host.name.slice(host.name.lastIndexOf('.') + 1))) return 'must not end in a number unless it is an IP address'
+  return { host: host.name, wildcard, port: parts.port }
+}
+
+/** A rule as text, in canonical form. */
+function ruleText (r: Rule): string {
+  const host = r.host.includes(':') ? `[${r.host}]` : r.host
+  return `${r.wildcard ? '*.' : ''}${host}${r.port === undefined ? '' : `:${r.port}`}`
+}
 
 /**
  * Checks an allow-list as a spec gives it.
- * @throws WARREN_ERR_BAD_SPEC naming the entry
+ * @returns the entries in canonical form (lower case, addresses in their plain notation)
+ * @throws WARREN_ERR_BAD_SPEC naming the entry (`network.egress.N`)
  */
 export function parseEgressRules (entries: unknown, field = 'network.egress'): string[] {
   if (!Array.isArray(entries)) throw createError(ErrorCodes.BAD_SPEC, `${field} must be an array of hosts`, { field })
   if (entries.length > EgressDefaults.maxRules) throw createError(ErrorCodes.BAD_SPEC, `${field} has more than ${EgressDefaults.maxRules} entries`, { field })
   return entries.map((e, i) => {
-    if (typeof e !== 'string' || ruleOf(e) === undefined) {
-      throw createError(ErrorCodes.BAD_SPEC, `${field}[${i}] must be a host name, *.domain or an IP address, optionally with :port`, { field: `${field}[${i}]` })
-    }
-    return e.toLowerCase()
+    const rule = typeof e === 'string' ? ruleOf(e) : 'must be a string'
+    if (typeof rule === 'string') throw createError(ErrorCodes.BAD_SPEC, `${field}.${i} ${rule}`, { field: `${field}.${i}` })
+    return ruleText(rule)
   })
-}
-
-function ruleOf (entry: string): Rule | undefined {
-  const text = entry.trim().toLowerCase()
-  if (text.length === 0 || text.length > 260) return undefined
-  const m = /^(.*?)(?::(\d{1,5}))?$/.exec(text)!
-  const port = m[2] === undefined ? undefined : Number(m[2])
-  if (port !== undefined && (port < 1 || port > 65535)) return undefined
-  const host = m[1]!
-  if (isIP(host) === 4) return { host, wildcard: false, port }
-  if (!HOST.test(host) || host.length > 253) return undefined
-  return host.startsWith('*.') ? { host: host.slice(2), wildcard: true, port } : { host, wildcard: false, port }
 }
 
 function allowedBy (rules: readonly Rule[], host: string, port: number): Rule | undefined {
@@ -65,15 +111,21 @@ function allowedBy (rules: readonly Rule[], host: string, port: number): Rule | 
     (r.wildcard ? host.endsWith(`.${r.host}`) : host === r.host))
 }
 
-/** Addresses a sandbox may not reach by name: the host itself, private networks, link-local. */
-export function isInternal (address: string): boolean {
-  if (isIP(address) === 4) {
-    const [a, b] = address.split('.').map(Number) as [number, number]
-    return a === 0 || a === 10 || a === 127 || (a === 169 && b === 254) || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 100 && b >= 64 && b <= 127)
+type Pinned = Map<string, { address: string, port: number }>
+
+/** The operator's pinned names, checked once when a proxy starts. */
+function pinnedHosts (hosts: Readonly<Record<string, string>>): Pinned {
+  const out: Pinned = new Map()
+  for (const [name, target] of Object.entries(hosts)) {
+    const n = canonicalHost(name)
+    const t = splitHostPort(target)
+    const a = t === undefined ? undefined : canonicalHost(t.host)
+    if (n?.kind !== 'name' || !HOST.test(n.name) || t?.port === undefined || a?.kind !== 'ip') {
+      throw createError(ErrorCodes.INVALID_ARGUMENT, `egress host ${name}=${target} must be name=address:port`, { field: 'egress.hosts' })
+    }
+    out.set(n.name, { address: a.address, port: t.port })
   }
-  const v6 = address.toLowerCase()
-  if (v6.startsWith('::ffff:')) return isInternal(v6.slice(7))
-  return v6 === '::' || v6 === '::1' || v6.startsWith('fc') || v6.startsWith('fd') || v6.startsWith('fe8') || v6.startsWith('fe9') || v6.startsWith('fea') || v6.startsWith('feb')
+  return out
 }
 
 export interface EgressProxy {
@@ -81,16 +133,22 @@ export interface EgressProxy {
   close (): Promise<void>
 }
 
-/** Starts a sandbox's proxy on `socketPath` with its allow-list. */
-export async function startEgressProxy (socketPath: string, allow: readonly string[]): Promise<EgressProxy> {
-  const rules = allow.map((e) => ruleOf(e)).filter((r): r is Rule => r !== undefined)
+/**
+ * Starts a sandbox's proxy on `socketPath` with its allow-list.
+ * @param options the resolver, and the operator's pinned names
+ * @throws WARREN_ERR_INVALID_ARGUMENT on a malformed pinned name
+ */
+export async function startEgressProxy (socketPath: string, allow: readonly string[], options: EgressProxyOptions = {}): Promise<EgressProxy> {
+  // Entries were checked at spec time; one that fails now (written by an older version) is left out.
+  const rules = allow.map((e) => ruleOf(e)).filter((r): r is Rule => typeof r !== 'string')
+  const where: Where = { lookup: options.lookup ?? systemResolver, pinned: pinnedHosts(options.hosts ?? {}) }
   const open = new Set<Socket>()
   const server: Server = createServer((client) => {
     if (open.size >= EgressDefaults.maxConnections) { client.destroy(); return }
     open.add(client)
     client.once('close', () => open.delete(client))
     client.on('error', () => {})
-    void serve(client, rules).catch(() => client.destroy())
+    void serve(client, rules, where).catch(() => client.destroy())
   })
   rmSync(socketPath, { force: true })
   await new Promise<void>((resolve, reject) => {
@@ -136,7 +194,40 @@ function readHead (client: Socket): Promise<{ head: string, rest: Buffer } | und
   })
 }
 
-async function serve (client: Socket, rules: readonly Rule[]): Promise<void> {
+/** How a proxy finds where a name goes. */
+interface Where { lookup: EgressLookup, pinned: Pinned }
+
+/**
+ * Where a request may go: the one address to connect to, or why not. A pinned name goes where
+ * the operator pinned it; an address is checked as it is; a name is resolved once, and refused
+ * if any answer is inside (a name with one inside answer is an attempt, not an accident).
+ */
+async function destination (host: string, port: number, where: Where): Promise<{ address: string } | { status: string, why: string }> {
+  const pinned = where.pinned.get(host)
+  if (pinned !== undefined) {
+    return pinned.port === port ? { address: pinned.address } : { status: '403 Forbidden', why: `${host} is reachable on port ${pinned.port} only` }
+  }
+  const c = canonicalHost(host)
+  if (c === undefined) return { status: '400 Bad Request', why: `${host} is not a host` }
+  if (c.kind === 'ip') {
+    const inside = insideReason(c.address)
+    return inside === undefined ? { address: c.address } : { status: '403 Forbidden', why: `${c.address} is a ${inside} address` }
+  }
+  if (isLocalName(c.name)) return { status: '403 Forbidden', why: `${c.name} is this machine` }
+  let answers: Array<{ address: string }>
+  try { answers = await where.lookup(c.name) } catch { answers = [] }
+  if (answers.length === 0) return { status: '502 Bad Gateway', why: `${host} does not resolve` }
+  const checked: string[] = []
+  for (const a of answers) {
+    const ac = canonicalHost(a.address)
+    const inside = ac?.kind === 'ip' ? insideReason(ac.address) : 'unreadable'
+    if (inside !== undefined || ac?.kind !== 'ip') return { status: '403 Forbidden', why: `${host} resolves to an internal address (${a.address}, ${inside ?? 'unreadable'})` }
+    checked.push(ac.address)
+  }
+  return { address: checked[0]! }
+}
+
+async function serve (client: Socket, rules: readonly Rule[], where: Where): Promise<void> {
   const request = await readHead(client)
   if (request === undefined) { refuse(client, '400 Bad Request', 'no complete request head'); return }
   const [line = '', ...headers] = request.head.split('\r\n')
@@ -145,31 +236,25 @@ async function serve (client: Socket, rules: readonly Rule[]): Promise<void> {
   let port: number
   let forward: string | undefined
   if (method === 'CONNECT') {
-    const m = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(target)
-    if (m === null) { refuse(client, '400 Bad Request', `CONNECT needs host:port, not ${target}`); return }
-    host = m[1]!.toLowerCase()
-    port = Number(m[2])
+    const parts = splitHostPort(target)
+    const c = parts === undefined ? undefined : canonicalHost(parts.host)
+    if (parts?.port === undefined || c === undefined) { refuse(client, '400 Bad Request', `CONNECT needs host:port (port 1-65535), not ${target}`); return }
+    host = c.kind === 'ip' ? c.address : c.name
+    port = parts.port
   } else {
     let url: URL
     try { url = new URL(target) } catch { refuse(client, '400 Bad Request', 'requests through the proxy name an absolute http:// URL'); return }
     if (url.protocol !== 'http:') { refuse(client, '400 Bad Request', `only http:// is forwarded (use CONNECT for ${url.protocol})`); return }
-    host = url.hostname.toLowerCase().replace(/^\[|\]$/g, '')
+    host = url.hostname.replace(/^\[|\]$/g, '')
     port = url.port === '' ? 80 : Number(url.port)
     const kept = headers.filter((h) => !/^(proxy-connection|connection|keep-alive|proxy-authorization):/i.test(h))
     forward = [`${method} ${url.pathname}${url.search} HTTP/1.1`, ...kept, 'connection: close', '', ''].join('\r\n')
   }
-  const rule = allowedBy(rules, host, port)
-  if (rule === undefined) { refuse(client, '403 Forbidden', `${host}:${port} is not in this sandbox's egress allow-list`); return }
-  let address: string
-  try {
-    address = isIP(host) !== 0 ? host : (await lookup(host)).address
-  } catch {
-    refuse(client, '502 Bad Gateway', `${host} does not resolve`)
-    return
-  }
-  // An address the rule names literally is what the user asked for; any other internal one is not.
-  if (isInternal(address) && rule.host !== address) { refuse(client, '403 Forbidden', `${host} resolves to an internal address`); return }
-  const upstream = createConnection({ host: address, port, timeout: EgressDefaults.connectTimeoutMs })
+  if (allowedBy(rules, host, port) === undefined) { refuse(client, '403 Forbidden', `${host}:${port} is not in this sandbox's egress allow-list`); return }
+  const dest = await destination(host, port, where)
+  if ('why' in dest) { refuse(client, dest.status, dest.why); return }
+  // The address checked above, not the name again: a second lookup could answer differently.
+  const upstream = createConnection({ host: dest.address, port, timeout: EgressDefaults.connectTimeoutMs })
   let connected = false
   upstream.on('error', () => {
     if (connected) client.destroy()

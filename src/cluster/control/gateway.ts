@@ -16,7 +16,8 @@ import type { ShardMessage } from '../placement/index.js'
 import type { DirectoryMessage } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
 import type { RegistryMessage } from './registry.js'
-import { createSession, type ClientRequest } from './session.js'
+import { toPublicError } from './public-error.js'
+import { createSession } from './session.js'
 
 export interface GatewayOptions {
   port: number
@@ -101,8 +102,10 @@ export class Gateway extends Actor<GatewayMessage> {
     }), { mailbox: { capacity: 10_000 } })
     link.on('close', () => { void this.ctx.system.stop(session) })
     return {
-      request: (_to, message, _from, _link, timeoutMs) => session.ask(message as ClientRequest, { timeoutMs: timeoutMs ?? 120_000 }),
-      tell: (_to, message) => { session.tell(message as ClientRequest) }
+      // What the client sent goes to its session as it came: the session checks it.
+      request: (_to, body, _from, _link, timeoutMs) => session.ask({ type: 'client', body, answer: true }, { timeoutMs: timeoutMs ?? 120_000 })
+        .catch((err: unknown) => { throw toPublicError(err) }),
+      tell: (_to, body) => { session.tell({ type: 'client', body, answer: false }) }
     }
   }
 

@@ -3,5 +3,6 @@ export { CONTROL_PLANE, ControlPlaneDefaults, startControlPlane, type ControlPla
 export { createDirectory, DirectoryDefaults, SandboxDirectory, type DirectoryMessage, type RecordState, type SandboxRecord, type SandboxStateNotice } from './directory.js'
 export { CLIENT_ADDRESS, createGateway, Gateway, SESSION_ADDRESS, type GatewayOptions } from './gateway.js'
 export { createRegistry, createShardRecovery, Registry, RegistryDefaults, shardForSandbox, shardOf, type NodeStatus, type RegistryMessage } from './registry.js'
-export { createSession, Session, SessionDefaults, toView, type ClientRequest, type SandboxView } from './session.js'
+export { parseClientRequest, RequestLimits, type ClientRequest } from './requests.js'
+export { createSession, Session, SessionDefaults, toView, type SandboxView, type SessionMessage } from './session.js'
 export { createImageIndex, ImageIndex, type ImageIndexMessage } from './image-index.js'

@@ -7,35 +7,25 @@
 import { customAlphabet } from 'nanoid'
 import { Actor, type Ref } from '../../actors/index.js'
 import { createError, ErrorCodes, fromWireError, isWarrenError } from '../../errors.js'
-import { authorize, type IamMessage, type Principal, type Quotas, type Scope } from '../iam/index.js'
+import { authorize, type IamMessage, type Principal, type Scope } from '../iam/index.js'
 import type { CreateItem, CreateOutcome, NodeMessage } from '../node/index.js'
 import { placeBatch, type PlacementRequest, type ShardMessage } from '../placement/index.js'
-import type { OutputPage, SandboxMessage, WireExecOptions } from '../sandbox/index.js'
+import { SandboxDefaults, type OutputPage, type SandboxMessage } from '../sandbox/index.js'
 import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.js'
 import { ImageRefDefaults, specLayers } from '../spec-image.js'
-import type { LayerKind } from '../../images/index.js'
 import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
+import { toPublicError } from './public-error.js'
+import { parseClientRequest, type ClientRequest } from './requests.js'
 import { shardForSandbox, shardOf, type NodeStatus, type RegistryMessage } from './registry.js'
 
-/** What an SDK may ask of its session. */
-export type ClientRequest =
-  | { type: 'create', spec?: unknown, count?: number, deadlineMs?: number }
-  | { type: 'info', id: string }
-  | { type: 'list', labels?: Record<string, string>, state?: SandboxRecord['state'], limit?: number }
-  | { type: 'kill', id: string }
-  | { type: 'exec', id: string, execId: string, argv: string[], opts?: WireExecOptions }
-  | { type: 'read', id: string, execId: string, fromSeq: number, maxBytes?: number, waitMs?: number }
-  | { type: 'exec-kill', id: string, execId: string }
-  | { type: 'stdin', id: string, execId: string, offset: number, data?: Uint8Array, eof?: boolean }
-  | { type: 'trajectory', id: string, fromSeq?: number, limit?: number }
-  | { type: 'files', id: string, op: 'read' | 'write', path: string, data?: Uint8Array }
-  | { type: 'token-create', tenant: string, scopes: Scope[] }
-  | { type: 'tenant-list' }
-  | { type: 'tenant-quotas', tenant: string, quotas?: Partial<Quotas> }
-  | { type: 'nodes' }
-  | { type: 'image-tag', name: string, digest: string, kind: LayerKind }
-  | { type: 'image-list' }
+/**
+ * What reaches a session: a client's message as the gateway received it (checked here, never
+ * trusted), or the directory's notice about one of the tenant's sandboxes.
+ */
+export type SessionMessage =
+  | { type: 'client', body: unknown, /** False for a tell: nobody waits for an answer. */ answer: boolean }
+  | SandboxStateNotice
 
 /** A sandbox as the SDK sees it. */
 export interface SandboxView {
@@ -83,7 +73,7 @@ export function toView (r: SandboxRecord): SandboxView {
   }
 }
 
-export class Session extends Actor<ClientRequest | SandboxStateNotice> {
+export class Session extends Actor<SessionMessage> {
   private readonly tenant: string
 
   constructor (private readonly o: SessionOptions) {
@@ -95,77 +85,92 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
     this.o.directory().tell({ type: 'subscribe', tenant: this.tenant, ref: this.self })
   }
 
-  receive (m: ClientRequest | SandboxStateNotice): unknown {
-    if (m === null || typeof m !== 'object') throw createError(ErrorCodes.INVALID_ARGUMENT, 'a request is an object with a type')
+  /**
+   * Never throws, and never leaves a rejection unhandled: whatever a client sends, a request is
+   * answered (a public error at worst) and a tell that cannot be acted on is a dead letter. The
+   * session, and every later request on its connection, live on.
+   */
+  receive (m: SessionMessage): unknown {
+    if (m.type === 'sandbox-state') {
+      this.o.notify(m)
+      return undefined
+    }
+    const work = this.handle(m.body)
+    if (m.answer) {
+      this.ctx.answerLater(work.catch((err: unknown) => { throw toPublicError(err) }))
+    } else {
+      work.catch(() => this.ctx.system.deadLetter(this.self.address, { message: m.body, sender: undefined, reply: undefined }, 'dropped'))
+    }
+    return undefined
+  }
+
+  /** Checks one client message and does what it asks; every failure, early or late, is the promise's. */
+  private async handle (body: unknown): Promise<unknown> {
+    const m = parseClientRequest(body)
     switch (m.type) {
-      case 'sandbox-state':
-        this.o.notify(m)
-        return undefined
       case 'create':
         this.authorize('sandbox:create')
-        return this.ctx.answerLater(this.create(m))
+        return await this.create(m)
       case 'info':
         this.authorize('sandbox:read')
-        return this.ctx.answerLater(this.record(m.id).then(toView))
+        return toView(await this.record(m.id))
       case 'list':
         this.authorize('sandbox:read')
-        return this.ctx.answerLater(this.o.directory().ask<SandboxRecord[]>({
+        return (await this.o.directory().ask<SandboxRecord[]>({
           type: 'list', tenant: this.tenant,
           ...(m.labels !== undefined ? { labels: m.labels } : {}),
           ...(m.state !== undefined ? { state: m.state } : {}),
           ...(m.limit !== undefined ? { limit: m.limit } : {})
-        }).then((rs) => rs.map(toView)))
+        })).map(toView)
       case 'kill':
         this.authorize('sandbox:exec')
-        return this.ctx.answerLater(this.forward(m.id, { type: 'kill' }))
+        return await this.forward(m.id, { type: 'kill' })
       case 'exec':
         this.authorize('sandbox:exec')
-        return this.ctx.answerLater(this.forward<OutputPage>(m.id, { type: 'exec', execId: m.execId, argv: m.argv, ...(m.opts !== undefined ? { opts: m.opts } : {}) }, SessionDefaults.readMarginMs + 2000))
+        return await this.forward<OutputPage>(m.id, { type: 'exec', execId: m.execId, argv: m.argv, ...(m.opts !== undefined ? { opts: m.opts } : {}) }, SessionDefaults.readMarginMs + 2000)
       case 'read':
         this.authorize('sandbox:exec')
-        return this.ctx.answerLater(this.forward<OutputPage>(m.id, {
+        return await this.forward<OutputPage>(m.id, {
           type: 'read', execId: m.execId, fromSeq: m.fromSeq,
           ...(m.maxBytes !== undefined ? { maxBytes: m.maxBytes } : {}),
           ...(m.waitMs !== undefined ? { waitMs: m.waitMs } : {})
-        }, (m.waitMs ?? 2000) + SessionDefaults.readMarginMs))
+        }, Math.min(m.waitMs ?? 2000, SandboxDefaults.maxReadWaitMs) + SessionDefaults.readMarginMs)
       case 'exec-kill':
         this.authorize('sandbox:exec')
-        return this.ctx.answerLater(this.forward(m.id, { type: 'exec-kill', execId: m.execId }))
+        return await this.forward(m.id, { type: 'exec-kill', execId: m.execId })
       case 'stdin':
         this.authorize('sandbox:exec')
-        return this.ctx.answerLater(this.forward(m.id, {
+        return await this.forward(m.id, {
           type: 'stdin', execId: m.execId, offset: m.offset,
           ...(m.data !== undefined ? { data: m.data } : {}),
           ...(m.eof !== undefined ? { eof: m.eof } : {})
-        }))
+        })
       case 'trajectory':
         this.authorize('sandbox:read')
-        return this.ctx.answerLater(this.forward(m.id, {
+        return await this.forward(m.id, {
           type: 'trajectory', ...(m.fromSeq !== undefined ? { fromSeq: m.fromSeq } : {}), ...(m.limit !== undefined ? { limit: m.limit } : {})
-        }))
+        })
       case 'files':
         this.authorize(m.op === 'read' ? 'sandbox:read' : 'sandbox:exec')
-        return this.ctx.answerLater(this.forward(m.id, { type: 'files', op: m.op, path: m.path, ...(m.data !== undefined ? { data: m.data } : {}) }, 60_000))
+        return await this.forward(m.id, { type: 'files', op: m.op, path: m.path, ...(m.data !== undefined ? { data: m.data } : {}) }, 60_000)
       case 'token-create':
         this.authorize('admin')
-        return this.ctx.answerLater(this.o.iam().ask({ type: 'create-key', tenant: m.tenant, scopes: m.scopes }))
+        return await this.o.iam().ask({ type: 'create-key', tenant: m.tenant, scopes: m.scopes })
       case 'tenant-list':
         this.authorize('admin')
-        return this.ctx.answerLater(this.o.iam().ask({ type: 'list-tenants' }))
+        return await this.o.iam().ask({ type: 'list-tenants' })
       case 'tenant-quotas':
         this.authorize('admin')
-        return this.ctx.answerLater(this.o.iam().ask(m.quotas === undefined ? { type: 'get-quotas', tenant: m.tenant } : { type: 'set-quotas', tenant: m.tenant, quotas: m.quotas }))
+        return await this.o.iam().ask(m.quotas === undefined ? { type: 'get-quotas', tenant: m.tenant } : { type: 'set-quotas', tenant: m.tenant, quotas: m.quotas })
       case 'nodes':
         this.authorize('admin')
-        return this.ctx.answerLater(this.o.registry().ask<NodeStatus[]>({ type: 'nodes' }))
+        return await this.o.registry().ask<NodeStatus[]>({ type: 'nodes' })
       case 'image-tag':
         this.authorize('admin')
-        return this.ctx.answerLater(this.o.images().ask({ type: 'tag', name: m.name, digest: m.digest, kind: m.kind }))
+        return await this.o.images().ask({ type: 'tag', name: m.name, digest: m.digest, kind: m.kind })
       case 'image-list':
         this.authorize('sandbox:read')
-        return this.ctx.answerLater(this.o.images().ask({ type: 'list' }))
-      default:
-        throw createError(ErrorCodes.INVALID_ARGUMENT, `unknown request type ${String((m as { type?: unknown }).type)}`)
+        return await this.o.images().ask({ type: 'list' })
     }
   }
 
@@ -187,7 +192,12 @@ export class Session extends Actor<ClientRequest | SandboxStateNotice> {
     }
     const ref = this.ctx.system.refFor<SandboxMessage>(r.address)
     if (ref === undefined) throw createError(ErrorCodes.SANDBOX_GONE, `the node of sandbox ${id} is not connected`, { id, state: 'lost' })
-    return await ref.ask<R>(message, { timeoutMs })
+    try {
+      return await ref.ask<R>(message, { timeoutMs })
+    } catch (err) {
+      // The record said ready, but its actor is gone: the sandbox ended on the way.
+      throw toPublicError(err, id)
+    }
   }
 
   private async create (m: Extract<ClientRequest, { type: 'create' }>): Promise<SandboxView | SandboxView[]> {

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { isInternal, parseEgressRules, startEgressProxy } from '../../../src/backends/container/egress.js'
+import { isInternal } from '../../../src/backends/container/egress-address.js'
+import { parseEgressRules, startEgressProxy } from '../../../src/backends/container/egress.js'
 import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
 import { timed } from '../../support/index.js'
 
@@ -21,9 +22,9 @@ function through (socketPath: string, raw: string): Promise<string> {
   })
 }
 
-test('allow-lists: hosts, *.domains, ports, IP literals; anything else is BAD_SPEC naming the entry', () => {
+test('allow-lists: hosts, *.domains, ports, outside IP literals; anything else (inside addresses too) is BAD_SPEC naming the entry', () => {
   assert.equal(parseEgressRules(['pypi.org', '*.PythonHosted.org', 'example.com:8443', '203.0.113.7:80']), ['pypi.org', '*.pythonhosted.org', 'example.com:8443', '203.0.113.7:80'])
-  for (const bad of [['http://pypi.org'], ['*'], ['a..b'], ['host:0'], ['host:99999'], [42], 'pypi.org']) {
+  for (const bad of [['http://pypi.org'], ['*'], ['a..b'], ['host:0'], ['host:99999'], [42], 'pypi.org', ['127.0.0.1:80'], ['localhost'], ['[::1]']]) {
     const err = (() => { try { parseEgressRules(bad as unknown); return undefined } catch (e) { return e } })()
     assert.ok(isWarrenError(err, ErrorCodes.BAD_SPEC), JSON.stringify(bad))
   }
@@ -34,7 +35,7 @@ test('internal addresses: loopback, private, link-local, CGNAT, unspecified, and
   for (const a of ['8.8.8.8', '172.32.0.1', '203.0.113.7', '2001:db8::1']) assert.not.ok(isInternal(a), a)
 })
 
-test('the proxy forwards what the allow-list names, refuses the rest with 403, and reaches no internal address by name', timed(10_000, async (defer) => {
+test('the proxy forwards what the allow-list names (an operator-pinned inside name too), refuses the rest with 403, and reaches no internal address by name', timed(10_000, async (defer) => {
   const dir = mkdtempSync(join(tmpdir(), 'warren-egress-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))
   const web = createServer((s) => {
@@ -46,20 +47,24 @@ test('the proxy forwards what the allow-list names, refuses the rest with 403, a
   await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve))
   defer(() => web.close())
   const port = (web.address() as AddressInfo).port
-  const proxy = await startEgressProxy(join(dir, 'p.sock'), [`127.0.0.1:${port}`, 'localhost'])
+  const proxy = await startEgressProxy(join(dir, 'p.sock'), [`web.test:${port}`, 'sneaky.test'], {
+    hosts: { 'web.test': `127.0.0.1:${port}` },
+    lookup: async (name) => name === 'sneaky.test' ? [{ address: '127.0.0.1' }] : []
+  })
   defer(() => proxy.close())
 
   // Absolute-form: passed on in origin form, with connection: close.
-  const plain = await through(proxy.socketPath, `GET http://127.0.0.1:${port}/x?y=1 HTTP/1.1\r\nhost: 127.0.0.1\r\nproxy-connection: keep-alive\r\n\r\n`)
+  const plain = await through(proxy.socketPath, `GET http://web.test:${port}/x?y=1 HTTP/1.1\r\nhost: web.test\r\nproxy-connection: keep-alive\r\n\r\n`)
   assert.match(plain, /200 OK[\s\S]*GET \/x\?y=1 HTTP\/1.1/)
   // CONNECT: a tunnel.
-  const tunnel = await through(proxy.socketPath, `CONNECT 127.0.0.1:${port} HTTP/1.1\r\n\r\nGET /t HTTP/1.0\r\n\r\n`)
+  const tunnel = await through(proxy.socketPath, `CONNECT web.test:${port} HTTP/1.1\r\n\r\nGET /t HTTP/1.0\r\n\r\n`)
   assert.match(tunnel, /^HTTP\/1.1 200 Connection Established\r\n\r\nHTTP\/1.1 200 OK[\s\S]*GET \/t HTTP\/1.0/)
   // Not in the list: another port, another address.
-  assert.match(await through(proxy.socketPath, `CONNECT 127.0.0.1:${port + 1} HTTP/1.1\r\n\r\n`), /^HTTP\/1.1 403[\s\S]*not in this sandbox's egress allow-list/)
+  assert.match(await through(proxy.socketPath, `CONNECT web.test:${port + 1} HTTP/1.1\r\n\r\n`), /^HTTP\/1.1 403[\s\S]*not in this sandbox's egress allow-list/)
+  assert.match(await through(proxy.socketPath, `CONNECT 127.0.0.1:${port} HTTP/1.1\r\n\r\n`), /^HTTP\/1.1 403/)
   assert.match(await through(proxy.socketPath, `GET http://127.0.0.2:${port}/ HTTP/1.1\r\n\r\n`), /^HTTP\/1.1 403/)
-  // Named in the list, but resolving to loopback: refused (only a literal address may be internal).
-  assert.match(await through(proxy.socketPath, 'GET http://localhost/ HTTP/1.1\r\n\r\n'), /^HTTP\/1.1 403[\s\S]*internal address/)
+  // Named in the list, but resolving to loopback: refused.
+  assert.match(await through(proxy.socketPath, 'GET http://sneaky.test/ HTTP/1.1\r\n\r\n'), /^HTTP\/1.1 403[\s\S]*internal address/)
   // Garbage is a 400, never a crash.
   assert.match(await through(proxy.socketPath, 'HELLO\r\n\r\n'), /^HTTP\/1.1 400/)
   assert.match(await through(proxy.socketPath, 'GET https://example.com/ HTTP/1.1\r\n\r\n'), /^HTTP\/1.1 400/)

@@ -1,0 +1,38 @@
+/**
+ * The session boundary's last word on an error. The actor kernel's codes (a stopped actor, a
+ * missing one, an ask that timed out, a failed one) describe how the control plane is built, not
+ * what happened to a tenant's request; they never reach a client as such, and neither do the
+ * internal actor addresses their messages and details carry.
+ */
+import { createError, ErrorCodes, isWarrenError, type ErrorCode, type WarrenError } from '../../errors.js'
+
+const cannot = 'the control plane could not complete this request'
+
+/** Kernel codes, and what each becomes when nothing more specific is known (their messages name actors, so they go too). */
+const KERNEL_CODES: Partial<Record<ErrorCode, { code: ErrorCode, message: string }>> = {
+  [ErrorCodes.ASK_TIMEOUT]: { code: ErrorCodes.TIMEOUT, message: 'the request was not answered in time inside the cluster' },
+  [ErrorCodes.NO_SUCH_ACTOR]: { code: ErrorCodes.NOT_FOUND, message: 'what the request names does not exist' },
+  [ErrorCodes.ACTOR_STOPPED]: { code: ErrorCodes.INTERNAL, message: cannot },
+  [ErrorCodes.ACTOR_FAILED]: { code: ErrorCodes.INTERNAL, message: cannot },
+  [ErrorCodes.SUPERVISOR_INTENSITY]: { code: ErrorCodes.INTERNAL, message: cannot },
+  [ErrorCodes.DUPLICATE_NAME]: { code: ErrorCodes.INTERNAL, message: cannot }
+}
+
+/**
+ * Turns any error met while handling a client's request into one a client may see.
+ * @param err what was thrown
+ * @param sandboxId set when the request was on its way to this sandbox: an actor that is gone
+ *   or missing there means the sandbox is gone
+ * @returns the error itself when its code is public already; otherwise a public one
+ */
+export function toPublicError (err: unknown, sandboxId?: string): WarrenError {
+  if (!isWarrenError(err)) {
+    return createError(ErrorCodes.INTERNAL, `the control plane failed on this request: ${err instanceof Error ? err.message : String(err)}`)
+  }
+  const mapped = KERNEL_CODES[err.code]
+  if (mapped === undefined) return err
+  if (sandboxId !== undefined && (err.code === ErrorCodes.ACTOR_STOPPED || err.code === ErrorCodes.NO_SUCH_ACTOR)) {
+    return createError(ErrorCodes.SANDBOX_GONE, `sandbox ${sandboxId} is gone`, { id: sandboxId, state: 'gone' })
+  }
+  return createError(mapped.code, mapped.message)
+}

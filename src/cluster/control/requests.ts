@@ -1,0 +1,164 @@
+/**
+ * What an SDK may ask of its session, and the check each request passes as it comes off the
+ * wire. A client can send anything msgpack encodes; nothing reaches the session's handlers, the
+ * directory or a sandbox until its type is known and every field has its type. A bad field is
+ * `WARREN_ERR_INVALID_ARGUMENT` with `details.field` naming it. The spec of a create is checked
+ * by `parseSandboxSpec` (it has its own error, BAD_SPEC); bounds that belong to a sandbox
+ * (output caps, page sizes) stay with the sandbox; this is the shape. argv is `parseArgv`'s.
+ */
+import { createError, ErrorCodes } from '../../errors.js'
+import { LAYER_KINDS, type LayerKind } from '../../images/index.js'
+import { isScope, type Quotas, type Scope } from '../iam/index.js'
+import { SandboxDefaults, type WireExecOptions } from '../sandbox/index.js'
+import { parseArgv } from '../spec.js'
+import type { RecordState, SandboxRecord } from './directory.js'
+
+/** What an SDK may ask of its session. */
+export type ClientRequest =
+  | { type: 'create', spec?: unknown, count?: number, deadlineMs?: number }
+  | { type: 'info', id: string }
+  | { type: 'list', labels?: Record<string, string>, state?: SandboxRecord['state'], limit?: number }
+  | { type: 'kill', id: string }
+  | { type: 'exec', id: string, execId: string, argv: string[], opts?: WireExecOptions }
+  | { type: 'read', id: string, execId: string, fromSeq: number, maxBytes?: number, waitMs?: number }
+  | { type: 'exec-kill', id: string, execId: string }
+  | { type: 'stdin', id: string, execId: string, offset: number, data?: Uint8Array, eof?: boolean }
+  | { type: 'trajectory', id: string, fromSeq?: number, limit?: number }
+  | { type: 'files', id: string, op: 'read' | 'write', path: string, data?: Uint8Array }
+  | { type: 'token-create', tenant: string, scopes: Scope[] }
+  | { type: 'tenant-list' }
+  | { type: 'tenant-quotas', tenant: string, quotas?: Partial<Quotas> }
+  | { type: 'nodes' }
+  | { type: 'image-tag', name: string, digest: string, kind: LayerKind }
+  | { type: 'image-list' }
+
+/** Bounds of the fields a request carries (not of the work it asks for). */
+export const RequestLimits = {
+  /** Sandbox ids are 16 characters; anything much longer is not one. */
+  maxIdLength: 64,
+  maxExecIdLength: SandboxDefaults.maxExecIdLength,
+  maxPathLength: 4096,
+  maxNameLength: 256,
+  /** Label filters of a list, and env entries of an exec. */
+  maxEntries: 256,
+  maxEntryLength: 32 * 1024
+}
+
+const RECORD_STATES: readonly RecordState[] = ['creating', 'ready', 'stopping', 'gone', 'failed', 'lost']
+
+type Obj = Record<string, unknown>
+
+function invalid (field: string, why: string): never {
+  throw createError(ErrorCodes.INVALID_ARGUMENT, `${field} ${why}`, { field })
+}
+
+function isPlainObject (v: unknown): v is Obj {
+  return v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype
+}
+
+function text (v: unknown, field: string, max: number): string {
+  if (typeof v !== 'string' || v.length === 0 || v.length > max) invalid(field, `must be a string of 1 to ${max} characters`)
+  return v
+}
+
+function count (v: unknown, field: string): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) invalid(field, 'must be an integer >= 0')
+  return v
+}
+
+function positive (v: unknown, field: string): number {
+  if (count(v, field) === 0) invalid(field, 'must be an integer >= 1')
+  return v as number
+}
+
+function flag (v: unknown, field: string): boolean {
+  if (typeof v !== 'boolean') invalid(field, 'must be true or false')
+  return v
+}
+
+function bytes (v: unknown, field: string): Uint8Array {
+  if (!(v instanceof Uint8Array)) invalid(field, 'must be bytes (a msgpack bin)')
+  return v
+}
+
+function oneOf<T extends string> (v: unknown, field: string, allowed: readonly T[]): T {
+  if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) invalid(field, `must be one of ${allowed.join(', ')}`)
+  return v as T
+}
+
+function strings (v: unknown, field: string): Record<string, string> {
+  if (!isPlainObject(v)) invalid(field, 'must be an object of strings')
+  const entries = Object.entries(v)
+  if (entries.length > RequestLimits.maxEntries) invalid(field, `has more than ${RequestLimits.maxEntries} entries`)
+  for (const [k, value] of entries) {
+    if (k.length === 0 || k.length > RequestLimits.maxNameLength) invalid(field, 'has a key of a bad length')
+    if (typeof value !== 'string' || value.length > RequestLimits.maxEntryLength) invalid(`${field}.${k}`, `must be a string of at most ${RequestLimits.maxEntryLength} characters`)
+  }
+  return v as Record<string, string>
+}
+
+function execOptions (v: unknown): WireExecOptions {
+  if (!isPlainObject(v)) invalid('opts', 'must be an object')
+  return {
+    ...(v.stdin !== undefined ? { stdin: bytes(v.stdin, 'opts.stdin') } : {}),
+    ...(v.openStdin !== undefined ? { openStdin: flag(v.openStdin, 'opts.openStdin') } : {}),
+    ...(v.env !== undefined ? { env: strings(v.env, 'opts.env') } : {}),
+    ...(v.timeoutMs !== undefined ? { timeoutMs: count(v.timeoutMs, 'opts.timeoutMs') } : {}),
+    ...(v.maxOutputBytes !== undefined ? { maxOutputBytes: count(v.maxOutputBytes, 'opts.maxOutputBytes') } : {})
+  }
+}
+
+const id = (r: Obj): string => text(r.id, 'id', RequestLimits.maxIdLength)
+const execId = (r: Obj): string => text(r.execId, 'execId', RequestLimits.maxExecIdLength)
+/** An optional field: checked when present, left out when not. */
+function opt<K extends string, T> (r: Obj, key: K, check: (v: unknown, field: string) => T): { [P in K]?: T } {
+  return (r[key] === undefined ? {} : { [key]: check(r[key], key) }) as { [P in K]?: T }
+}
+
+/**
+ * One parser per request type: the whole request contract in one table. Each returns a fresh
+ * request holding only the known fields, so nothing else a client put in travels further.
+ */
+const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest, { type: T }> } = {
+  create: (r) => ({ type: 'create', ...(r.spec !== undefined ? { spec: r.spec } : {}), ...opt(r, 'count', positive), ...opt(r, 'deadlineMs', count) }),
+  info: (r) => ({ type: 'info', id: id(r) }),
+  list: (r) => ({ type: 'list', ...opt(r, 'labels', strings), ...opt(r, 'state', (v, f) => oneOf(v, f, RECORD_STATES)), ...opt(r, 'limit', count) }),
+  kill: (r) => ({ type: 'kill', id: id(r) }),
+  exec: (r) => ({ type: 'exec', id: id(r), execId: execId(r), argv: parseArgv(r.argv), ...(r.opts !== undefined ? { opts: execOptions(r.opts) } : {}) }),
+  read: (r) => ({ type: 'read', id: id(r), execId: execId(r), fromSeq: count(r.fromSeq, 'fromSeq'), ...opt(r, 'maxBytes', count), ...opt(r, 'waitMs', count) }),
+  'exec-kill': (r) => ({ type: 'exec-kill', id: id(r), execId: execId(r) }),
+  stdin: (r) => ({ type: 'stdin', id: id(r), execId: execId(r), offset: count(r.offset, 'offset'), ...opt(r, 'data', bytes), ...opt(r, 'eof', flag) }),
+  trajectory: (r) => ({ type: 'trajectory', id: id(r), ...opt(r, 'fromSeq', count), ...opt(r, 'limit', count) }),
+  files: (r) => ({ type: 'files', id: id(r), op: oneOf(r.op, 'op', ['read', 'write'] as const), path: text(r.path, 'path', RequestLimits.maxPathLength), ...opt(r, 'data', bytes) }),
+  'token-create': (r) => {
+    const scopes = r.scopes
+    if (!Array.isArray(scopes) || scopes.length === 0 || !scopes.every(isScope)) invalid('scopes', 'must be a non-empty list of known scopes')
+    return { type: 'token-create', tenant: text(r.tenant, 'tenant', RequestLimits.maxNameLength), scopes: [...new Set(scopes)] }
+  },
+  'tenant-list': () => ({ type: 'tenant-list' }),
+  // The quotas' names and values are the IAM store's to check (it names `quotas.<name>`).
+  'tenant-quotas': (r) => ({
+    type: 'tenant-quotas', tenant: text(r.tenant, 'tenant', RequestLimits.maxNameLength),
+    ...opt(r, 'quotas', (v, f) => { if (!isPlainObject(v)) invalid(f, 'must be an object'); return v as Partial<Quotas> })
+  }),
+  nodes: () => ({ type: 'nodes' }),
+  'image-tag': (r) => ({ type: 'image-tag', name: text(r.name, 'name', RequestLimits.maxNameLength), digest: text(r.digest, 'digest', RequestLimits.maxNameLength), kind: oneOf(r.kind, 'kind', LAYER_KINDS) }),
+  'image-list': () => ({ type: 'image-list' })
+}
+
+const hasOwn = Object.prototype.hasOwnProperty
+
+/**
+ * Checks a request as it came off the wire.
+ * @param input whatever the client sent
+ * @returns a request with only its known, well-typed fields
+ * @throws WARREN_ERR_INVALID_ARGUMENT with `details.field` naming the first bad field
+ */
+export function parseClientRequest (input: unknown): ClientRequest {
+  if (!isPlainObject(input)) invalid('type', 'is missing: a request is an object with a type')
+  const type = input.type
+  if (typeof type !== 'string' || !hasOwn.call(parsers, type)) {
+    invalid('type', `must be a known request type, not ${JSON.stringify(typeof type === 'string' ? type.slice(0, 40) : typeof type)}`)
+  }
+  return parsers[type as ClientRequest['type']](input)
+}
