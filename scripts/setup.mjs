@@ -5,7 +5,8 @@
 //   1. Debian packages the project uses (only as root, only the missing ones)
 //   2. npm ci, when node_modules is missing or older than package-lock.json
 //   3. the container agent (warren-init, C), when its sources are newer than the binary
-//   4. tsc, incremental
+//   4. the seccomp filter of the `js` child processes, when its generator is newer than it
+//   5. tsc, incremental
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync, renameSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -23,7 +24,9 @@ const DEBIAN_PACKAGES = [
   { name: 'busybox-static', provides: '/bin/busybox' },
   // a realistic Debian layer with python3 for tests and benchmarks; bwrap as the benchmarks' baseline
   { name: 'debootstrap', provides: '/usr/sbin/debootstrap' },
-  { name: 'bubblewrap', provides: '/usr/bin/bwrap' }
+  { name: 'bubblewrap', provides: '/usr/bin/bwrap' },
+  // the seccomp filter of the jailed `js` child processes is generated with libseccomp
+  { name: 'libseccomp-dev', provides: '/usr/include/seccomp.h' }
 ]
 
 function log (line) { process.stderr.write(`setup: ${line}\n`) }
@@ -80,7 +83,29 @@ function buildAgent () {
   renameSync(tmp, out)
 }
 
+// The `js` children's seccomp filter: a small generator built against libseccomp writes the
+// BPF program that bwrap loads (src/backends/function/js/seccomp/js-filter.c). Without
+// libseccomp it is not built, and the function backend refuses to start `js` processes.
+function buildJsFilter () {
+  const src = join(root, 'src', 'backends', 'function', 'js', 'seccomp', 'js-filter.c')
+  const dir = join(root, 'dist', 'js-jail')
+  const out = join(dir, 'seccomp.bpf')
+  if (existsSync(out) && statSync(out).mtimeMs >= statSync(src).mtimeMs) return
+  if (!existsSync('/usr/include/seccomp.h')) {
+    log('libseccomp-dev is missing: the js sandbox filter is not built, and js calls will fail')
+    return
+  }
+  log('building the js sandbox seccomp filter')
+  mkdirSync(dir, { recursive: true })
+  const gen = join(dir, 'js-filter')
+  run('gcc', ['-O2', '-std=c11', '-Wall', '-Wextra', '-o', gen, src, '-lseccomp'])
+  const tmp = `${out}.${process.pid}.tmp`
+  run(gen, [tmp])
+  renameSync(tmp, out)
+}
+
 debianPackages()
 npmDependencies()
 buildAgent()
+buildJsFilter()
 build()

@@ -13,6 +13,7 @@ import type { Backend, ExecOptions, ExecResult, SandboxHandle, SandboxSpec } fro
 import { startCall, type CallOptions, type CallTask, type RunningCall } from './call.js'
 import { resolveOptions, type FunctionBackendOptions, type ResolvedFunctionBackendOptions } from './defaults.js'
 import { startJsCall, type JsCallRequest } from './js/call.js'
+import { JsJailDefaults } from './js/jail.js'
 import { createJsPool, type JsPoolStatus } from './js/pool.js'
 import { createSupervisedPool, type PoolStatus } from './pool.js'
 import { createFunctionRegistry } from './registry.js'
@@ -75,6 +76,7 @@ export function createFunctionBackend (options: FunctionBackendOptions = {}): Fu
       maxOldGenerationSizeMb: opts.resourceLimits.maxOldGenerationSizeMb,
       maxYoungGenerationSizeMb: opts.resourceLimits.maxYoungGenerationSizeMb
     },
+    jail: { ...JsJailDefaults, isolation: opts.jsIsolation, uid: opts.jsUid, gid: opts.jsGid },
     restartBackoffMs: opts.restartBackoffMs,
     restartBackoffMaxMs: opts.restartBackoffMaxMs
   })
@@ -223,6 +225,10 @@ function validateOptions (o: ResolvedFunctionBackendOptions): void {
   if (!Number.isInteger(o.jsMinProcesses) || o.jsMinProcesses < 0) bad('jsMinProcesses must be an integer >= 0')
   if (!Number.isInteger(o.jsMaxProcesses) || o.jsMaxProcesses < 1) bad('jsMaxProcesses must be an integer >= 1')
   if (o.jsMinProcesses > o.jsMaxProcesses) bad('jsMinProcesses must not exceed jsMaxProcesses')
+  if (o.jsIsolation !== 'jail' && o.jsIsolation !== 'none') bad("jsIsolation must be 'jail' or 'none'")
+  for (const key of ['jsUid', 'jsGid'] as const) {
+    if (!Number.isInteger(o[key]) || o[key] <= 0 || o[key] >= 2 ** 32 - 1) bad(`${key} must be an integer id other than 0 (root)`)
+  }
   if (!Number.isInteger(o.jsCallsPerProcess) || o.jsCallsPerProcess < 1) bad('jsCallsPerProcess must be an integer >= 1')
   for (const key of ['maxOldGenerationSizeMb', 'maxYoungGenerationSizeMb'] as const) {
     const v = o.resourceLimits[key]

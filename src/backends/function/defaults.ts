@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os'
+import { JsJailDefaults } from './js/jail.js'
 
 /**
  * Memory and stack limits of each worker thread (piscina / worker_threads `resourceLimits`).
@@ -38,6 +39,16 @@ export interface FunctionBackendOptions {
   jsMinProcesses?: number
   /** Most `js` processes, hence most `js` calls running at once on this node. */
   jsMaxProcesses?: number
+  /**
+   * How `js` processes are confined: 'jail' (namespaces, an empty read-only root, seccomp, an
+   * unprivileged uid; see js/jail.ts), or 'none', a plain child process with the node's uid,
+   * for measuring what the jail costs and nothing else: untrusted code escaping `vm` there
+   * has the node's rights.
+   */
+  jsIsolation?: 'jail' | 'none'
+  /** The uid and gid `js` processes run as when the node is root. */
+  jsUid?: number
+  jsGid?: number
   /** A `js` process is replaced after this many calls, so nothing builds up in it for ever. */
   jsCallsPerProcess?: number
   /** A `js` process not ready this long after its start is killed and counted as a failed start. */
@@ -72,6 +83,9 @@ export const FunctionBackendDefaults = Object.freeze({
   maxThreads: Math.max(1, availableParallelism()),
   jsMinProcesses: 1,
   jsMaxProcesses: Math.max(1, availableParallelism()),
+  jsIsolation: JsJailDefaults.isolation,
+  jsUid: JsJailDefaults.uid,
+  jsGid: JsJailDefaults.gid,
   jsCallsPerProcess: 10_000,
   jsStartTimeoutMs: 20_000,
   idleTimeoutMs: 30_000,

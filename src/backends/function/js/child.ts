@@ -15,13 +15,18 @@
  *   and the IPC channel for calls and output.
  * - An idle child does not keep the node's process alive (it is unref'd); a busy or dying one
  *   does, so a call's result, which waits for the child's answer or death, always comes.
+ * - In the jail of `jail.ts` (unless the pool was built with isolation 'none'): the shell execs
+ *   bwrap, which ends the child with the node, so the child needs no orphan watch of its own
+ *   (its parent pid argument is 0). A machine that cannot jail it gets a child that fails to
+ *   start, saying why.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { closeSync, existsSync, openSync } from 'node:fs'
 import type { Socket } from 'node:net'
 import { parse } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { showsHeapExhaustion, type ChildExit } from './exit-cause.js'
+import { jailCommand, SECCOMP_FD, signalOfJailExit, type JsJailOptions } from './jail.js'
 import { isChildMessage, type ChildMessage, type RunMessage } from './protocol.js'
 import { reapOnExit } from './reaper.js'
 
@@ -75,21 +80,39 @@ export function childNodeFlags (limits: JsHeapLimits): string[] {
 
 let shellAvailable: boolean | undefined
 
-/** Starts a child. */
-export function spawnJsChild (limits: JsHeapLimits, handlers: JsChildHandlers): JsChild {
-  const nodeArgs = [...childNodeFlags(limits), ENTRY, String(process.pid)]
+/** Starts a child, jailed as `jail` says. */
+export function spawnJsChild (limits: JsHeapLimits, jail: JsJailOptions, handlers: JsChildHandlers): JsChild {
+  const jailed = jail.isolation === 'jail'
+  let [file, args] = [process.execPath, [...childNodeFlags(limits), ENTRY, String(process.pid)]]
+  const stdio: Array<'ignore' | 'pipe' | 'ipc' | number> = ['ignore', 'ignore', 'pipe', 'ipc']
+  let filterFd: number | undefined
+  if (jailed) {
+    const command = jailCommand(jail, childNodeFlags(limits), ENTRY, ['0'])
+    if (typeof command === 'string') return unstartable(command, handlers)
+    try {
+      filterFd = openSync(command.seccompPath, 'r')
+    } catch (err) {
+      return unstartable(`cannot open ${command.seccompPath}: ${(err as Error).message}`, handlers)
+    }
+    ;[file, args] = [command.file, command.args]
+    stdio[SECCOMP_FD] = filterFd
+  }
   shellAvailable ??= process.platform !== 'win32' && existsSync(SHELL)
-  const [file, args] = shellAvailable
-    ? [SHELL, ['-c', NO_CORE_SCRIPT, 'warren-js', process.execPath, ...nodeArgs]]
-    : [process.execPath, nodeArgs]
-  const child: ChildProcess = spawn(file, args, {
-    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-    serialization: 'advanced',
-    env: {},
-    // No directory of the node's (a core file or a held mount point would land there).
-    cwd: parse(process.execPath).root,
-    windowsHide: true
-  })
+  if (shellAvailable) [file, args] = [SHELL, ['-c', NO_CORE_SCRIPT, 'warren-js', file, ...args]]
+  let child: ChildProcess
+  try {
+    child = spawn(file, args, {
+      stdio,
+      serialization: 'advanced',
+      env: {},
+      // No directory of the node's (a core file or a held mount point would land there).
+      cwd: parse(process.execPath).root,
+      windowsHide: true
+    })
+  } finally {
+    // The child has its own copy; bwrap reads the filter from it and closes it.
+    if (filterFd !== undefined) closeSync(filterFd)
+  }
   reapOnExit(child)
 
   let killedByNode = false
@@ -111,7 +134,10 @@ export function spawnJsChild (limits: JsHeapLimits, handlers: JsChildHandlers): 
     if (child.pid === undefined) spawnError = err.message
   })
   child.once('close', (code: number | null, signal: NodeJS.Signals | null) => {
-    const exit: ChildExit = { code, signal, killedByNode, heapExhausted, lastError: lastErrorLine(stderrTail) }
+    const jailSignal = jailed && signal === null ? signalOfJailExit(code) : null
+    const exit: ChildExit = jailSignal !== null
+      ? { code: null, signal: jailSignal, killedByNode, heapExhausted, lastError: lastErrorLine(stderrTail) }
+      : { code, signal, killedByNode, heapExhausted, lastError: lastErrorLine(stderrTail) }
     if (spawnError !== undefined) exit.spawnError = spawnError
     handlers.onExit(exit)
   })
@@ -153,6 +179,12 @@ export function spawnJsChild (limits: JsHeapLimits, handlers: JsChildHandlers): 
       terminate()
     }
   }
+}
+
+/** A child that could not be started: it reports its exit (a spawn error) in a later turn. */
+function unstartable (why: string, handlers: JsChildHandlers): JsChild {
+  setImmediate(() => handlers.onExit({ code: null, signal: null, killedByNode: false, heapExhausted: false, lastError: '', spawnError: why }))
+  return { pid: undefined, send () {}, kill () {}, hold () {} }
 }
 
 /**

@@ -15,6 +15,7 @@
 import { createError, ErrorCodes, type WarrenError } from '../../../errors.js'
 import { spawnJsChild, type JsChild, type JsHeapLimits } from './child.js'
 import { causeOfDeath, describeExit, type ChildExit } from './exit-cause.js'
+import type { JsJailOptions } from './jail.js'
 import type { ChildMessage, JsRequest } from './protocol.js'
 
 /** How the pool is built. */
@@ -27,6 +28,8 @@ export interface JsPoolOptions {
   idleTimeoutMs: number
   maxQueue: number
   heap: JsHeapLimits
+  /** How each child is confined (see jail.ts). */
+  jail: JsJailOptions
   restartBackoffMs: number
   restartBackoffMaxMs: number
 }
@@ -156,7 +159,7 @@ export function createJsPool (options: JsPoolOptions): JsPool {
     let resolveGone!: () => void
     const gone = new Promise<void>((resolve) => { resolveGone = resolve })
     // The handlers run in later turns only, when `slot` is set.
-    const child = spawnJsChild(options.heap, {
+    const child = spawnJsChild(options.heap, options.jail, {
       onMessage: (msg) => onMessage(slot, msg),
       onExit: (exit) => {
         onExit(slot, exit)
