@@ -37,6 +37,9 @@ const SHELL = '/bin/sh'
 /** Drops the core-file limit to 0, then becomes node ("$@"); a failing ulimit does not stop it. */
 const NO_CORE_SCRIPT = 'ulimit -c 0 2>/dev/null; exec "$@"'
 
+/** How long after its exit a child's stdio may take to end before it is closed by force. */
+const STREAMS_AFTER_EXIT_MS = 1000
+
 /** How much of a child's stderr is kept to explain its death. */
 const STDERR_TAIL_CHARS = 8192
 
@@ -107,13 +110,22 @@ export function spawnJsChild (limits: JsHeapLimits, jail: JsJailOptions, handler
       env: {},
       // No directory of the node's (a core file or a held mount point would land there).
       cwd: parse(process.execPath).root,
+      // A process group of its own, killed whole: bwrap killed while it starts the jail can
+      // leave the jail's first process behind, before that one has asked to die with it.
+      detached: process.platform !== 'win32',
       windowsHide: true
     })
   } finally {
     // The child has its own copy; bwrap reads the filter from it and closes it.
     if (filterFd !== undefined) closeSync(filterFd)
   }
-  reapOnExit(child)
+  const killAll = (): void => {
+    if (child.pid !== undefined && process.platform !== 'win32') {
+      try { process.kill(-child.pid, 'SIGKILL'); return } catch {}
+    }
+    child.kill('SIGKILL')
+  }
+  reapOnExit(child, killAll)
 
   let killedByNode = false
   let spawnError: string | undefined
@@ -133,14 +145,29 @@ export function spawnJsChild (limits: JsHeapLimits, jail: JsJailOptions, handler
     // Also emitted for a failed kill or send; those end in an exit that tells the rest.
     if (child.pid === undefined) spawnError = err.message
   })
-  child.once('close', (code: number | null, signal: NodeJS.Signals | null) => {
+  let reported = false
+  const report = (code: number | null, signal: NodeJS.Signals | null): void => {
+    if (reported) return
+    reported = true
     const jailSignal = jailed && signal === null ? signalOfJailExit(code) : null
     const exit: ChildExit = jailSignal !== null
       ? { code: null, signal: jailSignal, killedByNode, heapExhausted, lastError: lastErrorLine(stderrTail) }
       : { code, signal, killedByNode, heapExhausted, lastError: lastErrorLine(stderrTail) }
     if (spawnError !== undefined) exit.spawnError = spawnError
     handlers.onExit(exit)
+  }
+  // Reported once the process is gone and its stderr read to the end ('close'). Its stdio ends
+  // with it, but if it does not (seen rarely with a jail killed while it starts), the exit is
+  // reported a little later all the same, and the streams closed.
+  child.once('exit', (code: number | null, signal: NodeJS.Signals | null) => {
+    const late = setTimeout(() => {
+      report(code, signal)
+      stderr.destroy()
+      if (child.connected) child.disconnect()
+    }, STREAMS_AFTER_EXIT_MS)
+    child.once('close', () => clearTimeout(late))
   })
+  child.once('close', report)
 
   /** All three handles: the exit, the last IPC messages and the end of stderr are all awaited. */
   const hold = (on: boolean): void => {
@@ -158,7 +185,7 @@ export function spawnJsChild (limits: JsHeapLimits, jail: JsJailOptions, handler
 
   const terminate = (): void => {
     hold(true)
-    try { child.kill('SIGKILL') } catch {}
+    try { killAll() } catch {}
   }
   return {
     hold,
