@@ -46,6 +46,11 @@ export interface FunctionBackendOptions {
    * has the node's rights.
    */
   jsIsolation?: 'jail' | 'none'
+  /**
+   * Most `js` calls of one tenant running at once (default: half of `jsMaxProcesses`, rounded
+   * up), so one tenant's endless loops never hold every process while another's calls wait.
+   */
+  jsTenantShare?: number
   /** The uid and gid `js` processes run as when the node is root. */
   jsUid?: number
   jsGid?: number
@@ -61,6 +66,8 @@ export interface FunctionBackendOptions {
   resourceLimits?: WorkerResourceLimits
   /** Time limit of a call when `exec` gives none. */
   timeoutMs?: number
+  /** Longest time limit a call may ask for; a longer one is refused (INVALID_ARGUMENT, field `timeoutMs`). */
+  maxTimeoutMs?: number
   /**
    * After a timeout or kill the function's `ctx.signal` aborts; a function that has not ended
    * this long after is stopped by terminating its worker. A `js` call is killed at once on a
@@ -84,6 +91,7 @@ export const FunctionBackendDefaults = Object.freeze({
   jsMinProcesses: 1,
   jsMaxProcesses: Math.max(1, availableParallelism()),
   jsIsolation: JsJailDefaults.isolation,
+  jsTenantShare: undefined as number | undefined,
   jsUid: JsJailDefaults.uid,
   jsGid: JsJailDefaults.gid,
   jsCallsPerProcess: 10_000,
@@ -96,6 +104,7 @@ export const FunctionBackendDefaults = Object.freeze({
     stackSizeMb: 4
   }) as Readonly<WorkerResourceLimits>,
   timeoutMs: 30_000,
+  maxTimeoutMs: 60_000,
   abortGraceMs: 100,
   maxOutputBytes: 16 * 1024 * 1024,
   restartBackoffMs: 100,

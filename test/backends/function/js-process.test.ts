@@ -164,7 +164,7 @@ test('children, busy or idle, die with a node that is killed outright', timed(30
     import { createFunctionBackend } from ${JSON.stringify(backendUrl)}
     const backend = createFunctionBackend({ functionsDir: null, minThreads: 0, jsMinProcesses: 2, jsMaxProcesses: 2 })
     const sandbox = await backend.create()
-    void backend.exec(sandbox, ['js', 'for (;;) {}'], { timeoutMs: 600000 })
+    void backend.exec(sandbox, ['js', 'for (;;) {}'], { timeoutMs: 60000 })
     const poll = setInterval(() => {
       const s = backend.status().js
       if (s.busy === 1 && s.idle === 1) { clearInterval(poll); console.log('PIDS ' + JSON.stringify(s.pids)) }
