@@ -17,6 +17,8 @@ export interface SandboxSpec {
   id?: string
   /** Environment every command in the sandbox starts with; `ExecOptions.env` is laid over it. */
   env?: Record<string, string>
+  /** Whose sandbox it is (the cluster's tenant), for backends that share resources fairly. */
+  tenant?: string
   /** Resource limits (container and VM backends). */
   limits?: { cpus: number, memoryMiB: number, diskMiB: number, pids: number }
   /** Layer stack, bottom first (container and VM backends): EROFS image digests or names. */
@@ -118,6 +120,8 @@ export interface Backend {
   readonly interactiveStdin?: boolean
   /** True when `exec` honours `ExecOptions.credit` (output waits for credit instead of piling up). */
   readonly outputCredit?: boolean
+  /** Longest `timeoutMs` a command may ask for, when the backend bounds it; more is INVALID_ARGUMENT. */
+  readonly maxTimeoutMs?: number
   /** Makes a ready sandbox. */
   create (spec?: SandboxSpec): Promise<SandboxHandle>
   /**

@@ -13,6 +13,7 @@ import type { Backend, ExecOptions, ExecResult, SandboxHandle, SandboxSpec } fro
 import { startCall, type CallOptions, type CallTask, type RunningCall } from './call.js'
 import { resolveOptions, type FunctionBackendOptions, type ResolvedFunctionBackendOptions } from './defaults.js'
 import { startJsCall, type JsCallRequest } from './js/call.js'
+import { JsJailDefaults } from './js/jail.js'
 import { createJsPool, type JsPoolStatus } from './js/pool.js'
 import { createSupervisedPool, type PoolStatus } from './pool.js'
 import { createFunctionRegistry } from './registry.js'
@@ -39,6 +40,8 @@ export interface FunctionBackendStatus {
 }
 
 interface SandboxState {
+  /** Whose sandbox it is: `js` processes are shared fairly between tenants (none: not held to a share). */
+  tenant: string | undefined
   env: Record<string, string>
   calls: Set<RunningCall>
 }
@@ -71,10 +74,12 @@ export function createFunctionBackend (options: FunctionBackendOptions = {}): Fu
     startTimeoutMs: opts.jsStartTimeoutMs,
     idleTimeoutMs: opts.idleTimeoutMs,
     maxQueue: opts.maxQueue,
+    tenantShare: opts.jsTenantShare ?? Math.ceil(opts.jsMaxProcesses / 2),
     heap: {
       maxOldGenerationSizeMb: opts.resourceLimits.maxOldGenerationSizeMb,
       maxYoungGenerationSizeMb: opts.resourceLimits.maxYoungGenerationSizeMb
     },
+    jail: { ...JsJailDefaults, isolation: opts.jsIsolation, uid: opts.jsUid, gid: opts.jsGid },
     restartBackoffMs: opts.restartBackoffMs,
     restartBackoffMaxMs: opts.restartBackoffMaxMs
   })
@@ -94,7 +99,7 @@ export function createFunctionBackend (options: FunctionBackendOptions = {}): Fu
     return sandbox
   }
 
-  async function buildWork (argv: readonly string[], env: Record<string, string>, stdin: Uint8Array,
+  async function buildWork (tenant: string | undefined, argv: readonly string[], env: Record<string, string>, stdin: Uint8Array,
     timeoutMs: number, maxOutputBytes: number): Promise<Work> {
     const fn = await registry.resolve(argv[0]!)
     if (fn.kind === 'module') {
@@ -104,7 +109,7 @@ export function createFunctionBackend (options: FunctionBackendOptions = {}): Fu
     if (typeof source !== 'string') {
       throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: js SOURCE [ARG...]')
     }
-    return { kind: 'js', request: { source, args: argv.slice(2), stdin, env } }
+    return { kind: 'js', request: { ...(tenant !== undefined ? { tenant } : {}), source, args: argv.slice(2), stdin, env } }
   }
 
   async function killSandbox (id: string): Promise<void> {
@@ -118,12 +123,13 @@ export function createFunctionBackend (options: FunctionBackendOptions = {}): Fu
 
   return {
     kind: 'function',
+    maxTimeoutMs: opts.maxTimeoutMs,
 
     async create (spec: SandboxSpec = {}) {
       if (closed) throw closedError()
       const env = checkEnv(spec.env, 'spec.env')
       const id = `fn-${randomUUID()}`
-      sandboxes.set(id, { env, calls: new Set() })
+      sandboxes.set(id, { tenant: spec.tenant, env, calls: new Set() })
       return { id, kind: 'function' }
     },
 
@@ -135,6 +141,7 @@ export function createFunctionBackend (options: FunctionBackendOptions = {}): Fu
       const timeoutMs = execOpts.timeoutMs ?? opts.timeoutMs
       const maxOutputBytes = execOpts.maxOutputBytes ?? opts.maxOutputBytes
       checkPositive(timeoutMs, 'timeoutMs')
+      checkTimeoutBound(timeoutMs, opts.maxTimeoutMs)
       if (!Number.isInteger(maxOutputBytes) || maxOutputBytes < 0) {
         throw createError(ErrorCodes.INVALID_ARGUMENT, 'maxOutputBytes must be a non-negative integer')
       }
@@ -146,7 +153,7 @@ export function createFunctionBackend (options: FunctionBackendOptions = {}): Fu
       const stdin = execOpts.stdin === undefined ? new Uint8Array(0) : new Uint8Array(execOpts.stdin)
       const env = { ...sandbox.env, ...checkEnv(execOpts.env, 'env') }
 
-      const work = await buildWork(argv, env, stdin, timeoutMs, maxOutputBytes)
+      const work = await buildWork(sandbox.tenant, argv, env, stdin, timeoutMs, maxOutputBytes)
       // The sandbox may have been killed while the function was looked up.
       if (sandboxes.get(handle.id) !== sandbox) throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${handle.id} is gone`, { id: handle.id })
 
@@ -203,7 +210,14 @@ const MAX_TIMER_MS = 2 ** 31 - 1
 
 function checkPositive (value: unknown, name: string): void {
   if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > MAX_TIMER_MS) {
-    throw createError(ErrorCodes.INVALID_ARGUMENT, `${name} must be a positive number of ms up to ${MAX_TIMER_MS}`, { [name]: String(value) })
+    throw createError(ErrorCodes.INVALID_ARGUMENT, `${name} must be a positive number of ms up to ${MAX_TIMER_MS}`, { field: name, [name]: String(value) })
+  }
+}
+
+/** A call longer than the node allows is refused, not clamped: the caller learns the bound. */
+function checkTimeoutBound (timeoutMs: number, maxTimeoutMs: number): void {
+  if (timeoutMs > maxTimeoutMs) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, `timeoutMs must be at most ${maxTimeoutMs} ms here`, { field: 'timeoutMs', maxTimeoutMs })
   }
 }
 
@@ -223,6 +237,10 @@ function validateOptions (o: ResolvedFunctionBackendOptions): void {
   if (!Number.isInteger(o.jsMinProcesses) || o.jsMinProcesses < 0) bad('jsMinProcesses must be an integer >= 0')
   if (!Number.isInteger(o.jsMaxProcesses) || o.jsMaxProcesses < 1) bad('jsMaxProcesses must be an integer >= 1')
   if (o.jsMinProcesses > o.jsMaxProcesses) bad('jsMinProcesses must not exceed jsMaxProcesses')
+  if (o.jsIsolation !== 'jail' && o.jsIsolation !== 'none') bad("jsIsolation must be 'jail' or 'none'")
+  for (const key of ['jsUid', 'jsGid'] as const) {
+    if (!Number.isInteger(o[key]) || o[key] <= 0 || o[key] >= 2 ** 32 - 1) bad(`${key} must be an integer id other than 0 (root)`)
+  }
   if (!Number.isInteger(o.jsCallsPerProcess) || o.jsCallsPerProcess < 1) bad('jsCallsPerProcess must be an integer >= 1')
   for (const key of ['maxOldGenerationSizeMb', 'maxYoungGenerationSizeMb'] as const) {
     const v = o.resourceLimits[key]
@@ -230,7 +248,9 @@ function validateOptions (o: ResolvedFunctionBackendOptions): void {
     if (v !== undefined && (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)) bad(`resourceLimits.${key} must be a positive number`)
   }
   if (!Number.isInteger(o.maxQueue) || o.maxQueue < 1) bad('maxQueue must be an integer >= 1')
-  for (const key of ['timeoutMs', 'restartBackoffMs', 'restartBackoffMaxMs', 'jsStartTimeoutMs'] as const) checkPositive(o[key], key)
+  if (o.jsTenantShare !== undefined && (!Number.isInteger(o.jsTenantShare) || o.jsTenantShare < 1)) bad('jsTenantShare must be an integer >= 1')
+  if (o.timeoutMs > o.maxTimeoutMs) bad('timeoutMs must not exceed maxTimeoutMs')
+  for (const key of ['timeoutMs', 'maxTimeoutMs', 'restartBackoffMs', 'restartBackoffMaxMs', 'jsStartTimeoutMs'] as const) checkPositive(o[key], key)
   if (typeof o.abortGraceMs !== 'number' || !(o.abortGraceMs >= 0) || o.abortGraceMs > MAX_TIMER_MS) bad('abortGraceMs must be 0..2^31-1')
   if (!Number.isInteger(o.maxOutputBytes) || o.maxOutputBytes < 0) bad('maxOutputBytes must be an integer >= 0')
 }

@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os'
+import { JsJailDefaults } from './js/jail.js'
 
 /**
  * Memory and stack limits of each worker thread (piscina / worker_threads `resourceLimits`).
@@ -38,6 +39,21 @@ export interface FunctionBackendOptions {
   jsMinProcesses?: number
   /** Most `js` processes, hence most `js` calls running at once on this node. */
   jsMaxProcesses?: number
+  /**
+   * How `js` processes are confined: 'jail' (namespaces, an empty read-only root, seccomp, an
+   * unprivileged uid; see js/jail.ts), or 'none', a plain child process with the node's uid,
+   * for measuring what the jail costs and nothing else: untrusted code escaping `vm` there
+   * has the node's rights.
+   */
+  jsIsolation?: 'jail' | 'none'
+  /**
+   * Most `js` calls of one tenant running at once (default: half of `jsMaxProcesses`, rounded
+   * up), so one tenant's endless loops never hold every process while another's calls wait.
+   */
+  jsTenantShare?: number
+  /** The uid and gid `js` processes run as when the node is root. */
+  jsUid?: number
+  jsGid?: number
   /** A `js` process is replaced after this many calls, so nothing builds up in it for ever. */
   jsCallsPerProcess?: number
   /** A `js` process not ready this long after its start is killed and counted as a failed start. */
@@ -50,6 +66,8 @@ export interface FunctionBackendOptions {
   resourceLimits?: WorkerResourceLimits
   /** Time limit of a call when `exec` gives none. */
   timeoutMs?: number
+  /** Longest time limit a call may ask for; a longer one is refused (INVALID_ARGUMENT, field `timeoutMs`). */
+  maxTimeoutMs?: number
   /**
    * After a timeout or kill the function's `ctx.signal` aborts; a function that has not ended
    * this long after is stopped by terminating its worker. A `js` call is killed at once on a
@@ -72,6 +90,10 @@ export const FunctionBackendDefaults = Object.freeze({
   maxThreads: Math.max(1, availableParallelism()),
   jsMinProcesses: 1,
   jsMaxProcesses: Math.max(1, availableParallelism()),
+  jsIsolation: JsJailDefaults.isolation,
+  jsTenantShare: undefined as number | undefined,
+  jsUid: JsJailDefaults.uid,
+  jsGid: JsJailDefaults.gid,
   jsCallsPerProcess: 10_000,
   jsStartTimeoutMs: 20_000,
   idleTimeoutMs: 30_000,
@@ -82,6 +104,7 @@ export const FunctionBackendDefaults = Object.freeze({
     stackSizeMb: 4
   }) as Readonly<WorkerResourceLimits>,
   timeoutMs: 30_000,
+  maxTimeoutMs: 60_000,
   abortGraceMs: 100,
   maxOutputBytes: 16 * 1024 * 1024,
   restartBackoffMs: 100,

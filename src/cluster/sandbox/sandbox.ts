@@ -119,7 +119,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     try {
       const meta: SandboxMeta = { id: this.args.id, tenant: this.args.tenant, spec, createdAt: this.createdAt }
       this.handle = this.args.adopted?.handle ?? await this.args.backend.create({
-        id: this.args.id, env: spec.env, limits: spec.limits, layers: placementRequestOf(spec).layers, meta,
+        id: this.args.id, tenant: this.args.tenant, env: spec.env, limits: spec.limits, layers: placementRequestOf(spec).layers, meta,
         ...(spec.network !== undefined ? { egress: spec.network.egress } : {})
       })
     } catch (err) {
@@ -195,6 +195,10 @@ export class Sandbox extends Actor<SandboxMessage> {
       throw createError(ErrorCodes.OVERLOADED, `sandbox ${this.args.id} runs ${running} commands already`, { retryAfterMs: 100 })
     }
     const argv = parseArgv(argvIn)
+    const maxTimeoutMs = this.args.backend.maxTimeoutMs
+    if (maxTimeoutMs !== undefined && typeof opts.timeoutMs === 'number' && opts.timeoutMs > maxTimeoutMs) {
+      throw createError(ErrorCodes.INVALID_ARGUMENT, `timeoutMs must be at most ${maxTimeoutMs} ms`, { field: 'timeoutMs', maxTimeoutMs })
+    }
     if (opts.openStdin === true && this.args.backend.interactiveStdin !== true) {
       throw createError(ErrorCodes.UNSUPPORTED, `the ${this.args.backend.kind} backend takes stdin only up front (opts.stdin)`, { field: 'openStdin' })
     }

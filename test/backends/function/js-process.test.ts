@@ -5,7 +5,7 @@
  * outlives close() or the node itself; and the pool refuses what it cannot serve.
  */
 import { spawn } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
@@ -38,6 +38,25 @@ function killAtEnd (defer: (fn: () => unknown) => void, pids: () => number[]): v
       try { process.kill(pid, 'SIGKILL') } catch {}
     }
   })
+}
+
+/** Every process below `pid`, from /proc. */
+function descendants (pid: number): number[] {
+  const parentOf = new Map<number, number>()
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      // "pid (comm) state ppid …"; comm may hold spaces and parentheses, so read after the last ')'.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
+      parentOf.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]))
+    } catch {}
+  }
+  const found: number[] = []
+  for (let frontier = [pid]; frontier.length > 0;) {
+    frontier = [...parentOf].filter(([, ppid]) => frontier.includes(ppid)).map(([child]) => child)
+    found.push(...frontier)
+  }
+  return found
 }
 
 // Each grows one structure past a 64 MB heap. In a worker thread these abort the whole process
@@ -100,7 +119,8 @@ test('a child that does not answer by the time limit is killed and replaced', ti
   const stuck = await idleChild(backend)
   killAtEnd(defer, () => [stuck])
   // A stopped process cannot run its own timeout: only the node's timer can end this call.
-  process.kill(stuck, 'SIGSTOP')
+  // The pool's pid is the jail's (bwrap); node runs below it.
+  for (const pid of [stuck, ...descendants(stuck)]) process.kill(pid, 'SIGSTOP')
   const run = await js(backend, sandbox, 'console.log(1)', { timeoutMs: 300 })
   assert.equal(run.result.reason, 'timeout')
   assert.equal(run.result.exitCode, ExitCodes.TIMEOUT)
@@ -144,7 +164,7 @@ test('children, busy or idle, die with a node that is killed outright', timed(30
     import { createFunctionBackend } from ${JSON.stringify(backendUrl)}
     const backend = createFunctionBackend({ functionsDir: null, minThreads: 0, jsMinProcesses: 2, jsMaxProcesses: 2 })
     const sandbox = await backend.create()
-    void backend.exec(sandbox, ['js', 'for (;;) {}'], { timeoutMs: 600000 })
+    void backend.exec(sandbox, ['js', 'for (;;) {}'], { timeoutMs: 60000 })
     const poll = setInterval(() => {
       const s = backend.status().js
       if (s.busy === 1 && s.idle === 1) { clearInterval(poll); console.log('PIDS ' + JSON.stringify(s.pids)) }

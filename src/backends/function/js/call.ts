@@ -12,11 +12,10 @@ import type { ExecResult } from '../../types.js'
 import type { CallOptions, RunningCall } from '../call.js'
 import { createOutputBudget } from '../output.js'
 import { cutMessage, endedBy } from '../result.js'
-import type { JsEnd, JsPool } from './pool.js'
-import type { JsRequest } from './protocol.js'
+import type { JsEnd, JsPool, JsPoolRequest } from './pool.js'
 
-/** A `js` call as the backend builds it; the time limit comes from `CallOptions`. */
-export type JsCallRequest = Omit<JsRequest, 'timeoutMs' | 'maxOutputBytes'>
+/** A `js` call as the backend builds it (with its tenant); the time limit comes from `CallOptions`. */
+export type JsCallRequest = Omit<JsPoolRequest, 'deadline' | 'maxOutputBytes'>
 
 /** Starts a call on `pool`. */
 export function startJsCall (pool: JsPool, request: JsCallRequest, options: CallOptions): RunningCall {

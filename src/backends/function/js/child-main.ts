@@ -1,5 +1,6 @@
 /**
- * Entry of a `js` child process (started by `child.ts`; argv[2] is the node's pid). It runs one
+ * Entry of a `js` child process (started by `child.ts`; argv[2] is the node's pid, or 0 in the
+ * jail, which itself ends the child with the node). It runs one
  * call at a time in the vm sandbox of `run-js.ts`, streams the call's output to the node over
  * the IPC channel, and answers `done`. Whatever kills it (the V8 heap limit, a SIGKILL at a
  * timeout) kills only this process; the node reports the call and starts another child.
@@ -21,11 +22,11 @@ if (typeof process.send !== 'function') {
   process.exit(EXIT_SOFTWARE)
 }
 const parentPid = Number(process.argv[2])
-if (!Number.isInteger(parentPid) || parentPid <= 0) {
+if (!Number.isInteger(parentPid) || parentPid < 0) {
   process.stderr.write('warren: js child: no parent pid given\n')
   process.exit(EXIT_SOFTWARE)
 }
-exitWithParent(parentPid)
+if (parentPid > 0) exitWithParent(parentPid)
 process.on('disconnect', () => process.exit(0))
 
 const sendRaw = process.send.bind(process)

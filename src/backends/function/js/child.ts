@@ -15,13 +15,18 @@
  *   and the IPC channel for calls and output.
  * - An idle child does not keep the node's process alive (it is unref'd); a busy or dying one
  *   does, so a call's result, which waits for the child's answer or death, always comes.
+ * - In the jail of `jail.ts` (unless the pool was built with isolation 'none'): the shell execs
+ *   bwrap, which ends the child with the node, so the child needs no orphan watch of its own
+ *   (its parent pid argument is 0). A machine that cannot jail it gets a child that fails to
+ *   start, saying why.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { closeSync, existsSync, openSync } from 'node:fs'
 import type { Socket } from 'node:net'
 import { parse } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { showsHeapExhaustion, type ChildExit } from './exit-cause.js'
+import { jailCommand, SECCOMP_FD, signalOfJailExit, type JsJailOptions } from './jail.js'
 import { isChildMessage, type ChildMessage, type RunMessage } from './protocol.js'
 import { reapOnExit } from './reaper.js'
 
@@ -31,6 +36,9 @@ const ENTRY = fileURLToPath(new URL('./child-main.js', import.meta.url))
 const SHELL = '/bin/sh'
 /** Drops the core-file limit to 0, then becomes node ("$@"); a failing ulimit does not stop it. */
 const NO_CORE_SCRIPT = 'ulimit -c 0 2>/dev/null; exec "$@"'
+
+/** How long after its exit a child's stdio may take to end before it is closed by force. */
+const STREAMS_AFTER_EXIT_MS = 1000
 
 /** How much of a child's stderr is kept to explain its death. */
 const STDERR_TAIL_CHARS = 8192
@@ -75,22 +83,49 @@ export function childNodeFlags (limits: JsHeapLimits): string[] {
 
 let shellAvailable: boolean | undefined
 
-/** Starts a child. */
-export function spawnJsChild (limits: JsHeapLimits, handlers: JsChildHandlers): JsChild {
-  const nodeArgs = [...childNodeFlags(limits), ENTRY, String(process.pid)]
+/** Starts a child, jailed as `jail` says. */
+export function spawnJsChild (limits: JsHeapLimits, jail: JsJailOptions, handlers: JsChildHandlers): JsChild {
+  const jailed = jail.isolation === 'jail'
+  let [file, args] = [process.execPath, [...childNodeFlags(limits), ENTRY, String(process.pid)]]
+  const stdio: Array<'ignore' | 'pipe' | 'ipc' | number> = ['ignore', 'ignore', 'pipe', 'ipc']
+  let filterFd: number | undefined
+  if (jailed) {
+    const command = jailCommand(jail, childNodeFlags(limits), ENTRY, ['0'])
+    if (typeof command === 'string') return unstartable(command, handlers)
+    try {
+      filterFd = openSync(command.seccompPath, 'r')
+    } catch (err) {
+      return unstartable(`cannot open ${command.seccompPath}: ${(err as Error).message}`, handlers)
+    }
+    ;[file, args] = [command.file, command.args]
+    stdio[SECCOMP_FD] = filterFd
+  }
   shellAvailable ??= process.platform !== 'win32' && existsSync(SHELL)
-  const [file, args] = shellAvailable
-    ? [SHELL, ['-c', NO_CORE_SCRIPT, 'warren-js', process.execPath, ...nodeArgs]]
-    : [process.execPath, nodeArgs]
-  const child: ChildProcess = spawn(file, args, {
-    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-    serialization: 'advanced',
-    env: {},
-    // No directory of the node's (a core file or a held mount point would land there).
-    cwd: parse(process.execPath).root,
-    windowsHide: true
-  })
-  reapOnExit(child)
+  if (shellAvailable) [file, args] = [SHELL, ['-c', NO_CORE_SCRIPT, 'warren-js', file, ...args]]
+  let child: ChildProcess
+  try {
+    child = spawn(file, args, {
+      stdio,
+      serialization: 'advanced',
+      env: {},
+      // No directory of the node's (a core file or a held mount point would land there).
+      cwd: parse(process.execPath).root,
+      // A process group of its own, killed whole: bwrap killed while it starts the jail can
+      // leave the jail's first process behind, before that one has asked to die with it.
+      detached: process.platform !== 'win32',
+      windowsHide: true
+    })
+  } finally {
+    // The child has its own copy; bwrap reads the filter from it and closes it.
+    if (filterFd !== undefined) closeSync(filterFd)
+  }
+  const killAll = (): void => {
+    if (child.pid !== undefined && process.platform !== 'win32') {
+      try { process.kill(-child.pid, 'SIGKILL'); return } catch {}
+    }
+    child.kill('SIGKILL')
+  }
+  reapOnExit(child, killAll)
 
   let killedByNode = false
   let spawnError: string | undefined
@@ -110,11 +145,29 @@ export function spawnJsChild (limits: JsHeapLimits, handlers: JsChildHandlers): 
     // Also emitted for a failed kill or send; those end in an exit that tells the rest.
     if (child.pid === undefined) spawnError = err.message
   })
-  child.once('close', (code: number | null, signal: NodeJS.Signals | null) => {
-    const exit: ChildExit = { code, signal, killedByNode, heapExhausted, lastError: lastErrorLine(stderrTail) }
+  let reported = false
+  const report = (code: number | null, signal: NodeJS.Signals | null): void => {
+    if (reported) return
+    reported = true
+    const jailSignal = jailed && signal === null ? signalOfJailExit(code) : null
+    const exit: ChildExit = jailSignal !== null
+      ? { code: null, signal: jailSignal, killedByNode, heapExhausted, lastError: lastErrorLine(stderrTail) }
+      : { code, signal, killedByNode, heapExhausted, lastError: lastErrorLine(stderrTail) }
     if (spawnError !== undefined) exit.spawnError = spawnError
     handlers.onExit(exit)
+  }
+  // Reported once the process is gone and its stderr read to the end ('close'). Its stdio ends
+  // with it, but if it does not (seen rarely with a jail killed while it starts), the exit is
+  // reported a little later all the same, and the streams closed.
+  child.once('exit', (code: number | null, signal: NodeJS.Signals | null) => {
+    const late = setTimeout(() => {
+      report(code, signal)
+      stderr.destroy()
+      if (child.connected) child.disconnect()
+    }, STREAMS_AFTER_EXIT_MS)
+    child.once('close', () => clearTimeout(late))
   })
+  child.once('close', report)
 
   /** All three handles: the exit, the last IPC messages and the end of stderr are all awaited. */
   const hold = (on: boolean): void => {
@@ -132,7 +185,7 @@ export function spawnJsChild (limits: JsHeapLimits, handlers: JsChildHandlers): 
 
   const terminate = (): void => {
     hold(true)
-    try { child.kill('SIGKILL') } catch {}
+    try { killAll() } catch {}
   }
   return {
     hold,
@@ -153,6 +206,12 @@ export function spawnJsChild (limits: JsHeapLimits, handlers: JsChildHandlers): 
       terminate()
     }
   }
+}
+
+/** A child that could not be started: it reports its exit (a spawn error) in a later turn. */
+function unstartable (why: string, handlers: JsChildHandlers): JsChild {
+  setImmediate(() => handlers.onExit({ code: null, signal: null, killedByNode: false, heapExhausted: false, lastError: '', spawnError: why }))
+  return { pid: undefined, send () {}, kill () {}, hold () {} }
 }
 
 /**

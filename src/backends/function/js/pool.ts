@@ -11,10 +11,17 @@
  * WARREN_ERR_BACKEND_UNAVAILABLE and new ones refused (with `retryAfterMs`) until the backoff
  * ends, so nothing waits on a pool that cannot serve it. Calls beyond `maxQueue` waiting are
  * refused with WARREN_ERR_OVERLOADED.
+ *
+ * Fairness between tenants: a call cannot be taken back from its process before its time
+ * limit, so no tenant may run more than `tenantShare` calls at once (by default half the
+ * processes, rounded up): whatever one tenant runs, another's call finds a process free. Waiting
+ * calls go, as processes free up, to the tenant with the fewest running, in arrival order
+ * among equals.
  */
 import { createError, ErrorCodes, type WarrenError } from '../../../errors.js'
 import { spawnJsChild, type JsChild, type JsHeapLimits } from './child.js'
 import { causeOfDeath, describeExit, type ChildExit } from './exit-cause.js'
+import type { JsJailOptions } from './jail.js'
 import type { ChildMessage, JsRequest } from './protocol.js'
 
 /** How the pool is built. */
@@ -26,7 +33,11 @@ export interface JsPoolOptions {
   startTimeoutMs: number
   idleTimeoutMs: number
   maxQueue: number
+  /** Most calls of one tenant running at once. */
+  tenantShare: number
   heap: JsHeapLimits
+  /** How each child is confined (see jail.ts). */
+  jail: JsJailOptions
   restartBackoffMs: number
   restartBackoffMaxMs: number
 }
@@ -35,6 +46,8 @@ export interface JsPoolOptions {
 export type JsPoolRequest = Omit<JsRequest, 'timeoutMs'> & {
   /** `performance.now()` time at which the call's time is up; the child gets what is left. */
   deadline: number
+  /** Whose call it is, for the share of processes each tenant may hold; a call of no tenant (a backend used on its own) is not held to a share. */
+  tenant?: string
 }
 
 /** How a call handed to the pool ended. */
@@ -116,6 +129,8 @@ export function createJsPool (options: JsPoolOptions): JsPool {
   /** Idle children, most recently used last: calls go to warm ones, the rest can idle out. */
   const idle: Slot[] = []
   const queue: Entry[] = []
+  /** Running calls per tenant (tenants with none are not kept). */
+  const running = new Map<string, number>()
   let closed = false
   let nextId = 1
   let consecutiveFailures = 0
@@ -156,7 +171,7 @@ export function createJsPool (options: JsPoolOptions): JsPool {
     let resolveGone!: () => void
     const gone = new Promise<void>((resolve) => { resolveGone = resolve })
     // The handlers run in later turns only, when `slot` is set.
-    const child = spawnJsChild(options.heap, {
+    const child = spawnJsChild(options.heap, options.jail, {
       onMessage: (msg) => onMessage(slot, msg),
       onExit: (exit) => {
         onExit(slot, exit)
@@ -191,20 +206,50 @@ export function createJsPool (options: JsPoolOptions): JsPool {
     }
   }
 
+  /** The waiting call to run next: of a tenant under its share, the one with the fewest running. */
+  function nextEntry (): number {
+    let best = -1
+    let bestRunning = Infinity
+    for (let i = 0; i < queue.length; i++) {
+      const tenant = queue[i]!.request.tenant
+      const n = tenant === undefined ? 0 : running.get(tenant) ?? 0
+      if (n < options.tenantShare && n < bestRunning) {
+        best = i
+        bestRunning = n
+        if (n === 0) break
+      }
+    }
+    return best
+  }
+
   function dispatch (): void {
     while (queue.length > 0 && idle.length > 0) {
+      const next = nextEntry()
+      if (next < 0) return
+      const entry = queue.splice(next, 1)[0]!
       const slot = idle.pop()!
-      const entry = queue.shift()!
       clearTimeout(slot.idleTimer)
       slot.state = 'busy'
       slot.entry = entry
       entry.slot = slot
+      const tenant = entry.request.tenant
+      if (tenant !== undefined) running.set(tenant, (running.get(tenant) ?? 0) + 1)
       slot.child.hold(true)
-      const { deadline, ...request } = entry.request
+      const { deadline, tenant: _tenant, ...request } = entry.request
       // What is left of the call's time; the node's own timer has the last word anyway.
       const timeoutMs = Math.max(1, Math.floor(deadline - performance.now()))
       slot.child.send({ t: 'run', id: entry.id, ...request, timeoutMs })
     }
+  }
+
+  /** The slot's call is over: its tenant runs one call fewer. */
+  function release (slot: Slot): void {
+    const tenant = slot.entry?.request.tenant
+    slot.entry = undefined
+    if (tenant === undefined) return
+    const n = (running.get(tenant) ?? 1) - 1
+    if (n > 0) running.set(tenant, n)
+    else running.delete(tenant)
   }
 
   function makeIdle (slot: Slot): void {
@@ -250,7 +295,7 @@ export function createJsPool (options: JsPoolOptions): JsPool {
       return
     }
     // 'done': the call is over and the child free again, unless it is being killed.
-    slot.entry = undefined
+    release(slot)
     slot.calls += 1
     settle(entry, { kind: 'done', exitCode: msg.exitCode, truncated: msg.truncated, timedOut: msg.timedOut })
     if (slot.state === 'retiring') return
@@ -268,10 +313,12 @@ export function createJsPool (options: JsPoolOptions): JsPool {
     if (slot.entry !== undefined) {
       const { reason, message } = causeOfDeath(exit)
       settle(slot.entry, { kind: 'died', reason, message })
-      slot.entry = undefined
+      release(slot)
     }
     if (slot.startTimedOut === true) startFailed(`js process not ready after ${options.startTimeoutMs} ms`)
     else if (wasStarting && !exit.killedByNode) startFailed(`js process failed to start: it ${describeExit(exit)}`)
+    // Its tenant may be under its share again, with a call waiting for an idle process.
+    dispatch()
     maintain()
   }
 

@@ -5,24 +5,25 @@
  */
 import type { ChildProcess } from 'node:child_process'
 
-const live = new Set<ChildProcess>()
+/** Each live child with the way to kill it (its whole process group). */
+const live = new Map<ChildProcess, () => void>()
 let hooked = false
 
 function killAll (): void {
-  for (const child of live) {
-    try { child.kill('SIGKILL') } catch {}
+  for (const kill of live.values()) {
+    try { kill() } catch {}
   }
   live.clear()
 }
 
-/** Tracks `child` until it exits. */
-export function reapOnExit (child: ChildProcess): void {
+/** Tracks `child` until it exits; `kill` ends it (and what it started) at once. */
+export function reapOnExit (child: ChildProcess, kill: () => void): void {
   if (!hooked) {
     // One listener for every pool of the process, so many backends do not pile up listeners.
     process.on('exit', killAll)
     hooked = true
   }
-  live.add(child)
+  live.set(child, kill)
   const forget = (): void => { live.delete(child) }
   // 'close' also comes for a process that could not be spawned, which has no 'exit'.
   child.once('exit', forget)
