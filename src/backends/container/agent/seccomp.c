@@ -1,5 +1,5 @@
-/* The seccomp filter of sandbox commands: the allow-list of seccomp-gen/policy.c, compiled to
- * BPF at build time by seccomp-gen (with libseccomp, for every supported architecture) into
+/* The seccomp filter of sandbox commands: the allow-list of src/seccomp/sandbox-policy.c, compiled
+ * to BPF at build time by seccomp-gen (with libseccomp, for every supported architecture) into
  * seccomp-policy.h. Installing it needs no library: one prctl. An architecture without a
  * generated program does not build (see the header's #error), so no agent runs unfiltered.
  *

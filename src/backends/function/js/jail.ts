@@ -11,7 +11,7 @@
  *   package.json at `/warren/package.json` (it makes the `.js` files ES modules). No /proc, no
  *   /dev, no /etc, no data directory, no home: the stack traces of warren's own frames show
  *   only `/warren/…`;
- * - under a seccomp filter (deny by default, see seccomp/js-filter.c), loaded by bwrap;
+ * - under a seccomp filter (deny by default, see src/seccomp/js-policy.c), loaded by bwrap;
  * - as an unprivileged uid/gid with no_new_privs and no capabilities. A node running as root
  *   runs bwrap without a user namespace (a uid mapped in one would still be root on the host's
  *   files) and setpriv inside drops to `uid`/`gid`, clears the groups, the inheritable and
@@ -37,7 +37,7 @@ export interface JsJailOptions {
   gid: number
   bwrapPath: string
   setprivPath: string
-  /** The compiled filter that `scripts/setup.mjs` writes (see seccomp/js-filter.c). */
+  /** The compiled filter that `scripts/setup.mjs` writes (see src/seccomp/js-policy.c). */
   seccompPath: string
 }
 

@@ -15,12 +15,13 @@
  * keyring, io_uring, userfaultfd...).
  *
  * Another architecture's calls (i386 through int 0x80, x32, arm32) are refused with ENOSYS as a
- * whole: the filter is generated for one ABI per architecture (gen.c). */
+ * whole: the filter is generated for one ABI per architecture (gen.c). The agent includes it as
+ * a header with one program per architecture (seccomp-gen header sandbox OUT.h). */
 #include <errno.h>
 #include <stddef.h>
 #include "policy.h"
 
-const char *const policy_allowed[] = {
+static const char *const allowed[] = {
 	/* Files and directories: open, read, write, stat, rename, link, permissions, extended
 	 * attributes (what a file system grants still depends on owner, mode and capabilities). */
 	"open", "openat", "openat2", "creat", "close", "close_range", "read", "write", "readv", "writev",
@@ -90,7 +91,7 @@ const char *const policy_allowed[] = {
 	NULL
 };
 
-const char *const policy_refused_eperm[] = {
+static const char *const refused_eperm[] = {
 	/* Mounts and namespaces: the sandbox's file system and namespaces are the agent's to make. */
 	"mount", "umount2", "pivot_root", "setns", "open_tree", "move_mount", "fsopen", "fsconfig",
 	"fsmount", "fspick", "mount_setattr",
@@ -109,7 +110,7 @@ const char *const policy_refused_eperm[] = {
 	NULL
 };
 
-const char *const policy_refused_enosys[] = {
+static const char *const refused_enosys[] = {
 	/* clone3 passes its flags in memory, which a filter cannot read: refused as "not
 	 * implemented", so libc falls back to clone, whose flags it can. */
 	"clone3",
@@ -121,7 +122,7 @@ const char *const policy_refused_enosys[] = {
 #define NAMESPACE_FLAGS 0x7e020000ULL
 #define CLONE_NEWTIME_ 0x80ULL /* unshare only: in clone's first argument those bits are the exit signal */
 
-const struct policy_cond policy_conditional[] = {
+static const struct policy_cond conditional[] = {
 	/* Threads and processes, never in new namespaces. */
 	{ "clone", NONE_OF_BITS, NAMESPACE_FLAGS, { 0 }, 0, EPERM },
 	/* unshare of files, fs or sysvsem alone is harmless; of any namespace, refused. */
@@ -134,4 +135,14 @@ const struct policy_cond policy_conditional[] = {
 	 * to the host among them, answers as a kernel without that family does. */
 	{ "socket", ONE_OF_VALUES, 0, { 1 /* AF_UNIX */, 2 /* AF_INET */, 10 /* AF_INET6 */, 16 /* AF_NETLINK */ }, 4, EAFNOSUPPORT },
 };
-const int policy_nconditional = sizeof policy_conditional / sizeof policy_conditional[0];
+
+const struct policy sandbox_policy = {
+	.name = "sandbox",
+	.default_errno = ENOSYS,
+	.foreign_abi = ENOSYS,
+	.allowed = allowed,
+	.refused_eperm = refused_eperm,
+	.refused_enosys = refused_enosys,
+	.conditional = conditional,
+	.nconditional = sizeof conditional / sizeof conditional[0],
+};
