@@ -112,7 +112,8 @@ static size_t generate(const struct policy *p, const struct target *t, uint8_t *
 	int rc;
 	if (seccomp_arch_exist(b.ctx, t->arch) != 0 && (rc = seccomp_arch_add(b.ctx, t->arch)) < 0) fail("add architecture", t->name, rc);
 	if (seccomp_arch_native() != t->arch && (rc = seccomp_arch_remove(b.ctx, SCMP_ARCH_NATIVE)) < 0) fail("remove the build host's architecture for", t->name, rc);
-	if (p->foreign_abi != FOREIGN_ABI_KILL && (rc = seccomp_attr_set(b.ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO((uint32_t)p->foreign_abi))) < 0) fail("bad-architecture action", NULL, rc);
+	uint32_t badarch = p->foreign_abi == FOREIGN_ABI_KILL ? SCMP_ACT_KILL_PROCESS : SCMP_ACT_ERRNO((uint32_t)p->foreign_abi);
+	if ((rc = seccomp_attr_set(b.ctx, SCMP_FLTATR_ACT_BADARCH, badarch)) < 0) fail("bad-architecture action", NULL, rc);
 	/* A binary search over syscall numbers rather than a chain: ~9 comparisons per call, not one
 	 * per named call (~300 for sandbox commands, ~110 for js). */
 	if ((rc = seccomp_attr_set(b.ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0) fail("optimize", NULL, rc);

@@ -15,8 +15,8 @@ struct policy_cond {
 	int refuse;            /* the errno otherwise (ONE_OF_VALUES: the default, or all values below 64) */
 };
 
-/* `foreign_abi` of a policy whose calls from another ABI kill the calling thread, as
- * libseccomp does unless told otherwise. */
+/* `foreign_abi` of a policy whose calls from another ABI kill the whole process: a program
+ * that has no reason to make them is ended at once, not left with one thread gone. */
 #define FOREIGN_ABI_KILL (-1)
 
 /* One filter. The lists are NULL-terminated syscall names. A name the target architecture lacks
