@@ -3,27 +3,20 @@
  * `vm` and reads its own stack; the process running it, looked at from the host, is jailed.
  * Through the public SDK against a real control plane and node process.
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs'
-import { homedir, tmpdir } from 'node:os'
+import { existsSync, readFileSync, readlinkSync } from 'node:fs'
+import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { connect, type Client } from '../../src/sdk/index.js'
-import { timed, waitFor } from '../support/index.js'
-import { ALL_SCOPES, repoRoot, spawnNode, startTestControlPlane, type NodeChild } from '../cluster/harness.js'
+import type { Client } from '../../src/sdk/index.js'
+import { descendantsOf, timed, waitFor } from '../support/index.js'
+import { repoRoot, type NodeChild } from '../cluster/harness.js'
+import { tenantCluster } from './support.js'
 
-interface Cluster { client: Client, node: NodeChild, dataDir: string }
-
-async function cluster (defer: (fn: () => unknown) => void): Promise<Cluster> {
-  const cp = await startTestControlPlane()
-  defer(() => cp.close())
-  const dataDir = mkdtempSync(join(tmpdir(), 'warren-js-escape-'))
-  defer(() => rmSync(dataDir, { recursive: true, force: true }))
-  const node = await spawnNode(cp, 'n1', dataDir)
-  defer(() => node.kill())
-  const client = await connect({ url: cp.url, token: await cp.createToken('mallory', [...ALL_SCOPES]) })
-  defer(() => client.close())
-  return { client, node, dataDir }
+/** A real cluster and a tenant's client; `dataDir` is the node's data dir, which jailed code must not see. */
+async function cluster (defer: (fn: () => unknown) => void): Promise<{ client: Client, node: NodeChild, dataDir: string }> {
+  const { dir, node, client } = await tenantCluster(defer, 'n1')
+  return { client, node, dataDir: join(dir, 'node') }
 }
 
 /**
@@ -119,20 +112,7 @@ test('stacks seen from inside name no host path', timed(60_000, async (defer) =>
 
 /** The `js` child processes below `pid`: node running child-main.js (jailed, it is below bwrap). */
 function jsChildrenBelow (pid: number): number[] {
-  const parentOf = new Map<number, number>()
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
-      parentOf.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]))
-    } catch {}
-  }
-  const below: number[] = []
-  for (let frontier = [pid]; frontier.length > 0;) {
-    frontier = [...parentOf].filter(([, ppid]) => frontier.includes(ppid)).map(([child]) => child)
-    below.push(...frontier)
-  }
-  return below.filter((p) => {
+  return descendantsOf(pid).filter((p) => {
     try {
       return readFileSync(`/proc/${p}/comm`, 'utf8').trim() === 'node' && readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('child-main.js')
     } catch { return false }

@@ -4,26 +4,19 @@
  * time limit beyond the node's bound is refused, naming the field. Through the public SDK
  * against a real control plane and node process.
  */
-import { mkdtempSync, rmSync } from 'node:fs'
-import { availableParallelism, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { availableParallelism } from 'node:os'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
 import { connect, type Client } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
-import { ALL_SCOPES, spawnNode, startTestControlPlane } from '../cluster/harness.js'
+import { ALL_SCOPES } from '../cluster/harness.js'
+import { tenantCluster } from './support.js'
 
+/** A real cluster with two tenants' clients, A and B. */
 async function tenants (defer: (fn: () => unknown) => void): Promise<{ a: Client, b: Client }> {
-  const cp = await startTestControlPlane()
-  defer(() => cp.close())
-  const dataDir = mkdtempSync(join(tmpdir(), 'warren-js-fairness-'))
-  defer(() => rmSync(dataDir, { recursive: true, force: true }))
-  const node = await spawnNode(cp, 'n1', dataDir)
-  defer(() => node.kill())
-  const a = await connect({ url: cp.url, token: await cp.createToken('A', [...ALL_SCOPES]) })
-  defer(() => a.close())
-  const b = await connect({ url: cp.url, token: await cp.createToken('B', [...ALL_SCOPES]) })
+  const { cp, client: a } = await tenantCluster(defer, 'n1')
+  const b = await connect({ url: cp.url, token: await cp.createToken('tenant-b', [...ALL_SCOPES]) })
   defer(() => b.close())
   return { a, b }
 }

@@ -3,6 +3,7 @@
  * wraps its body in `timed(ms, fn)`; resources a test starts are registered with `defer` and
  * released in reverse order whether the test passed or failed.
  */
+import { readdirSync, readFileSync } from 'node:fs'
 
 /** A list of clean-up functions run in reverse order, each at most once, errors collected. */
 export interface Cleanup {
@@ -83,4 +84,23 @@ export async function waitFor<T> (check: () => T | Promise<T>, ms = 5000, what =
     if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`)
     await sleep(5)
   }
+}
+
+/** Every process below `pid` (children, their children, ...), read from /proc. */
+export function descendantsOf (pid: number): number[] {
+  const parentOf = new Map<number, number>()
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      // "pid (comm) state ppid …"; comm may hold spaces and parentheses, so read after the last ')'.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
+      parentOf.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]))
+    } catch {}
+  }
+  const found: number[] = []
+  for (let frontier = [pid]; frontier.length > 0;) {
+    frontier = [...parentOf].filter(([, ppid]) => frontier.includes(ppid)).map(([child]) => child)
+    found.push(...frontier)
+  }
+  return found
 }

@@ -5,7 +5,7 @@
  * outlives close() or the node itself; and the pool refuses what it cannot serve.
  */
 import { spawn } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
@@ -14,7 +14,7 @@ import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
 import { ExitCodes, type FunctionBackend } from '../../../src/backends/function/index.js'
 import { causeOfDeath, showsHeapExhaustion, type ChildExit } from '../../../src/backends/function/js/exit-cause.js'
 import type { ExecOptions, ExecResult, SandboxHandle } from '../../../src/backends/types.js'
-import { timed, waitFor } from '../../support/index.js'
+import { descendantsOf, timed, waitFor } from '../../support/index.js'
 import { collector, functionsDir, isAlive, openBackend, rejection } from './helpers.js'
 
 interface Run { result: ExecResult, stdout: string, stderr: string }
@@ -38,25 +38,6 @@ function killAtEnd (defer: (fn: () => unknown) => void, pids: () => number[]): v
       try { process.kill(pid, 'SIGKILL') } catch {}
     }
   })
-}
-
-/** Every process below `pid`, from /proc. */
-function descendants (pid: number): number[] {
-  const parentOf = new Map<number, number>()
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      // "pid (comm) state ppid …"; comm may hold spaces and parentheses, so read after the last ')'.
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
-      parentOf.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]))
-    } catch {}
-  }
-  const found: number[] = []
-  for (let frontier = [pid]; frontier.length > 0;) {
-    frontier = [...parentOf].filter(([, ppid]) => frontier.includes(ppid)).map(([child]) => child)
-    found.push(...frontier)
-  }
-  return found
 }
 
 // Each grows one structure past a 64 MB heap. In a worker thread these abort the whole process
@@ -120,7 +101,7 @@ test('a child that does not answer by the time limit is killed and replaced', ti
   killAtEnd(defer, () => [stuck])
   // A stopped process cannot run its own timeout: only the node's timer can end this call.
   // The pool's pid is the jail's (bwrap); node runs below it.
-  for (const pid of [stuck, ...descendants(stuck)]) process.kill(pid, 'SIGSTOP')
+  for (const pid of [stuck, ...descendantsOf(stuck)]) process.kill(pid, 'SIGSTOP')
   const run = await js(backend, sandbox, 'console.log(1)', { timeoutMs: 300 })
   assert.equal(run.result.reason, 'timeout')
   assert.equal(run.result.exitCode, ExitCodes.TIMEOUT)
