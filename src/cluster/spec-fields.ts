@@ -9,8 +9,11 @@ export function bad (field: string, why: string): never {
   throw createError(ErrorCodes.BAD_SPEC, `spec.${field} ${why}`, { field })
 }
 
+/** True for an object of fields as msgpack decodes a map (not an array, bytes or a class instance). */
 export function isPlainObject (v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Uint8Array)
+  if (v === null || typeof v !== 'object') return false
+  const proto = Object.getPrototypeOf(v)
+  return proto === Object.prototype || proto === null
 }
 
 /** Refuses any key of `v` not in `known`. */
@@ -46,27 +49,33 @@ export interface StringMapBounds {
   badKey?: (key: string) => string | undefined
 }
 
+/** Why an environment variable name is refused: `=` would split it, so it could set another. */
+export function badEnvName (name: string): string | undefined {
+  return name.includes('=') ? 'is not a variable name (it holds =)' : undefined
+}
+
 /**
  * An object of strings (labels, env). Keys are non-empty and bounded, values bounded; neither may
  * hold NUL (it would cut a C string short on the node). `__proto__` is refused: as a key of a
  * plain object it would silently vanish.
+ * @param refuse how a bad field is refused: BAD_SPEC (a spec's), or the caller's own code
  */
-export function stringMap (v: unknown, field: string, b: StringMapBounds): Record<string, string> {
+export function stringMap (v: unknown, field: string, b: StringMapBounds, refuse: (field: string, why: string) => never = bad): Record<string, string> {
   if (v === undefined) return {}
-  if (!isPlainObject(v)) bad(field, 'must be an object of strings')
+  if (!isPlainObject(v)) refuse(field, 'must be an object of strings')
   const entries = Object.entries(v)
-  if (entries.length > b.maxEntries) bad(field, `has more than ${b.maxEntries} entries`)
+  if (entries.length > b.maxEntries) refuse(field, `has more than ${b.maxEntries} entries`)
   const out: Record<string, string> = {}
   for (const [k, val] of entries) {
     const name = `${field}.${k}`
-    if (k.length === 0 || k.length > b.maxKey) bad(name, `needs a key of 1 to ${b.maxKey} characters`)
-    if (k.includes('\0')) bad(name, 'has a key holding NUL')
-    if (k === '__proto__') bad(name, 'is a reserved key')
+    if (k.length === 0 || k.length > b.maxKey) refuse(name, `needs a key of 1 to ${b.maxKey} characters`)
+    if (k.includes('\0')) refuse(name, 'has a key holding NUL')
+    if (k === '__proto__') refuse(name, 'is a reserved key')
     const why = b.badKey?.(k)
-    if (why !== undefined) bad(name, why)
-    if (typeof val !== 'string') bad(name, 'must be a string')
-    if (val.length > b.maxValue) bad(name, `is longer than ${b.maxValue}`)
-    if (val.includes('\0')) bad(name, 'holds NUL')
+    if (why !== undefined) refuse(name, why)
+    if (typeof val !== 'string') refuse(name, 'must be a string')
+    if (val.length > b.maxValue) refuse(name, `is longer than ${b.maxValue}`)
+    if (val.includes('\0')) refuse(name, 'holds NUL')
     out[k] = val
   }
   return out

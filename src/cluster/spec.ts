@@ -6,7 +6,7 @@ import type { BackendKind } from '../backends/types.js'
 import { parseEgressRules } from '../backends/container/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import type { PlacementRequest } from './placement/index.js'
-import { bad, boundedNumber, isPlainObject, onlyKnown, stringMap } from './spec-fields.js'
+import { bad, badEnvName, boundedNumber, isPlainObject, onlyKnown, stringMap } from './spec-fields.js'
 import { specLayers, parseImage } from './spec-image.js'
 import { parseLimits } from './spec-limits.js'
 
@@ -68,11 +68,6 @@ export const SpecDefaults = {
 }
 
 const KNOWN_FIELDS = ['backend', 'ttlMs', 'idleTimeoutMs', 'labels', 'limits', 'env', 'image', 'network'] as const
-
-/** Why an environment variable name is refused: `=` would split it, so it could set another. */
-function badEnvName (name: string): string | undefined {
-  return name.includes('=') ? 'is not a variable name (it holds =)' : undefined
-}
 
 /**
  * Checks a spec from the wire and fills in defaults.

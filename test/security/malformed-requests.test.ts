@@ -79,6 +79,8 @@ test('every field of every request, wrong-typed or missing, is refused naming th
     [{ type: 'exec', ...e, argv: ['js'], opts: { timeoutMs: 'long' } }, 'opts.timeoutMs'],
     [{ type: 'exec', ...e, argv: ['js'], opts: { maxOutputBytes: -5 } }, 'opts.maxOutputBytes'],
     [{ type: 'exec', ...e, argv: ['js'], opts: { env: { A: 1 } } }, 'opts.env.A'], [{ type: 'exec', ...e, argv: ['js'], opts: { env: [] } }, 'opts.env'],
+    [{ type: 'exec', ...e, argv: ['js'], opts: { env: { 'A=B': 'x' } } }, 'opts.env.A=B'], [{ type: 'exec', ...e, argv: ['js'], opts: { env: { A: 'x\0y' } } }, 'opts.env.A'],
+    [{ type: 'list', labels: { a: 'x\0' } }, 'labels.a'],
     [{ type: 'exec', ...e, argv: ['js'], opts: { stdin: 'text' } }, 'opts.stdin'], [{ type: 'exec', ...e, argv: ['js'], opts: { openStdin: 1 } }, 'opts.openStdin'],
     [{ type: 'read', ...e }, 'fromSeq'], [{ type: 'read', ...e, fromSeq: '0' }, 'fromSeq'], [{ type: 'read', ...e, fromSeq: 0, maxBytes: 'all' }, 'maxBytes'],
     [{ type: 'read', ...e, fromSeq: 0, waitMs: {} }, 'waitMs'], [{ type: 'read', id: 'sb1', fromSeq: 0 }, 'execId'],

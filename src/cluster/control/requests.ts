@@ -11,6 +11,7 @@ import { LAYER_KINDS, type LayerKind } from '../../images/index.js'
 import { isScope, type Quotas, type Scope } from '../iam/index.js'
 import { SandboxDefaults, type WireExecOptions } from '../sandbox/index.js'
 import { parseArgv } from '../spec.js'
+import { badEnvName, isPlainObject, stringMap } from '../spec-fields.js'
 import type { RecordState, SandboxRecord } from './directory.js'
 
 /** What an SDK may ask of its session. */
@@ -52,10 +53,6 @@ function invalid (field: string, why: string): never {
   throw createError(ErrorCodes.INVALID_ARGUMENT, `${field} ${why}`, { field })
 }
 
-function isPlainObject (v: unknown): v is Obj {
-  return v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype
-}
-
 function text (v: unknown, field: string, max: number): string {
   if (typeof v !== 'string' || v.length === 0 || v.length > max) invalid(field, `must be a string of 1 to ${max} characters`)
   return v
@@ -86,15 +83,14 @@ function oneOf<T extends string> (v: unknown, field: string, allowed: readonly T
   return v as T
 }
 
-function strings (v: unknown, field: string): Record<string, string> {
-  if (!isPlainObject(v)) invalid(field, 'must be an object of strings')
-  const entries = Object.entries(v)
-  if (entries.length > RequestLimits.maxEntries) invalid(field, `has more than ${RequestLimits.maxEntries} entries`)
-  for (const [k, value] of entries) {
-    if (k.length === 0 || k.length > RequestLimits.maxNameLength) invalid(field, 'has a key of a bad length')
-    if (typeof value !== 'string' || value.length > RequestLimits.maxEntryLength) invalid(`${field}.${k}`, `must be a string of at most ${RequestLimits.maxEntryLength} characters`)
-  }
-  return v as Record<string, string>
+/** Label filters of a list: checked as a spec's labels are (no NUL, no `__proto__`), refused as INVALID_ARGUMENT. */
+function labels (v: unknown, field: string): Record<string, string> {
+  return stringMap(v, field, { maxEntries: RequestLimits.maxEntries, maxKey: RequestLimits.maxNameLength, maxValue: RequestLimits.maxEntryLength }, invalid)
+}
+
+/** An exec's env: as a spec's env (names without `=`, nothing holding NUL), refused as INVALID_ARGUMENT. */
+function env (v: unknown, field: string): Record<string, string> {
+  return stringMap(v, field, { maxEntries: RequestLimits.maxEntries, maxKey: RequestLimits.maxNameLength, maxValue: RequestLimits.maxEntryLength, badKey: badEnvName }, invalid)
 }
 
 function execOptions (v: unknown): WireExecOptions {
@@ -102,7 +98,7 @@ function execOptions (v: unknown): WireExecOptions {
   return {
     ...(v.stdin !== undefined ? { stdin: bytes(v.stdin, 'opts.stdin') } : {}),
     ...(v.openStdin !== undefined ? { openStdin: flag(v.openStdin, 'opts.openStdin') } : {}),
-    ...(v.env !== undefined ? { env: strings(v.env, 'opts.env') } : {}),
+    ...(v.env !== undefined ? { env: env(v.env, 'opts.env') } : {}),
     ...(v.timeoutMs !== undefined ? { timeoutMs: count(v.timeoutMs, 'opts.timeoutMs') } : {}),
     ...(v.maxOutputBytes !== undefined ? { maxOutputBytes: count(v.maxOutputBytes, 'opts.maxOutputBytes') } : {})
   }
@@ -122,7 +118,7 @@ function opt<K extends string, T> (r: Obj, key: K, check: (v: unknown, field: st
 const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest, { type: T }> } = {
   create: (r) => ({ type: 'create', ...(r.spec !== undefined ? { spec: r.spec } : {}), ...opt(r, 'count', positive), ...opt(r, 'deadlineMs', count) }),
   info: (r) => ({ type: 'info', id: id(r) }),
-  list: (r) => ({ type: 'list', ...opt(r, 'labels', strings), ...opt(r, 'state', (v, f) => oneOf(v, f, RECORD_STATES)), ...opt(r, 'limit', count) }),
+  list: (r) => ({ type: 'list', ...opt(r, 'labels', labels), ...opt(r, 'state', (v, f) => oneOf(v, f, RECORD_STATES)), ...opt(r, 'limit', count) }),
   kill: (r) => ({ type: 'kill', id: id(r) }),
   exec: (r) => ({ type: 'exec', id: id(r), execId: execId(r), argv: parseArgv(r.argv), ...(r.opts !== undefined ? { opts: execOptions(r.opts) } : {}) }),
   read: (r) => ({ type: 'read', id: id(r), execId: execId(r), fromSeq: count(r.fromSeq, 'fromSeq'), ...opt(r, 'maxBytes', count), ...opt(r, 'waitMs', count) }),
