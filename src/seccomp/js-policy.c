@@ -9,7 +9,7 @@
  * mount, unshare, setns, ptrace, bpf, keyctl, perf_event_open, userfaultfd, io_uring (libuv
  * falls back to its thread pool), and clone with any namespace flag. clone3 answers ENOSYS,
  * since its flags sit in memory a filter cannot read: glibc then falls back to clone.
- * A call from another ABI (i386 or x32 on x86_64, arm32 on aarch64) kills the calling thread. */
+ * A call from another ABI (i386 or x32 on x86_64, arm32 on aarch64) kills the process. */
 #include <errno.h>
 #include <stddef.h>
 #include "policy.h"

@@ -75,8 +75,8 @@ function embeddedIPv4 (v6: string): string | undefined {
   return undefined
 }
 
-/** This node's own addresses, read each time (interfaces come and go). */
-function ownAddresses (): Set<string> {
+/** This node's own addresses, read afresh by each caller (interfaces come and go). */
+export function ownAddresses (): Set<string> {
   const out = new Set<string>()
   for (const list of Object.values(networkInterfaces())) {
     for (const a of list ?? []) {
@@ -90,20 +90,21 @@ function ownAddresses (): Set<string> {
 /**
  * Says why an address is inside, or undefined when a sandbox may reach it.
  * @param address an IP address in canonical form (see `canonicalHost`)
+ * @param own this node's addresses (`ownAddresses()`), read once by a caller checking many
  */
-export function insideReason (address: string): string | undefined {
+export function insideReason (address: string, own?: ReadonlySet<string>): string | undefined {
   const family = isIP(address)
   if (family === 0) return 'not an address'
   if (family === 6) {
     const v4 = embeddedIPv4(address)
     if (v4 !== undefined && v4 !== '0.0.0.0' && v4 !== '0.0.0.1') {
-      const why = insideReason(v4)
+      const why = insideReason(v4, own)
       if (why !== undefined) return `${why} (as IPv6)`
     }
   }
   const type = family === 4 ? 'ipv4' : 'ipv6'
   for (const b of blocks) if (b.family === type && b.list.check(address, type)) return b.what
-  if (ownAddresses().has(address)) return "this node's own address"
+  if ((own ?? ownAddresses()).has(address)) return "this node's own address"
   return undefined
 }
 

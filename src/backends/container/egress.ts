@@ -17,7 +17,7 @@ import { lookup as systemLookup } from 'node:dns/promises'
 import { rmSync } from 'node:fs'
 import { createConnection, createServer, type Server, type Socket } from 'node:net'
 import { createError, ErrorCodes } from '../../errors.js'
-import { canonicalHost, insideReason, isLocalName } from './egress-address.js'
+import { canonicalHost, insideReason, isLocalName, ownAddresses } from './egress-address.js'
 
 export const EgressDefaults = {
   /** Where commands inside find the relay to the proxy. */
@@ -217,14 +217,15 @@ async function destination (host: string, port: number, where: Where): Promise<{
   let answers: Array<{ address: string }>
   try { answers = await where.lookup(c.name) } catch { answers = [] }
   if (answers.length === 0) return { status: '502 Bad Gateway', why: `${host} does not resolve` }
-  const checked: string[] = []
+  const own = ownAddresses()
+  let first: string | undefined
   for (const a of answers) {
     const ac = canonicalHost(a.address)
-    const inside = ac?.kind === 'ip' ? insideReason(ac.address) : 'unreadable'
+    const inside = ac?.kind === 'ip' ? insideReason(ac.address, own) : 'unreadable'
     if (inside !== undefined || ac?.kind !== 'ip') return { status: '403 Forbidden', why: `${host} resolves to an internal address (${a.address}, ${inside ?? 'unreadable'})` }
-    checked.push(ac.address)
+    first ??= ac.address
   }
-  return { address: checked[0]! }
+  return { address: first! }
 }
 
 async function serve (client: Socket, rules: readonly Rule[], where: Where): Promise<void> {
