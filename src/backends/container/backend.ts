@@ -11,7 +11,7 @@ import { readdir, rm, rmdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import { LayerStore, type LayerService, type LayerSource } from '../../images/index.js'
-import { EgressDefaults, startEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress.js'
+import { createEgressRouting, EgressDefaults, startEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress.js'
 import type { AdoptedSandbox, Backend, ExecOptions, ExecResult, SandboxHandle, SandboxSpec } from '../types.js'
 import { connectAgent, type AgentClient } from './agent-client.js'
 import { ContainerDefaults } from './defaults.js'
@@ -100,6 +100,7 @@ export interface ContainerBackend extends Backend {
 
 export function createContainerBackend (options: ContainerBackendOptions): ContainerBackend {
   const runDir = options.runDir ?? ContainerDefaults.runDir
+  const egressRouting = createEgressRouting(options.egress)
   const store = new LayerStore(options.layersDir ?? join(options.dataDir, 'layers'), options.layerSource, options.lazy)
   const journal = new Journal<JournalEntry>(join(options.dataDir, 'journal'))
   const live = new Map<string, Live>()
@@ -172,7 +173,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
   /** The sandbox's egress proxy, listening in the directory its launcher bound into it. */
   async function openEgress (launched: LaunchedSandbox, allow: readonly string[]): Promise<EgressProxy | undefined> {
     if (allow.length === 0 || launched.egressDir === undefined) return undefined
-    return await startEgressProxy(join(launched.egressDir, 'proxy.sock'), allow, options.egress)
+    return await startEgressProxy(join(launched.egressDir, 'proxy.sock'), allow, egressRouting)
   }
 
   function find (handle: SandboxHandle): Live {

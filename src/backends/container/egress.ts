@@ -113,7 +113,7 @@ function allowedBy (rules: readonly Rule[], host: string, port: number): Rule | 
 
 type Pinned = Map<string, { address: string, port: number }>
 
-/** The operator's pinned names, checked once when a proxy starts. */
+/** The operator's pinned names, checked once when the node starts. */
 function pinnedHosts (hosts: Readonly<Record<string, string>>): Pinned {
   const out: Pinned = new Map()
   for (const [name, target] of Object.entries(hosts)) {
@@ -133,15 +133,25 @@ export interface EgressProxy {
   close (): Promise<void>
 }
 
+/** How a node's proxies find a destination: the resolver and the operator's pinned names, checked. */
+export interface EgressRouting { readonly lookup: EgressLookup, readonly pinned: ReadonlyMap<string, { address: string, port: number }> }
+
 /**
- * Starts a sandbox's proxy on `socketPath` with its allow-list.
- * @param options the resolver, and the operator's pinned names
+ * Checks the node's egress options once, when the node starts, so a malformed pinned name is
+ * refused then rather than at the first sandbox that asks for egress.
  * @throws WARREN_ERR_INVALID_ARGUMENT on a malformed pinned name
  */
-export async function startEgressProxy (socketPath: string, allow: readonly string[], options: EgressProxyOptions = {}): Promise<EgressProxy> {
+export function createEgressRouting (options: EgressProxyOptions = {}): EgressRouting {
+  return { lookup: options.lookup ?? systemResolver, pinned: pinnedHosts(options.hosts ?? {}) }
+}
+
+/**
+ * Starts a sandbox's proxy on `socketPath` with its allow-list.
+ * @param where the node's routing (`createEgressRouting`)
+ */
+export async function startEgressProxy (socketPath: string, allow: readonly string[], where: EgressRouting = createEgressRouting()): Promise<EgressProxy> {
   // Entries were checked at spec time; one that fails now (written by an older version) is left out.
   const rules = allow.map((e) => ruleOf(e)).filter((r): r is Rule => typeof r !== 'string')
-  const where: Where = { lookup: options.lookup ?? systemResolver, pinned: pinnedHosts(options.hosts ?? {}) }
   const open = new Set<Socket>()
   const server: Server = createServer((client) => {
     if (open.size >= EgressDefaults.maxConnections) { client.destroy(); return }
@@ -195,14 +205,13 @@ function readHead (client: Socket): Promise<{ head: string, rest: Buffer } | und
 }
 
 /** How a proxy finds where a name goes. */
-interface Where { lookup: EgressLookup, pinned: Pinned }
 
 /**
  * Where a request may go: the one address to connect to, or why not. A pinned name goes where
  * the operator pinned it; an address is checked as it is; a name is resolved once, and refused
  * if any answer is inside (a name with one inside answer is an attempt, not an accident).
  */
-async function destination (host: string, port: number, where: Where): Promise<{ address: string } | { status: string, why: string }> {
+async function destination (host: string, port: number, where: EgressRouting): Promise<{ address: string } | { status: string, why: string }> {
   const pinned = where.pinned.get(host)
   if (pinned !== undefined) {
     return pinned.port === port ? { address: pinned.address } : { status: '403 Forbidden', why: `${host} is reachable on port ${pinned.port} only` }
@@ -228,7 +237,7 @@ async function destination (host: string, port: number, where: Where): Promise<{
   return { address: first! }
 }
 
-async function serve (client: Socket, rules: readonly Rule[], where: Where): Promise<void> {
+async function serve (client: Socket, rules: readonly Rule[], where: EgressRouting): Promise<void> {
   const request = await readHead(client)
   if (request === undefined) { refuse(client, '400 Bad Request', 'no complete request head'); return }
   const [line = '', ...headers] = request.head.split('\r\n')

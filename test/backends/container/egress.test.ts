@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { isInternal } from '../../../src/backends/container/egress-address.js'
-import { parseEgressRules, startEgressProxy } from '../../../src/backends/container/egress.js'
+import { createEgressRouting, parseEgressRules, startEgressProxy } from '../../../src/backends/container/egress.js'
 import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
 import { timed } from '../../support/index.js'
 
@@ -47,10 +47,10 @@ test('the proxy forwards what the allow-list names (an operator-pinned inside na
   await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve))
   defer(() => web.close())
   const port = (web.address() as AddressInfo).port
-  const proxy = await startEgressProxy(join(dir, 'p.sock'), [`web.test:${port}`, 'sneaky.test'], {
+  const proxy = await startEgressProxy(join(dir, 'p.sock'), [`web.test:${port}`, 'sneaky.test'], createEgressRouting({
     hosts: { 'web.test': `127.0.0.1:${port}` },
     lookup: async (name) => name === 'sneaky.test' ? [{ address: '127.0.0.1' }] : []
-  })
+  }))
   defer(() => proxy.close())
 
   // Absolute-form: passed on in origin form, with connection: close.
@@ -69,5 +69,15 @@ test('the proxy forwards what the allow-list names (an operator-pinned inside na
   assert.match(await through(proxy.socketPath, 'HELLO\r\n\r\n'), /^HTTP\/1.1 400/)
   assert.match(await through(proxy.socketPath, 'GET https://example.com/ HTTP/1.1\r\n\r\n'), /^HTTP\/1.1 400/)
 }))
+
+test('a malformed pinned name is refused when the node sets up its routing, before any sandbox asks for egress', () => {
+  const malformed: Array<Record<string, string>> = [{ 'mirror.test': 'nowhere' }, { 'mirror.test': '10.0.0.5' }, { '10.0.0.5': '10.0.0.5:80' }]
+  for (const hosts of malformed) {
+    let err: unknown
+    try { createEgressRouting({ hosts }) } catch (e) { err = e }
+    assert.ok(isWarrenError(err, ErrorCodes.INVALID_ARGUMENT), JSON.stringify(hosts))
+  }
+  assert.is(createEgressRouting({ hosts: { 'mirror.test': '10.0.0.5:3141' } }).pinned.get('mirror.test')?.port, 3141)
+})
 
 test.run()
