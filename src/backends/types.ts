@@ -7,6 +7,7 @@
  * `WARREN_ERR_SANDBOX_GONE` for a killed or unknown sandbox, `WARREN_ERR_UNSUPPORTED` for an
  * operation a backend cannot do, `WARREN_ERR_BACKEND_UNAVAILABLE` when it cannot run work now.
  */
+import { createError, ErrorCodes } from '../errors.js'
 
 /** The four kinds of sandbox warren offers. */
 export type BackendKind = 'function' | 'container' | 'microvm' | 'fullvm'
@@ -148,4 +149,15 @@ export interface Backend {
   onGone? (handle: SandboxHandle, listener: (message: string) => void): () => void
   /** Kills every sandbox and releases the backend's resources. Later calls reject. */
   close (): Promise<void>
+}
+
+/**
+ * Refuses a command's `timeoutMs` beyond what the backend allows: the one check, used by the
+ * sandbox actor before a command starts and by a backend used on its own.
+ * @throws WARREN_ERR_INVALID_ARGUMENT naming `timeoutMs`
+ */
+export function checkTimeoutBound (timeoutMs: unknown, maxTimeoutMs: number | undefined): void {
+  if (maxTimeoutMs !== undefined && typeof timeoutMs === 'number' && timeoutMs > maxTimeoutMs) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, `timeoutMs must be at most ${maxTimeoutMs} ms`, { field: 'timeoutMs', maxTimeoutMs })
+  }
 }

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto'
 import { pathToFileURL } from 'node:url'
 import { isAbsolute } from 'node:path'
 import { createError, ErrorCodes, type WarrenError } from '../../errors.js'
-import type { Backend, ExecOptions, ExecResult, SandboxHandle, SandboxSpec } from '../types.js'
+import { checkTimeoutBound, type Backend, type ExecOptions, type ExecResult, type SandboxHandle, type SandboxSpec } from '../types.js'
 import { startCall, type CallOptions, type CallTask, type RunningCall } from './call.js'
 import { resolveOptions, type FunctionBackendOptions, type ResolvedFunctionBackendOptions } from './defaults.js'
 import { startJsCall, type JsCallRequest } from './js/call.js'
@@ -215,11 +215,6 @@ function checkPositive (value: unknown, name: string): void {
 }
 
 /** A call longer than the node allows is refused, not clamped: the caller learns the bound. */
-function checkTimeoutBound (timeoutMs: number, maxTimeoutMs: number): void {
-  if (timeoutMs > maxTimeoutMs) {
-    throw createError(ErrorCodes.INVALID_ARGUMENT, `timeoutMs must be at most ${maxTimeoutMs} ms here`, { field: 'timeoutMs', maxTimeoutMs })
-  }
-}
 
 function checkEnv (env: unknown, name: string): Record<string, string> {
   if (env === undefined) return {}

@@ -7,7 +7,7 @@
  * failure; whichever way, postStop kills the backend sandbox, so nothing outlives the actor.
  */
 import { Actor, type ExitReason } from '../../actors/index.js'
-import type { Backend, ExecResult, SandboxHandle } from '../../backends/types.js'
+import { checkTimeoutBound, type Backend, type ExecResult, type SandboxHandle } from '../../backends/types.js'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import { parseArgv, placementRequestOf, type SandboxSpec } from '../spec.js'
 import { ExecOutput } from './exec-output.js'
@@ -195,10 +195,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       throw createError(ErrorCodes.OVERLOADED, `sandbox ${this.args.id} runs ${running} commands already`, { retryAfterMs: 100 })
     }
     const argv = parseArgv(argvIn)
-    const maxTimeoutMs = this.args.backend.maxTimeoutMs
-    if (maxTimeoutMs !== undefined && typeof opts.timeoutMs === 'number' && opts.timeoutMs > maxTimeoutMs) {
-      throw createError(ErrorCodes.INVALID_ARGUMENT, `timeoutMs must be at most ${maxTimeoutMs} ms`, { field: 'timeoutMs', maxTimeoutMs })
-    }
+    checkTimeoutBound(opts.timeoutMs, this.args.backend.maxTimeoutMs)
     if (opts.openStdin === true && this.args.backend.interactiveStdin !== true) {
       throw createError(ErrorCodes.UNSUPPORTED, `the ${this.args.backend.kind} backend takes stdin only up front (opts.stdin)`, { field: 'openStdin' })
     }
