@@ -100,17 +100,16 @@ export class ExecPump {
       }
     }
     if (page.result !== undefined && page.nextSeq <= this.nextSeq) {
+      // The command has ended and all its output is here: wait() answers now, whether or not
+      // the buffered chunks are read (iteration still yields them, then ends).
       this.result = page.result
-      if (this.buffer.length === 0 || this.onChunk !== undefined) this.settle(page.result)
+      this.settle(page.result)
     }
     this.wake?.()
   }
 
   private pull (): void {
-    if (this.pulling || this.result !== undefined || this.error !== undefined) {
-      if (this.result !== undefined && this.buffer.length === 0) this.settle(this.result)
-      return
-    }
+    if (this.pulling || this.result !== undefined || this.error !== undefined) return
     if (this.bufferedBytes >= ExecDefaults.highWaterBytes) return // no credit: the consumer pulls us on
     this.pulling = true
     void this.pullLoop().finally(() => { this.pulling = false })
@@ -133,7 +132,6 @@ export class ExecPump {
         await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * failures)))
       }
     }
-    if (this.result !== undefined && this.buffer.length === 0) this.settle(this.result)
   }
 }
 
