@@ -57,7 +57,9 @@ function refusedOn (err: unknown, field: string): boolean {
 async function cluster (defer: (fn: () => unknown) => void, nodeId: string): Promise<{ nodePid: number, client: Awaited<ReturnType<typeof connect>> }> {
   const dir = mkdtempSync(join(tmpdir(), 'warren-unread-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))
-  const cp = await startTestControlPlane()
+  // A node busy streaming 128 MiB back on a shared machine may beat its heart late: the test
+  // harness's 1.5 s would declare it lost mid-read, which is not what this test is about.
+  const cp = await startTestControlPlane({ heartbeatTimeoutMs: 15_000 })
   defer(() => cp.close())
   const node = await spawnNode(cp, nodeId, join(dir, 'node'))
   defer(() => node.kill())
