@@ -56,7 +56,8 @@ export async function layerFile (dir: string, name: string, size: number, seed: 
   return { file, bytes, manifest: await createManifest(file, CHUNK) }
 }
 
-export interface Answer { status: number, body: any } // eslint-disable-line @typescript-eslint/no-explicit-any -- a JSON answer of any shape, checked by each test
+/** An answer: `body` is any JSON (or text) the store sent; each test checks the fields it reads. */
+export interface Answer { status: number, body: any }
 
 /** One raw request to the gateway's HTTP side. */
 export async function call (c: UploadCluster, method: string, path: string, token: string | undefined, body?: Uint8Array | string, headers: Record<string, string> = {}): Promise<Answer> {

@@ -142,6 +142,40 @@ test('uploads are bounded: a layer over the maximum and a body over the request 
   assert.is((await begin(c, c.keys.builder, d.manifest)).status, 200, 'an abort frees the slot')
 }))
 
+test('malformed upload requests are refused naming the field, and stage nothing', timed(30_000, async (defer) => {
+  const c = await uploadCluster(defer)
+  const layer = await layerFile(c.dir, 'layer.img', SIZE, 17)
+  const digest = layer.manifest.digest
+  const path = uploadPath(digest)
+  const post = (body: string): Promise<{ status: number, body: { code: string, details: { field: string } } }> => call(c, 'POST', path, c.keys.builder, body)
+  const cases: Array<[string, string]> = [
+    ['not json', 'body'], ['[1,2]', 'body'], ['null', 'body'],
+    [JSON.stringify({ kind: 'root', manifest: layer.manifest }), 'kind'],
+    [JSON.stringify({ kind: '__proto__', manifest: layer.manifest }), 'kind'],
+    [JSON.stringify({ kind: 'base' }), 'manifest'],
+    [JSON.stringify({ kind: 'base', manifest: { ...layer.manifest, digest: `sha256:${'0'.repeat(64)}` } }), 'manifest'],
+    [JSON.stringify({ kind: 'base', manifest: { ...layer.manifest, size: -1 } }), 'manifest'],
+    [JSON.stringify({ kind: 'base', manifest: { ...layer.manifest, chunkBytes: 1000 } }), 'manifest'],
+    [JSON.stringify({ kind: 'base', manifest: { ...layer.manifest, chunks: layer.manifest.chunks.slice(1) } }), 'manifest']
+  ]
+  for (const [body, field] of cases) {
+    const r = await post(body)
+    assert.equal([r.status, r.body.code, r.body.details.field], [400, ErrorCodes.INVALID_ARGUMENT, field], body.slice(0, 60))
+  }
+  assert.not.ok(existsSync(c.staging) && readdirSync(c.staging).length > 0, 'nothing was staged')
+  assert.is((await call(c, 'PATCH', path, c.keys.builder, layer.bytes.subarray(0, CHUNK), { 'upload-offset': '0' })).body.code, ErrorCodes.NOT_FOUND, 'chunks need a begun upload')
+  assert.is((await begin(c, c.keys.builder, layer.manifest)).status, 200)
+  for (const offset of ['', '-1', '1e3', '0x10', '1.5', '99999999999999999']) {
+    const r = await call(c, 'PATCH', path, c.keys.builder, layer.bytes.subarray(0, CHUNK), { 'upload-offset': offset })
+    assert.equal([r.status, r.body.details?.field], [400, 'offset'], JSON.stringify(offset))
+  }
+  assert.is((await patch(c, c.keys.builder, digest, layer.bytes, SIZE - 123 + CHUNK * 4, SIZE)).status, 400, 'an offset past the end')
+  assert.is((await call(c, 'PUT', path, c.keys.builder, 'x')).body.details.field, 'method')
+  assert.is((await call(c, 'GET', `${path}/commit`, c.keys.builder)).body.details.field, 'method')
+  const early = await call(c, 'POST', `${path}/commit`, c.keys.builder)
+  assert.equal([early.body.code, early.body.details.field], [ErrorCodes.INVALID_ARGUMENT, 'chunks'], 'a commit before every chunk is refused')
+}))
+
 test('tagging a digest the store does not hold is refused with NOT_FOUND naming digest', timed(30_000, async (defer) => {
   const c = await uploadCluster(defer)
   const missing = `sha256:${'ab'.repeat(32)}`
