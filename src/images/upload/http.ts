@@ -13,6 +13,7 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   [ErrorCodes.NOT_FOUND]: 404,
   [ErrorCodes.QUOTA]: 429,
   [ErrorCodes.OVERLOADED]: 503,
+  [ErrorCodes.NO_CAPACITY]: 507,
   [ErrorCodes.TIMEOUT]: 408
 }
 

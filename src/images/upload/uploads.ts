@@ -4,7 +4,7 @@
  * only parses requests and authenticates. Disk is the truth (a restarted control plane resumes
  * the uploads it finds); memory only holds locks and the open uploads' chunk hashes.
  */
-import { readdir, rm, stat } from 'node:fs/promises'
+import { mkdir, readdir, rm, stat, statfs } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createError, ErrorCodes } from '../../errors.js'
 import { installLayer, storePaths, type ChunkManifest } from '../blob/index.js'
@@ -74,7 +74,7 @@ export class Uploads {
     return await this.locked(tenant, digest, async (key, dir) => {
       let staged = this.open.get(key) ?? await StagedUpload.open(dir)
       if (staged === undefined || !staged.sameAs(manifest, kind)) {
-        if (staged === undefined) await this.checkRoom(tenant)
+        if (staged === undefined) await this.checkRoom(tenant, manifest.size)
         staged = await StagedUpload.create(dir, manifest, kind)
       }
       this.open.set(key, staged)
@@ -165,8 +165,14 @@ export class Uploads {
     return blob?.isFile() === true && blob.size === manifest.size && man?.isFile() === true
   }
 
-  private async checkRoom (tenant: string): Promise<void> {
+  private async checkRoom (tenant: string, size: number): Promise<void> {
     const t = this.tunables
+    await mkdir(this.o.stagingDir, { recursive: true, mode: 0o700 })
+    // Sparse staging files take their room as chunks come: refuse a layer that could never fit.
+    const fs = await statfs(this.o.stagingDir)
+    if (size > fs.bavail * fs.bsize) {
+      throw createError(ErrorCodes.NO_CAPACITY, `the blob store's disk has ${fs.bavail * fs.bsize} bytes free, too few for a layer of ${size}`, { field: 'size' })
+    }
     const mine = (await readdir(join(this.o.stagingDir, tenant)).catch(() => [] as string[])).filter((n) => !n.startsWith('.'))
     if (mine.length >= t.maxUploadsPerTenant) {
       throw createError(ErrorCodes.QUOTA, `tenant ${tenant} may have ${t.maxUploadsPerTenant} uploads open at once; commit or abort one first`, { quota: 'uploads', limit: t.maxUploadsPerTenant })
