@@ -1,5 +1,5 @@
 /**
- * The one interface every sandbox backend answers (DESIGN.md, "Sandboxes and backends"):
+ * The one interface every sandbox backend answers (docs/design.md, "Sandboxes and backends"):
  * function, container, microvm and fullvm. A sandbox actor drives its backend only through
  * these calls, so the actor does not care which kind of isolation it got.
  *

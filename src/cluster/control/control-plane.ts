@@ -1,5 +1,5 @@
 /**
- * The control plane's supervision tree (DESIGN.md, "Supervision"):
+ * The control plane's supervision tree (docs/design.md, "Supervision"):
  *
  *   root (one_for_one)
  *   ├── iam
