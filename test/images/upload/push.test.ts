@@ -3,6 +3,7 @@
  * by digest on arrival, with nothing half-written ever visible, against a real control plane.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { request as httpRequest } from 'node:http'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { ErrorCodes } from '../../../src/errors.js'
@@ -174,6 +175,30 @@ test('malformed upload requests are refused naming the field, and stage nothing'
   assert.is((await call(c, 'GET', `${path}/commit`, c.keys.builder)).body.details.field, 'method')
   const early = await call(c, 'POST', `${path}/commit`, c.keys.builder)
   assert.equal([early.body.code, early.body.details.field], [ErrorCodes.INVALID_ARGUMENT, 'chunks'], 'a commit before every chunk is refused')
+}))
+
+test('requests handled at once are bounded: one more is OVERLOADED; a body that does not arrive in time is cut off and frees its place', timed(30_000, async (defer) => {
+  const c = await uploadCluster(defer, { maxRequestBytes: 256 * KiB, maxConcurrentRequests: 1, requestTimeoutMs: 3000 })
+  const layer = await layerFile(c.dir, 'layer.img', SIZE, 18)
+  assert.is((await begin(c, c.keys.builder, layer.manifest)).status, 200)
+  // A PATCH that sends its headers and half its body, then stalls.
+  const stalled = httpRequest(`${c.http}${uploadPath(layer.manifest.digest)}`, {
+    method: 'PATCH', headers: { authorization: `Bearer ${c.keys.builder}`, 'upload-offset': '0', 'content-length': String(4 * CHUNK) }
+  })
+  const answered = new Promise<number>((resolve) => {
+    stalled.once('response', (res) => { res.resume(); resolve(res.statusCode ?? 0) })
+    stalled.once('error', () => resolve(-1))
+  })
+  defer(() => stalled.destroy())
+  stalled.write(layer.bytes.subarray(0, 2 * CHUNK))
+  // The stalled request holds the only place once the server has begun reading it.
+  let busy = await begin(c, c.keys.builder, layer.manifest)
+  for (let i = 0; i < 50 && busy.status === 200; i++) busy = await begin(c, c.keys.builder, layer.manifest)
+  assert.equal([busy.status, busy.body.code], [503, ErrorCodes.OVERLOADED])
+  const status = await answered
+  assert.ok(status === 408 || status === -1, `the stalled body was cut off (${status})`)
+  assert.is((await begin(c, c.keys.builder, layer.manifest)).status, 200, 'its place is free again')
+  assert.equal((await begin(c, c.keys.builder, layer.manifest)).body.missing, [[0, 21]], 'nothing of the cut-off body was stored')
 }))
 
 test('tagging a digest the store does not hold is refused with NOT_FOUND naming digest', timed(30_000, async (defer) => {
