@@ -6,6 +6,8 @@
  * store does not hold yet; a layer the store holds already sends nothing.
  */
 import { open } from 'node:fs/promises'
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http'
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
 import { createError, ErrorCodes, fromWireError, type WarrenError } from '../../errors.js'
 import { BlobDefaults, chunkSpan, hashFileChunks, type ChunkManifest } from '../blob/index.js'
 import type { LayerKind } from '../names.js'
@@ -35,7 +37,12 @@ export interface HttpPushed {
   existed: boolean
 }
 
-export const HttpPushDefaults = { retries: 5, retryDelayMs: 500 }
+export const HttpPushDefaults = {
+  retries: 5,
+  retryDelayMs: 500,
+  /** One request's time, from sending to the last byte of its answer. */
+  requestTimeoutMs: 120_000
+}
 
 /** `http(s)://host:port` of a control plane URL. */
 export function httpBase (url: string): string {
@@ -50,8 +57,21 @@ export function httpBase (url: string): string {
 export async function pushLayerOverHttp (file: string, options: HttpPushOptions): Promise<HttpPushed> {
   const manifest = await hashFileChunks(file, options.chunkBytes ?? BlobDefaults.chunkBytes)
   const base = `${httpBase(options.url)}/uploads/sha256/${manifest.digest.slice('sha256:'.length)}`
+  // node:http rather than fetch: it sends an 8 MiB body about four times faster here.
+  const agent = base.startsWith('https:') ? new HttpsAgent({ keepAlive: true, maxSockets: 1 }) : new HttpAgent({ keepAlive: true, maxSockets: 1 })
   const call = (method: string, url: string, body: Uint8Array | string, headers: Record<string, string> = {}): Promise<unknown> =>
-    request(method, url, body, { authorization: `Bearer ${options.token}`, ...headers }, options.retries ?? HttpPushDefaults.retries)
+    request(method, url, body, { authorization: `Bearer ${options.token}`, ...headers }, options.retries ?? HttpPushDefaults.retries, agent)
+  try {
+    return await pushWith(file, manifest, options, base, call)
+  } finally {
+    agent.destroy()
+  }
+}
+
+type Call = (method: string, url: string, body: Uint8Array | string, headers?: Record<string, string>) => Promise<unknown>
+
+/** The begin, the missing runs and the commit of one push. */
+async function pushWith (file: string, manifest: ChunkManifest, options: HttpPushOptions, base: string, call: Call): Promise<HttpPushed> {
   const status = await call('POST', base, JSON.stringify({ kind: options.kind, manifest }), { 'content-type': 'application/json' }) as UploadStatus
   if (status.state === 'stored') return { digest: manifest.digest, size: manifest.size, manifest, sentBytes: 0, existed: true }
   const perRequest = Math.max(1, Math.floor(status.maxRequestBytes / manifest.chunkBytes))
@@ -81,18 +101,34 @@ export async function pushLayerOverHttp (file: string, options: HttpPushOptions)
   return { digest: manifest.digest, size: manifest.size, manifest, sentBytes: sent, existed: false }
 }
 
+/** One exchange: the status and the answer's text. Redirects are not followed: the key goes nowhere else. */
+function exchange (method: string, url: string, body: Uint8Array | string, headers: Record<string, string>, agent: HttpAgent): Promise<{ status: number, text: string }> {
+  return new Promise((resolve, reject) => {
+    const send = url.startsWith('https:') ? httpsRequest : httpRequest
+    const req = send(url, { method, agent, headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, timeout: HttpPushDefaults.requestTimeoutMs }, (res: IncomingMessage) => {
+      const parts: Buffer[] = []
+      res.on('data', (b: Buffer) => parts.push(b))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(parts).toString('utf8') }))
+      res.on('error', reject)
+    })
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${HttpPushDefaults.requestTimeoutMs} ms`)))
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
 /** One request, retried when the store is busy or the connection broke; an answered refusal is thrown at once. */
-async function request (method: string, url: string, body: Uint8Array | string, headers: Record<string, string>, retries: number): Promise<unknown> {
+async function request (method: string, url: string, body: Uint8Array | string, headers: Record<string, string>, retries: number, agent: HttpAgent): Promise<unknown> {
   for (let attempt = 0; ; attempt++) {
-    let res: Response
+    let res: { status: number, text: string }
     try {
-      res = await fetch(url, { method, headers, body, redirect: 'manual' })
+      res = await exchange(method, url, body, headers, agent)
     } catch (err) {
       if (attempt < retries) { await sleep(HttpPushDefaults.retryDelayMs * (attempt + 1)); continue }
       throw createError(ErrorCodes.CONNECTION_CLOSED, `cannot reach the blob store at ${url}: ${(err as Error).message}`, { url })
     }
-    const text = await res.text()
-    if (res.ok) return text === '' ? undefined : JSON.parse(text)
+    const text = res.text
+    if (res.status >= 200 && res.status < 300) return text === '' ? undefined : JSON.parse(text)
     const error = wireError(res.status, text)
     if (error.code === ErrorCodes.OVERLOADED && attempt < retries) {
       const after = error.details?.retryAfterMs
