@@ -130,12 +130,13 @@ static void __attribute__((noreturn)) child(int in_r, int out_w, int err_w, int 
 	 * needs no privilege, and the floor stays where the launcher left it (see sandbox.c). */
 	int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
 	if (oom >= 0) { ssize_t w = write(oom, "0", 1); (void)w; close(oom); }
-	if (chdir(cwd) < 0) child_fail(status_w, STAGE_CWD);
 	if (uid != 0 || gid != 0) {
 		if (setgroups(1, &gid) < 0) child_fail(status_w, STAGE_GROUPS);
 		if (setgid(gid) < 0) child_fail(status_w, STAGE_GID);
 		if (setuid(uid) < 0) child_fail(status_w, STAGE_UID);
 	}
+	/* As the user: a directory that user may not enter is refused, as a login would refuse it. */
+	if (chdir(cwd) < 0) child_fail(status_w, STAGE_CWD);
 	umask(022);
 	/* Last before exec: the filter holds for the command and everything it starts. */
 	if (seccomp_install_command_filter() < 0) child_fail(status_w, STAGE_SECCOMP);
