@@ -4,16 +4,16 @@
  * its own exit code and output.
  *
  * The shell is one spawned command (bash when the sandbox has it, else sh) whose stdin stays
- * open. A run writes one line: the command, quoted, for `eval` (so a syntax error is the run's,
+ * open. A run writes the command, quoted as one word for `eval` (so a syntax error is the run's,
  * and cannot swallow what follows), with its stdin on /dev/null (so it cannot read the lines
- * meant for the shell), then two markers that print its exit status on stdout and an end line
- * on stderr. Each marker carries a nonce fresh for that run, so output cannot fake the end of
+ * meant for the shell), then a line of two markers that print its exit status on stdout and an
+ * end line on stderr. Each marker carries a nonce fresh for that run, so output cannot fake the end of
  * a run it does not know. A run's output is what comes before its markers, bounded by
  * `maxOutputBytes`; output between runs (a background job's) belongs to no run and is dropped.
  *
  * A run that outlives its `timeoutMs` is interrupted: SIGINT goes to the shell's process group,
- * whose shell traps it and goes on, and whose background jobs ignore it (a shell without job
- * control starts them so), so only the running command ends and the session lives. One that
+ * whose shell traps it (see PRELUDE), and whose background jobs ignore it (a shell without job
+ * control starts them so), so only the running command line ends and the session lives. One that
  * does not end on SIGINT within `interruptGraceMs` is killed with the whole session.
  */
 import { randomBytes } from 'node:crypto'
@@ -55,6 +55,15 @@ type Spawner = (command: string[], opts: SpawnOptions) => ExecHandle
 type Runner = (command: string[]) => Promise<unknown>
 
 const LAUNCH = 'if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc; fi; exec /bin/sh'
+
+/**
+ * The shell's first line. Each run is a call of `__warren_run`: `command eval` makes a syntax
+ * error the run's (a special builtin's error would end a POSIX shell), and the SIGINT trap's
+ * `return` ends the call, so an interrupt stops the rest of the command line, as ^C does at a
+ * prompt, and the shell goes on. It answers with its pid, the process group interrupts go to.
+ */
+const PRELUDE = "__warren_run () { command eval \"$1\" </dev/null; }; trap 'return 130 2>/dev/null || :' INT; echo $$"
+
 
 /** Quotes `text` for a POSIX shell: one single-quoted word. */
 function quote (text: string): string {
@@ -145,7 +154,11 @@ export class ShellSession {
     if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0)) {
       return Promise.reject(createError(ErrorCodes.INVALID_ARGUMENT, 'timeoutMs must be an integer > 0', { field: 'timeoutMs' }))
     }
-    const run = this.queue.then(async () => await this.runNow(command, max, timeoutMs))
+    return this.enqueue(async () => await this.runNow(command, max, timeoutMs))
+  }
+
+  private enqueue (work: () => Promise<CommandResult>): Promise<CommandResult> {
+    const run = this.queue.then(work)
     this.queue = run.catch(() => {})
     return run
   }
@@ -161,7 +174,7 @@ export class ShellSession {
   async init (): Promise<void> {
     let r: CommandResult
     try {
-      r = await this.run('trap : INT; echo $$', { timeoutMs: SessionDefaults.openTimeoutMs })
+      r = await this.enqueue(async () => await this.runNow(PRELUDE, SessionDefaults.maxOutputBytes, SessionDefaults.openTimeoutMs, true))
     } catch (err) {
       await this.close()
       throw err
@@ -175,7 +188,7 @@ export class ShellSession {
     }
   }
 
-  private async runNow (command: string, max: number, timeoutMs: number | undefined): Promise<CommandResult> {
+  private async runNow (command: string, max: number, timeoutMs: number | undefined, raw = false): Promise<CommandResult> {
     if (this.ended !== undefined) throw this.ended
     const nonce = randomBytes(12).toString('hex')
     const outMark = `__WARREN_${nonce}_`
@@ -200,7 +213,8 @@ export class ShellSession {
     }
     const ending = new Promise<RunEnd>((resolve) => { run.done = resolve })
     this.active = run
-    const line = `eval ${quote(command)} </dev/null; __warren_rc=$?; printf '\\n%s%d__\\n' ${outMark} "$__warren_rc"; printf '\\n%s\\n' ${errMark} >&2\n`
+    // The markers go on a line of their own: nothing the command does can skip them.
+    const line = `${raw ? command : `__warren_run ${quote(command)}`}\n__warren_rc=$?; printf '\\n%s%d__\\n' ${outMark} "$__warren_rc"; printf '\\n%s\\n' ${errMark} >&2\n`
     this.shell.write(line).catch((err: unknown) => this.end(err))
     if (timeoutMs !== undefined) this.armTimeout(run, timeoutMs)
     const result = await ending
