@@ -279,6 +279,8 @@ export class ShellSession {
         run.statusText += rest.toString('latin1')
         const m = /^(\d+)__\n/.exec(run.statusText)
         if (m !== null) run.exitCode = Number(m[1])
+        // Only our printf writes there, and its status is a few digits: anything else is no status.
+        else if (run.statusText.length > 16) run.exitCode = 126
       }
     }
     if (run.exitCode !== undefined && run.errDone) this.finish(run, { exitCode: run.exitCode })

@@ -121,6 +121,10 @@ ctest('pty: a spawned command has a terminal (tty names /dev/pts/N), stty size f
     const err = await sh.resize(size).catch((e: unknown) => e)
     assert.ok(isWarrenError(err, ErrorCodes.INVALID_ARGUMENT), `${JSON.stringify(size)} refused`)
   }
+  for (const pty of [{ cols: 0, rows: 5 }, { cols: 5, rows: 1001 }, { cols: 5 }]) {
+    const err = await sb.spawn('true', { pty: pty as { cols: number, rows: number } }).wait().catch((e: unknown) => e)
+    assert.ok(isWarrenError(err, ErrorCodes.INVALID_ARGUMENT) && String(err.details?.field).startsWith('opts.pty.'), `${JSON.stringify(pty)} refused: ${String(err)}`)
+  }
   const plain = sb.spawn('sleep 5')
   assert.ok(refusedOn(await plain.resize({ cols: 10, rows: 10 }).catch((e: unknown) => e), ErrorCodes.INVALID_ARGUMENT, 'pty'), 'resize without a pty')
   await plain.kill()
