@@ -9,7 +9,7 @@ import type { ExecHandle, ExecOptions, Sandbox } from '../sdk/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { withClient } from './client.js'
 import { sandboxSpec, type SandboxFlagValues } from './sandbox-flags.js'
-import { Stopped, unlessStopped } from './stop.js'
+import { Stopped, stopRequested, unlessStopped } from './stop.js'
 
 export interface Io { stdin: Readable & { isTTY?: boolean }, stdout: NodeJS.WritableStream, stderr: NodeJS.WritableStream }
 const std: Io = { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr }
@@ -19,7 +19,9 @@ export const RunDefaults = {
    * The most stdin `warren run` reads ahead for a backend that takes stdin only up front (the
    * function backend): it travels in the exec request, which must fit a frame.
    */
-  upFrontStdinBytes: 512 * 1024
+  upFrontStdinBytes: 512 * 1024,
+  /** After a stop has killed the sandbox, how long its command's end is awaited before the client closes anyway. */
+  settleAfterKillMs: 5_000
 }
 
 /** `warren create`: prints the new sandbox's id, and only that, on stdout (`ID=$(warren create)`). */
@@ -71,8 +73,16 @@ async function runIn (sb: Sandbox, cmd: string[], stdin: StdinPlan, io: Io): Pro
   let feedError: unknown
   const feeding = stdin.kind === 'stream' ? feed(h, io.stdin).catch((err: unknown) => { feedError = err }) : undefined
   try {
-    for await (const c of h) await write(c.stream === 'stdout' ? io.stdout : io.stderr, c.data)
+    // After a stop the output is still read to its end (so the pump settles before the client
+    // closes), but goes nowhere: the reader is gone, or the user asked to stop.
+    for await (const c of h) {
+      if (stopRequested() !== undefined) continue
+      // A write that fails because the reader went away is that stop (stop.ts sees the EPIPE first).
+      await write(c.stream === 'stdout' ? io.stdout : io.stderr, c.data).catch((err: unknown) => { if (stopRequested() === undefined) throw err })
+    }
     const r = await h.wait()
+    // After a stop the command's end (killed) is ours, not news.
+    if (stopRequested() !== undefined) return r.exitCode
     if (r.truncated) io.stderr.write('warren: output truncated at the cap\n')
     if (r.reason !== undefined) io.stderr.write(`warren: command ended: ${r.reason}${r.message !== undefined ? ` (${r.message})` : ''}\n`)
     if (feedError !== undefined) io.stderr.write(`warren: stdin was not all passed on: ${feedError instanceof Error ? feedError.message : String(feedError)}\n`)
@@ -110,11 +120,16 @@ export async function run (cmd: string[], flags: RunFlags, io: Io = std): Promis
       if (err instanceof Stopped) { await creating.then(async (s) => { await s.kill() }, () => {}); return err.stop.exitCode }
       throw err
     }
+    const running = runIn(sb, cmd, stdin, io)
     try {
-      return await unlessStopped(runIn(sb, cmd, stdin, io))
+      return await unlessStopped(running)
     } catch (err) {
-      if (err instanceof Stopped) return err.stop.exitCode
-      throw err
+      if (!(err instanceof Stopped)) throw err
+      // The sandbox is killed first; then its command's end is awaited (bounded), so nothing
+      // of it is still asking the cluster when the client closes.
+      await sb.kill()
+      await Promise.race([running.catch(() => {}), new Promise((resolve) => setTimeout(resolve, RunDefaults.settleAfterKillMs).unref())])
+      return err.stop.exitCode
     } finally {
       await sb.kill()
       if (stdin.kind === 'stream') io.stdin.destroy()

@@ -74,10 +74,15 @@ export function stopRequested (): Stop | undefined { return stopped }
  * Makes a closed stdout (or stderr) a quiet stop instead of an uncaught EPIPE. Called once, by main.
  */
 export function stopOnBrokenPipe (): void {
-  const onError = (err: NodeJS.ErrnoException): void => {
-    if (err.code === 'EPIPE') requestStop({ reason: 'broken-pipe', exitCode: 0 })
-    else throw err
+  const watch = (stream: NodeJS.WriteStream): void => {
+    stream.on('error', (err: NodeJS.ErrnoException) => {
+      // A write after the pipe broke fails too (EPIPE, or a destroyed stream): nothing more to tell.
+      if (err.code !== 'EPIPE' && !stream.destroyed) throw err
+      // The broken pipe's socket would otherwise keep the process alive with its unwritten bytes.
+      stream.destroy()
+      requestStop({ reason: 'broken-pipe', exitCode: 0 })
+    })
   }
-  process.stdout.on('error', onError)
-  process.stderr.on('error', onError)
+  watch(process.stdout)
+  watch(process.stderr)
 }
