@@ -1,9 +1,11 @@
 import { spawn } from 'node:child_process'
 import { randomBytes, createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { containerUnavailable } from '../../src/cluster/index.js'
+import { connect } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
 import { cli, exited, warren, warrenUp } from './support.js'
 
@@ -24,6 +26,10 @@ test('warren create prints only the new sandbox\'s id, with its --ttl given as a
   assert.match(created.stdout, /^[a-z0-9]+\n$/)
   const id = created.stdout.trim()
   assert.equal(await listed(env, 'made=by-create'), [[id, 'ready']])
+  const sdk = await connect(JSON.parse(readFileSync(env.WARREN_CONFIG!, 'utf8')) as { url: string, token: string })
+  defer(() => sdk.close())
+  const view = await (await sdk.attach(id)).info()
+  assert.is(view.expiresAt - view.createdAt, 600_000, '--ttl 10m')
   assert.is((await warren(['kill', id], { env })).status, 0)
   assert.equal(await listed(env, 'made=by-create'), [[id, 'gone(killed)']])
 }))

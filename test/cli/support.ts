@@ -41,7 +41,15 @@ export function exited (child: ChildProcess): Promise<{ status: number | null, s
   return new Promise((resolve) => child.once('exit', (status, signal) => resolve({ status, signal })))
 }
 
-export interface Up { env: NodeJS.ProcessEnv, dir: string, url: string, port: number }
+export interface Up {
+  env: NodeJS.ProcessEnv
+  dir: string
+  url: string
+  port: number
+  /** What `warren up` printed until it was up. */
+  banner: string
+  proc: ChildProcess
+}
 
 /** `warren up --port 0` in its own directory, with its config for the commands; stopped by `defer`. */
 export async function warrenUp (defer: Cleanup['defer']): Promise<Up> {
@@ -57,5 +65,5 @@ export async function warrenUp (defer: Cleanup['defer']): Promise<Up> {
     up.once('exit', (code) => reject(new Error(`warren up exited ${code}: ${out}`)))
   })
   const url = /url:\s+(ws:\/\/\S+)/.exec(out)![1]!
-  return { env, dir, url, port: Number(new URL(url).port) }
+  return { env, dir, url, port: Number(new URL(url).port), banner: out, proc: up }
 }
