@@ -60,8 +60,11 @@ export function resolve (table: readonly CommandSpec[], argv: readonly string[])
   if (first === 'help') {
     if (argv.length === 1) return { kind: 'help', text: overview(table) }
     const c = findCommand(table, argv.slice(1))
-    if (c === undefined || c.name.split(' ').length !== argv.length - 1) throw unknownCommand(table, argv.slice(1))
-    return { kind: 'help', text: commandHelp(c) }
+    if (c !== undefined && c.name.split(' ').length === argv.length - 1) return { kind: 'help', text: commandHelp(c) }
+    // `warren help token`: a group's word alone shows each of its commands.
+    const group = argv.length === 2 ? table.filter((o) => o.name.startsWith(`${argv[1]} `)) : []
+    if (group.length > 0 && c === undefined) return { kind: 'help', text: group.map(commandHelp).join('\n') }
+    throw unknownCommand(table, argv.slice(1))
   }
   const c = findCommand(table, argv)
   if (c === undefined) throw unknownCommand(table, argv)

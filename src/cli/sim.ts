@@ -84,6 +84,7 @@ function writeOutputs (flags: SimFlags, summary: Summary, json: unknown = summar
   if (flags.json !== undefined) { writeFileSync(flags.json, JSON.stringify(json, null, 2)); process.stdout.write(`summary: ${flags.json}\n`) }
 }
 
+/** `warren sim`: one simulated run (a DSec-shaped workload or a replayed trace), printed as a table. */
 export async function sim (flags: SimFlags): Promise<number> {
   if (flags.profile !== undefined && flags.profile !== 'dsec') throw createError(ErrorCodes.INVALID_ARGUMENT, 'the only profile is dsec')
   const nodes = nodeFlags(flags)

@@ -31,6 +31,7 @@ const SIM_CLUSTER_FLAGS = {
   json: { type: 'string', value: 'F', help: 'write the whole summary as JSON to F' }
 } as const
 
+/** The commands in the order `warren --help` lists them. */
 export const COMMANDS: readonly CommandSpec[] = [
   command({
     name: 'up',

@@ -22,6 +22,9 @@ test('warren --help lists every command of the table; each command\'s --help, -h
     const viaHelp = await warren(['help', ...c.name.split(' ')], { env: noCluster })
     assert.is(viaHelp.stdout, own.stdout, `warren help ${c.name} prints what --help does`)
   }
+  const group = await warren(['help', 'tenant'], { env: noCluster })
+  assert.is(group.status, 0)
+  assert.match(group.stdout, /usage: warren tenant ls[\s\S]*usage: warren tenant quotas \[flags\]/)
   const short = await warren(['ps', '-h'], { env: noCluster })
   assert.is(short.status, 0)
   assert.match(short.stdout, /--state STATE/)
