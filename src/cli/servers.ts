@@ -46,7 +46,7 @@ export interface UpFlags { port?: string, host?: string, 'data-dir'?: string, 'f
 export async function up (flags: UpFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
   const dataDir = flags['data-dir'] ?? join(homedir(), '.warren', 'data')
   const port = flags.port !== undefined ? Number(flags.port) : ControlPlaneDefaults.port
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw createError(ErrorCodes.INVALID_ARGUMENT, `--port must be 0-65535, got ${flags.port}`)
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw createError(ErrorCodes.INVALID_ARGUMENT, `--port must be 0-65535, got ${flags.port}`, { field: 'port' })
   const host = flags.host ?? ControlPlaneDefaults.host
   const cp = await startControlPlane({
     port,
@@ -94,7 +94,7 @@ function egressHosts (flags: string[] | undefined): Record<string, string> | und
 
 /** `warren node --join URL --token T`: joins and runs until a signal. */
 export async function node (flags: NodeFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
-  if (flags.join === undefined || flags.token === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren node --join URL --token JOIN_TOKEN [--node-id ID]')
+  if (flags.join === undefined || flags.token === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren node --join URL --token JOIN_TOKEN [--node-id ID]', { field: flags.join === undefined ? 'join' : 'token' })
   const dataDir = flags['data-dir'] ?? join(homedir(), '.warren', 'node')
   const n = await startNode({
     url: flags.join,
