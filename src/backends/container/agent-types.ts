@@ -111,6 +111,8 @@ export interface WriteOptions {
   mode?: number
   /** Append instead of replacing. */
   append?: boolean
+  /** Write at this byte and truncate nothing (not with `append`): a chunk sent twice lands on the same bytes. */
+  offset?: number
   /** Create missing parent directories (default true). */
   mkdirs?: boolean
 }
@@ -127,4 +129,10 @@ export interface AgentFiles {
   stat (path: string, opts?: { follow?: boolean }): Promise<FileStat>
   /** Removes a file, a symlink, an empty directory, or (recursive) a whole tree. */
   remove (path: string, opts?: { recursive?: boolean }): Promise<void>
+  /** Makes a directory (`parents`: and the missing ones above; an existing directory is then success). */
+  mkdir (path: string, opts?: { mode?: number, parents?: boolean }): Promise<void>
+  /** Renames (atomically, within one file system). */
+  rename (from: string, to: string): Promise<void>
+  /** Makes `path` a symlink holding `target` as given (missing parents made unless `mkdirs` is false). */
+  symlink (path: string, target: string, opts?: { mkdirs?: boolean }): Promise<void>
 }
