@@ -72,30 +72,8 @@ export interface AgentExecution {
   grant (bytes: number): void
 }
 
-/** The type of a file system entry. */
-export type FileType = 'file' | 'dir' | 'symlink' | 'other'
-
-/** One entry of a directory listing. */
-export interface FileEntry {
-  name: string
-  type: FileType
-  size: number
-  /** Permission bits (07777). */
-  mode: number
-  mtimeMs: number
-}
-
-/** What stat says about one path. */
-export interface FileStat {
-  type: FileType
-  size: number
-  mode: number
-  uid: number
-  gid: number
-  mtimeMs: number
-  /** A symlink's target, as stored (only when `type` is 'symlink'). */
-  target?: string
-}
+export type { FileEntry, FileStat, FileType } from '../types.js'
+import type { FileEntry, FileStat } from '../types.js'
 
 /** Options of `files.read`. */
 export interface ReadOptions {
