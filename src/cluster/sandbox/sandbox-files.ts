@@ -46,6 +46,11 @@ export class SandboxFileService {
           throw createError(ErrorCodes.INVALID_ARGUMENT, `a read returns at most ${this.limits.maxChunkBytes} bytes`, { field: 'length', max: this.limits.maxChunkBytes })
         }
         if (r.offset >= this.limits.maxFileBytes) throw tooLarge(r.offset + 1, this.limits.maxFileBytes)
+        if (r.offset === 0) {
+          // A file past the maximum is refused as a whole at its first chunk, not cut at the maximum.
+          const st = await files.stat(handle, r.path, { follow: true })
+          if (st.size > this.limits.maxFileBytes) throw tooLarge(st.size, this.limits.maxFileBytes)
+        }
         return await files.read(handle, r.path, { offset: r.offset, length: Math.min(r.length, this.limits.maxFileBytes - r.offset) })
       }
       case 'mkdir': return await files.mkdir(handle, r.path, { ...(r.mode !== undefined ? { mode: r.mode } : {}), ...(r.parents === true ? { parents: true } : {}) }).then(() => true)
