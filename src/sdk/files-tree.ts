@@ -146,7 +146,9 @@ async function unpackMember (root: string, h: Header, body: AsyncIterable<Buffer
 async function writeLocalFile (path: string, mode: number, body: AsyncIterable<Uint8Array>): Promise<void> {
   const fh = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o600)
   try {
-    await pipeline(body, fh.createWriteStream({ autoClose: false }))
+    for await (const chunk of body) {
+      for (let at = 0; at < chunk.byteLength;) at += (await fh.write(chunk, at)).bytesWritten
+    }
     await fh.chmod(mode & 0o7777)
   } finally {
     await fh.close()

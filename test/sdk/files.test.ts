@@ -205,7 +205,7 @@ ctest('upload and download of a tree keep contents, modes and symlinks (as links
   symlinkSync('/etc/passwd', join(src, 'abs-link'))
   const up = await sb.files.upload(src, '/proj')
   assert.ok(up.size > big.length)
-  const r = await sb.exec(['sh', '-c', 'cd /proj && stat -c "%n %a %F" run.sh sub/secret sub/deep/empty && readlink sub/link abs-link && ./run.sh && sha256sum big.bin'])
+  const r = await sb.exec(['sh', '-c', 'cd /proj && stat -c "%n %a %F" run.sh sub/secret sub/deep/empty && readlink sub/link && readlink abs-link && ./run.sh && sha256sum big.bin'])
   assert.is(r.stdout, `run.sh 755 regular file\nsub/secret 600 regular file\nsub/deep/empty 644 regular empty file\n../run.sh\n/etc/passwd\nran\n${sha(big)}  big.bin\n`)
 
   const out = join(dir, 'out')
