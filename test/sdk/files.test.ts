@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { containerUnavailable, startNode } from '../../src/cluster/index.js'
+import { containerUnavailable, FilesDefaults, startNode } from '../../src/cluster/index.js'
 import { ErrorCodes, isWarrenError, type ErrorCode } from '../../src/errors.js'
 import { connect, type Client, type Sandbox } from '../../src/sdk/index.js'
 import { ALL_SCOPES, startTestControlPlane } from '../cluster/harness.js'
@@ -291,6 +291,42 @@ ctest('another tenant\'s sandbox id answers NOT_FOUND for every file operation; 
     () => fn.files.write('/x', 'data'), () => fn.files.read('/x'), () => fn.files.list('/'), () => fn.files.stat('/'), () => fn.files.exists('/'),
     () => fn.files.mkdir('/d'), () => fn.files.remove('/x'), () => fn.files.rename('/x', '/y'), () => fn.files.download('/', '/nonexistent-local')
   ]) await refused(call(), ErrorCodes.UNSUPPORTED)
+}))
+
+ctest('a socket killed mid-upload and mid-download: both go on after the reconnect and arrive byte-exact', timed(120_000, async (defer) => {
+  const { sb, client } = await cluster(defer)
+  const data = randomBytes(24 * MiB)
+  async function * cutting (): AsyncGenerator<Uint8Array> {
+    for (let at = 0; at < data.length; at += MiB) {
+      if (at === 8 * MiB) client.link.socket?.terminate() // the TCP connection dies; chunks in flight are sent again
+      yield data.subarray(at, at + MiB)
+    }
+  }
+  const info = await sb.files.write('/r/f', cutting())
+  assert.is(info.sha256, sha(data))
+  assert.is((await sb.exec(['sha256sum', '/r/f'])).stdout, `${sha(data)}  /r/f\n`)
+  const hash = createHash('sha256')
+  let bytes = 0
+  let cut = false
+  for await (const chunk of sb.files.readStream('/r/f') as unknown as AsyncIterable<Uint8Array>) {
+    hash.update(chunk)
+    bytes += chunk.byteLength
+    if (!cut && bytes > 8 * MiB) { cut = true; client.link.socket?.terminate() }
+  }
+  assert.ok(cut)
+  assert.is(bytes, data.length)
+  assert.is(hash.digest('hex'), sha(data))
+}))
+
+ctest('a connection may have only so many file chunks in flight: more are refused OVERLOADED, with a retry hint', timed(60_000, async (defer) => {
+  const { sb, client } = await cluster(defer)
+  await sb.files.write('/o/f', randomBytes(2 * MiB))
+  const reads = Array.from({ length: FilesDefaults.maxInflightChunks * 3 }, () => raw(client, sb.id, { op: 'read', path: '/o/f', offset: 0, length: 900 * 1024 }).then(() => 'ok', (e: unknown) => e))
+  const outcomes = await Promise.all(reads)
+  const overloaded = outcomes.filter((o) => isWarrenError(o, ErrorCodes.OVERLOADED))
+  assert.ok(overloaded.length > 0, 'some were refused')
+  assert.ok(outcomes.filter((o) => o === 'ok').length >= FilesDefaults.maxInflightChunks, 'the bound were served')
+  assert.ok(overloaded.every((o) => typeof (o.details as { retryAfterMs?: unknown }).retryAfterMs === 'number'))
 }))
 
 function readdirNames (dir: string): string[] {
