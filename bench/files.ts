@@ -78,14 +78,18 @@ try {
   })
   const pid = node.pid!
   const client = await connect({ url: cp.url, token: await cp.createToken('bench', ['admin']) })
-  const sb = await client.create({ backend: 'container', limits: { cpus: 1, memoryMiB: 512, diskMiB: Math.ceil(SIZE / MiB) + 1024 } })
+  // The writable layer is a tmpfs charged to the sandbox's memory: the file needs room in both.
+  const sb = await client.create({ backend: 'container', limits: { cpus: 1, memoryMiB: Math.ceil(SIZE / MiB) + 512, diskMiB: Math.ceil(SIZE / MiB) + 512 } })
   await sb.files.write('/warm', 'x') // first use out of the way
   const rssBefore = status(pid, 'VmRSS')
   const hwmBefore = status(pid, 'VmHWM')
 
   progress(`upload of ${SIZE / MiB} MiB`)
   let t = performance.now()
-  const up = await sb.files.write('/big.bin', source())
+  const up = await sb.files.write('/big.bin', source()).catch(async (err: unknown) => {
+    // Say why the sandbox went, when it did.
+    throw new Error(`upload failed: ${String(err)}; sandbox: ${JSON.stringify(await sb.info().catch((e: unknown) => String(e)))}`)
+  })
   const upS = (performance.now() - t) / 1000
   const hwmUp = status(pid, 'VmHWM')
 
