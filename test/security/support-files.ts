@@ -8,7 +8,7 @@ import { SESSION_ADDRESS } from '../../src/cluster/index.js'
 import { isWarrenError, type WarrenError } from '../../src/errors.js'
 import type { Sandbox } from '../../src/sdk/index.js'
 import { createLinkClient, type LinkClient } from '../../src/transport/index.js'
-import { ALL_SCOPES } from '../cluster/harness.js'
+import { ALL_SCOPES, type NodeChild } from '../cluster/harness.js'
 import { tenantCluster } from './support.js'
 
 /** The resident memory of a process, from /proc. */
@@ -18,20 +18,32 @@ export function rssOf (pid: number): number {
   return Number(m[1]) * 1024
 }
 
-/** A tenant's container sandbox, its node's pid, and a raw link speaking as the same tenant. */
-export interface FilesTarget { sb: Sandbox, nodePid: number, link: LinkClient, files (req: Record<string, unknown>, timeoutMs?: number): Promise<unknown> }
+/** A tenant's container sandbox, its node, and a raw link speaking as the same tenant; `second`, another sandbox of the node. */
+export interface FilesTarget {
+  sb: Sandbox
+  second: Sandbox
+  node: NodeChild
+  nodePid: number
+  link: LinkClient
+  /** A `files` request on `sb`, sent raw. */
+  files (req: Record<string, unknown>, timeoutMs?: number): Promise<unknown>
+}
 
-/** Starts a cluster with one node child, creates a container sandbox, and opens a raw link as its tenant. */
-export async function filesTarget (defer: (fn: () => unknown) => void, nodeId: string): Promise<FilesTarget> {
+const LIMITS = { memoryMiB: 256, cpus: 1, diskMiB: 1024 }
+
+/** Starts a cluster with one node child, creates a container sandbox (two with `second`), and opens a raw link as its tenant. */
+export async function filesTarget (defer: (fn: () => unknown) => void, nodeId: string, o: { second?: boolean } = {}): Promise<FilesTarget> {
   const { cp, node, client } = await tenantCluster(defer, nodeId)
-  const sb = await client.create({ backend: 'container', limits: { memoryMiB: 256, cpus: 1, diskMiB: 1024 } })
+  const sb = await client.create({ backend: 'container', limits: LIMITS })
   defer(() => sb.kill())
+  const second = o.second === true ? await client.create({ backend: 'container', limits: LIMITS }) : sb
+  if (second !== sb) defer(() => second.kill())
   const link = createLinkClient({ url: cp.url, token: await cp.createToken('tenant-a', [...ALL_SCOPES]) })
   defer(() => link.close())
   await link.connect()
   const files = async (req: Record<string, unknown>, timeoutMs = 30_000): Promise<unknown> =>
     await link.request(SESSION_ADDRESS, { type: 'files', id: sb.id, ...req }, { timeoutMs })
-  return { sb, nodePid: node.proc.pid!, link, files }
+  return { sb, second, node, nodePid: node.proc.pid!, link, files }
 }
 
 /** The rejection of `p`, or undefined when it resolved. */
