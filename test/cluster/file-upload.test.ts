@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { FilesDefaults, memberPath } from '../../src/cluster/index.js'
+import { AheadBudget, FilesDefaults, memberPath } from '../../src/cluster/index.js'
 import { Upload, type UploadSink } from '../../src/cluster/sandbox/file-upload.js'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
 
@@ -61,6 +61,22 @@ test('bounds: past the maximum names size, a big chunk names data, too far ahead
   await other.chunk(0, bytes('abc'))
   assert.equal(await refusal(other.end(3, hex('abd'))), { code: ErrorCodes.INVALID_ARGUMENT, field: 'sha256' })
   assert.equal(await refusal(other.end(200, undefined)), { code: ErrorCodes.INVALID_ARGUMENT, field: 'size' })
+})
+
+test('uploads sharing a budget hold at most its bytes ahead of gaps: past it OVERLOADED, in-order chunks still taken, filled gaps and aborts give it back', async () => {
+  const budget = new AheadBudget(15)
+  const a = new Upload('a', '/a', memorySink(), limits, budget)
+  const b = new Upload('b', '/b', memorySink(), limits, budget)
+  await a.chunk(10, bytes('0123456789'))
+  assert.equal(await refusal(b.chunk(10, bytes('0123456789'))), { code: ErrorCodes.OVERLOADED, field: undefined })
+  await b.chunk(0, bytes('abcde'))
+  await b.chunk(10, bytes('01234'))
+  assert.is(budget.held, 15)
+  await a.chunk(0, bytes('abcdefghij'))
+  assert.is(a.offset, 20)
+  assert.is(budget.held, 5, 'the filled gap gave its chunk back')
+  await b.abort()
+  assert.is(budget.held, 0, 'the given-up upload gave its chunk back')
 })
 
 test('a sink that fails fails the upload for good', async () => {

@@ -93,7 +93,9 @@ test('every field of every request, wrong-typed or missing, is refused naming th
     [{ type: 'files', id: 'sb1', op: 'write-begin', path: '/x' }, 'upload'], [{ type: 'files', id: 'sb1', op: 'write-begin', upload: 'u', path: '/x', size: 'big' }, 'size'],
     [{ type: 'files', id: 'sb1', op: 'write-begin', upload: 'u', path: '/x', format: 'zip' }, 'format'], [{ type: 'files', id: 'sb1', op: 'mkdir', path: '/x', mode: 0o70000 }, 'mode'],
     [{ type: 'files', id: 'sb1', op: 'write-end', upload: 'u', size: 1, sha256: 'f'.repeat(65) }, 'sha256'], [{ type: 'files', id: 'sb1', op: 'rename', path: '/x' }, 'to'],
-    [{ type: 'files', id: 'sb1', op: 'tar-read', download: 'd', seq: 1.5 }, 'seq'], [{ type: 'files', id: 'sb1', op: 'write-chunk', upload: 'x'.repeat(65), offset: 0, data: new Uint8Array(1) }, 'upload']
+    [{ type: 'files', id: 'sb1', op: 'tar-read', download: 'd', seq: 1.5 }, 'seq'],
+    [{ type: 'files', id: 'sb1', op: 'read', path: '/tmp/a\0b', offset: 0, length: 1 }, 'path'], [{ type: 'files', id: 'sb1', op: 'rename', path: '/a', to: '/b\0' }, 'to'],
+    [{ type: 'files', id: 'sb1', op: 'stat', path: 'é'.repeat(4000) }, 'path'], [{ type: 'files', id: 'sb1', op: 'write-chunk', upload: 'x'.repeat(65), offset: 0, data: new Uint8Array(1) }, 'upload']
   ]
   for (const [body, field] of cases) {
     const err = await refusal(link, body)

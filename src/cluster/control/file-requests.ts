@@ -35,7 +35,13 @@ const SHA256_HEX = 64
  * @returns a request holding only the op's known, well-typed fields
  */
 export function parseFileRequest (r: Obj, c: FieldChecks, maxPath: number): FileRequest {
-  const path = (key = 'path'): string => c.text(r[key], key, maxPath)
+  const path = (key = 'path'): string => {
+    const p = c.text(r[key], key, maxPath)
+    // Refused here, naming the field: the sandbox's agent refuses both too, but without a field.
+    if (p.includes('\0')) c.invalid(key, 'must not hold NUL')
+    if (Buffer.byteLength(p) > maxPath) c.invalid(key, `must be at most ${maxPath} bytes in UTF-8`)
+    return p
+  }
   const opt = <T>(key: string, check: (v: unknown, field: string) => T): Record<string, T> => (r[key] === undefined ? {} : { [key]: check(r[key], key) })
   const upload = (): string => c.text(r.upload, 'upload', MAX_TRANSFER_ID)
   const download = (): string => c.text(r.download, 'download', MAX_TRANSFER_ID)

@@ -9,7 +9,7 @@ import type { Backend, BackendKind } from '../../backends/types.js'
 import { createError, ErrorCodes, toWireError, type WireError } from '../../errors.js'
 import { createDynamicSupervisor, type DynamicSupervisorMessage } from '../../supervisors/index.js'
 import type { NodeCapacity } from '../placement/index.js'
-import { OutputPool, Sandbox, type FilesLimits, type OutputLimits, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage, type SandboxMeta } from '../sandbox/index.js'
+import { AheadBudget, FilesDefaults, OutputPool, Sandbox, type FilesLimits, type OutputLimits, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage, type SandboxMeta } from '../sandbox/index.js'
 import type { SandboxSpec } from '../spec.js'
 
 /** One sandbox to create: the id and tenant come from the control plane. */
@@ -58,10 +58,13 @@ export class NodeAgent extends Actor<NodeMessage> {
   private readonly live = new Map<string, { ref: Ref<SandboxMessage>, tenant: string, spec: SandboxSpec, createdAt: number }>()
   /** Unread output of every sandbox here, bounded together. */
   private readonly output: OutputPool
+  /** Upload chunks held ahead of gaps by every sandbox here, bounded together. */
+  private readonly fileBudget: AheadBudget
 
   constructor (private readonly o: NodeAgentOptions) {
     super()
     this.output = new OutputPool(o.output)
+    this.fileBudget = new AheadBudget(o.files?.nodeAheadBytes ?? FilesDefaults.nodeAheadBytes)
   }
 
   async preStart (): Promise<void> {
@@ -129,6 +132,7 @@ export class NodeAgent extends Actor<NodeMessage> {
       spec: item.spec,
       backend,
       output: this.output,
+      fileBudget: this.fileBudget,
       ...(this.o.files !== undefined ? { files: this.o.files } : {}),
       report: (event) => {
         if (event.state === 'gone' || event.state === 'failed') this.live.delete(event.id)

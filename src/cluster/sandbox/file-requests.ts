@@ -25,6 +25,11 @@ export const FilesDefaults = {
    * out of order, and the ones ahead wait (in memory, for the sha256) until the gap is filled.
    */
   uploadWindowBytes: 16 * MiB,
+  /**
+   * Chunks held ahead of a gap by all the uploads of a node together: they are the node's memory,
+   * not the sandbox's, so one tenant's gaps must not take it all.
+   */
+  nodeAheadBytes: 64 * MiB,
   /** Finished uploads remembered, so an end retried after a reconnect gets its answer again. */
   rememberedUploads: 64,
   /** File requests carrying or fetching data that one connection may have in flight at once. */

@@ -6,6 +6,7 @@
  */
 import { createHash, type Hash } from 'node:crypto'
 import { createError, ErrorCodes } from '../../errors.js'
+import { AheadBudget } from './file-budget.js'
 import type { FilesLimits, UploadResult } from './file-requests.js'
 
 /** Where an upload's bytes go. */
@@ -39,7 +40,9 @@ export class Upload {
   /** When a request last touched it (idle uploads are dropped). */
   lastAt = Date.now()
 
-  constructor (readonly id: string, readonly path: string, private readonly sink: UploadSink, private readonly limits: FilesLimits) {}
+  /** @param budget the node's memory for chunks held ahead of gaps, shared by its uploads (without it, one of this upload's own) */
+  constructor (readonly id: string, readonly path: string, private readonly sink: UploadSink, private readonly limits: FilesLimits,
+    private readonly budget = new AheadBudget(limits.nodeAheadBytes)) {}
 
   /** How far the upload has come: where a client resuming it goes on from. */
   get offset (): number { return this.received }
@@ -48,6 +51,8 @@ export class Upload {
    * Takes a chunk at `offset`; resolves once its sink has it (the client's backpressure).
    * @throws WARREN_ERR_INVALID_ARGUMENT naming `size` past the maximum, `data` past the chunk
    *   bound, `offset` too far ahead of what arrived in order; whatever the sink failed with before
+   * @throws WARREN_ERR_OVERLOADED (with `retryAfterMs`) for a chunk ahead of a gap when the node
+   *   holds all it may of such chunks: in-order chunks are always taken, so gaps fill and free it
    */
   async chunk (offset: number, data: Uint8Array): Promise<{ received: number }> {
     this.lastAt = Date.now()
@@ -65,6 +70,9 @@ export class Upload {
       if (offset - this.received > this.limits.uploadWindowBytes || this.aheadBytes + data.length > this.limits.uploadWindowBytes) {
         throw createError(ErrorCodes.INVALID_ARGUMENT, `offset ${offset} is too far ahead of the ${this.received} bytes received in order`, { field: 'offset', received: this.received })
       }
+      if (!this.budget.take(data.length)) {
+        throw createError(ErrorCodes.OVERLOADED, `the node holds all it may of chunks sent ahead of a gap; send offset ${this.received} first`, { retryAfterMs: 200, received: this.received })
+      }
       this.ahead.set(offset, data)
       this.aheadBytes += data.length
     }
@@ -75,6 +83,7 @@ export class Upload {
       await work
     } catch (err) {
       this.failure ??= err instanceof Error ? err : new Error(String(err))
+      this.dropAhead() // the upload cannot end now: what it held ahead is of no use
       throw this.failure
     } finally {
       this.writing.delete(work)
@@ -107,7 +116,15 @@ export class Upload {
   async abort (): Promise<void> {
     this.failure ??= createError(ErrorCodes.INVALID_ARGUMENT, `upload ${this.id} was given up`, { field: 'upload' })
     await Promise.allSettled([...this.writing])
+    this.dropAhead()
     await this.sink.abort()
+  }
+
+  /** Lets go of the chunks held ahead (the upload is over). */
+  private dropAhead (): void {
+    this.budget.give(this.aheadBytes)
+    this.ahead.clear()
+    this.aheadBytes = 0
   }
 
   private advance (fresh: Uint8Array, ordered: Uint8Array[]): void {
@@ -124,6 +141,7 @@ export class Upload {
         if (offset > this.received) continue
         this.ahead.delete(offset)
         this.aheadBytes -= data.length
+        this.budget.give(data.length)
         const end = offset + data.length
         if (end > this.received) this.advance(data.subarray(this.received - offset), ordered)
         moved = true

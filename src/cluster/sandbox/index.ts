@@ -12,4 +12,5 @@ export {
   type FileOp, type FileRequest, type FilesLimits, type TarPage, type UploadFormat, type UploadResult, type UploadState
 } from './file-requests.js'
 export { SandboxFileService, TarDefaults } from './sandbox-files.js'
+export { AheadBudget } from './file-budget.js'
 export { memberPath } from './tar-sink.js'

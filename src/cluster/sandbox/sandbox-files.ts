@@ -6,6 +6,7 @@
 import { posix } from 'node:path'
 import type { Backend, SandboxHandle } from '../../backends/types.js'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
+import { AheadBudget } from './file-budget.js'
 import { FileSink } from './file-sink.js'
 import { FilesDefaults, type FileRequest, type FilesLimits, type UploadResult, type UploadState } from './file-requests.js'
 import { tooLarge, Upload } from './file-upload.js'
@@ -31,8 +32,12 @@ export class SandboxFileService {
   private readonly downloads = new Map<string, TarSource>()
   private readonly limits: FilesLimits & typeof TarDefaults
 
-  constructor (private readonly backend: Backend, limits: Partial<FilesLimits> = {}) {
+  private readonly budget: AheadBudget
+
+  /** @param budget the node's memory for upload chunks held ahead of gaps, shared by its sandboxes (without it, one of this sandbox's own) */
+  constructor (private readonly backend: Backend, limits: Partial<FilesLimits> = {}, budget?: AheadBudget) {
     this.limits = { ...FilesDefaults, ...TarDefaults, ...limits }
+    this.budget = budget ?? new AheadBudget(this.limits.nodeAheadBytes)
   }
 
   /** Does what the request asks in the sandbox behind `handle`. */
@@ -145,7 +150,7 @@ export class SandboxFileService {
     if (r.format === 'tar') {
       const sink = new TarSink(files, handle, r.path, this.limits)
       await sink.open()
-      this.uploads.set(id, new Upload(id, r.path, sink, this.limits))
+      this.uploads.set(id, new Upload(id, r.path, sink, this.limits, this.budget))
       return state(0)
     }
     const existing = await files.stat(handle, r.path, { follow: true }).catch((err: unknown) => {
@@ -156,7 +161,7 @@ export class SandboxFileService {
     if (posix.basename(r.path) === '' || r.path.endsWith('/')) throw createError(ErrorCodes.INVALID_ARGUMENT, `${r.path} names a directory`, { field: 'path' })
     const sink = new FileSink(files, handle, r.path, id, r.mode)
     await sink.open()
-    this.uploads.set(id, new Upload(id, r.path, sink, this.limits))
+    this.uploads.set(id, new Upload(id, r.path, sink, this.limits, this.budget))
     return state(0)
   }
 

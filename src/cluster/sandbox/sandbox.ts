@@ -14,6 +14,7 @@ import { ExecOutput } from './exec-output.js'
 import type { FileRequest, FilesLimits } from './file-requests.js'
 import { OutputPool, type ExecCredit } from './output-pool.js'
 import { SandboxFileService } from './sandbox-files.js'
+import type { AheadBudget } from './file-budget.js'
 import { StdinPipe } from './stdin-pipe.js'
 import { ExecTerminalControl } from './terminal.js'
 import { Trajectory, type TrajectoryRecorder } from './trajectory.js'
@@ -101,6 +102,8 @@ export interface SandboxArgs {
   output?: OutputPool
   /** Bounds of file transfers (the rest from `FilesDefaults`). */
   files?: Partial<FilesLimits>
+  /** The node's memory for upload chunks held ahead of gaps, shared by all its sandboxes (without it, one of this sandbox's own). */
+  fileBudget?: AheadBudget
 }
 
 /** What a durable backend keeps for the node, to rebuild the sandbox actor after a restart. */
@@ -134,7 +137,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     super()
     this.createdAt = args.adopted?.createdAt ?? Date.now()
     this.outputPool = args.output ?? new OutputPool()
-    this.fileService = new SandboxFileService(args.backend, args.files)
+    this.fileService = new SandboxFileService(args.backend, args.files, args.fileBudget)
   }
 
   async preStart (): Promise<void> {

@@ -23,6 +23,7 @@ export class TarSource {
   private last: TarPage | undefined
   private busy: Promise<unknown> = Promise.resolve()
   private members = 0
+  private closed = false
   lastAt = Date.now()
 
   constructor (private readonly files: SandboxFiles, private readonly handle: SandboxHandle, private readonly root: string, private readonly limits: FilesLimits & { maxTarMembers: number }) {
@@ -43,6 +44,7 @@ export class TarSource {
 
   /** Stops the walk. */
   close (): void {
+    this.closed = true
     this.packer.destroy()
   }
 
@@ -120,12 +122,17 @@ export class TarSource {
     let settle!: (err?: Error | null) => void
     const ended = new Promise<void>((resolve, reject) => { settle = (err) => { if (err !== undefined && err !== null) reject(err); else resolve() } })
     const entry = this.packer.entry({ name, type: 'file', size: st.size, mode: st.mode, mtime: new Date(st.mtimeMs) }, settle)
+    // A download closed mid-file destroys the entry, which rejects `ended` while the loop below
+    // awaits a read: handled here, or that rejection would be unhandled and end the node process.
+    ended.catch(() => {})
     for (let offset = 0; offset < st.size;) {
+      if (this.closed || entry.destroyed) throw createError(ErrorCodes.INVALID_ARGUMENT, 'the download was closed', { field: 'download' })
       const data = await this.files.read(this.handle, path, { offset, length: Math.min(this.limits.maxChunkBytes, st.size - offset) })
       if (data.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, `${path} shrank while it was packed`, { field: 'path' })
       offset += data.length
       if (!entry.write(Buffer.from(data.buffer, data.byteOffset, data.length))) {
-        await new Promise<void>((resolve) => { entry.once('drain', resolve); entry.once('close', resolve) })
+        // An entry destroyed already has emitted its close: waiting for one would wait for ever.
+        if (!entry.destroyed) await new Promise<void>((resolve) => { entry.once('drain', resolve); entry.once('close', resolve) })
         if (entry.destroyed) throw createError(ErrorCodes.INVALID_ARGUMENT, 'the download was closed', { field: 'download' })
       }
     }
