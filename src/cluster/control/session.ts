@@ -15,6 +15,7 @@ import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.
 import { ImageRefDefaults, specLayers } from '../spec-image.js'
 import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
+import { killMany, killOne, setTtl, type LifecycleDeps } from './lifecycle.js'
 import { toPublicError } from './public-error.js'
 import { parseClientRequest, type ClientRequest } from './requests.js'
 import { shardForSandbox, shardOf, type NodeStatus, type RegistryMessage } from './registry.js'
@@ -120,11 +121,16 @@ export class Session extends Actor<SessionMessage> {
           type: 'list', tenant: this.tenant,
           ...(m.labels !== undefined ? { labels: m.labels } : {}),
           ...(m.state !== undefined ? { state: m.state } : {}),
+          ...(m.all !== undefined ? { all: m.all } : {}),
           ...(m.limit !== undefined ? { limit: m.limit } : {})
         })).map(toView)
       case 'kill':
         this.authorize('sandbox:exec')
-        return await this.forward(m.id, { type: 'kill' })
+        if ('id' in m) return toView(await killOne(this.lifecycle(), await this.record(m.id)))
+        return await killMany(this.lifecycle(), m)
+      case 'set-ttl':
+        this.authorize('sandbox:exec')
+        return toView(await setTtl(this.lifecycle(), await this.record(m.id), m.ttlMs))
       case 'exec':
         this.authorize('sandbox:exec')
         return await this.forward<OutputPage>(m.id, { type: 'exec', execId: m.execId, argv: m.argv, ...(m.opts !== undefined ? { opts: m.opts } : {}) }, SessionDefaults.readMarginMs + 2000)
@@ -172,6 +178,10 @@ export class Session extends Actor<SessionMessage> {
         this.authorize('sandbox:read')
         return await this.o.images().ask({ type: 'list' })
     }
+  }
+
+  private lifecycle (): LifecycleDeps {
+    return { tenant: this.tenant, directory: this.o.directory, refFor: (address) => this.ctx.system.refFor<SandboxMessage>(address) }
   }
 
   private authorize (scope: Scope): void {

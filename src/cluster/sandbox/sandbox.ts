@@ -9,7 +9,7 @@
 import { Actor, type ExitReason } from '../../actors/index.js'
 import { checkTimeoutBound, type Backend, type ExecResult, type SandboxHandle } from '../../backends/types.js'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
-import { parseArgv, placementRequestOf, type SandboxSpec } from '../spec.js'
+import { parseArgv, placementRequestOf, SpecDefaults, type SandboxSpec } from '../spec.js'
 import { ExecOutput } from './exec-output.js'
 import { OutputPool, type ExecCredit } from './output-pool.js'
 import { StdinPipe } from './stdin-pipe.js'
@@ -60,6 +60,8 @@ export type SandboxMessage =
   | { type: 'trajectory', fromSeq?: number, limit?: number }
   | { type: 'info' }
   | { type: 'kill', reason?: EndReason }
+  /** Ends the sandbox `ttlMs` from now instead (its whole life within `SpecDefaults.maxTtlMs`); answers with its info. */
+  | { type: 'set-ttl', ttlMs: number }
   | { type: 'files', op: 'read' | 'write', path: string, data?: Uint8Array }
   | { type: 'expire', reason: 'ttl' | 'idle' }
   | { type: 'sweep' }
@@ -102,6 +104,7 @@ export class Sandbox extends Actor<SandboxMessage> {
   private readonly execs = new Map<string, RunningExec>()
   private readonly trajectory = new Trajectory()
   private readonly createdAt: number
+  private expiresAt: number
   private lastExecAt = Date.now()
   private endReason: EndReason | undefined
   private endMessage: string | undefined
@@ -111,6 +114,7 @@ export class Sandbox extends Actor<SandboxMessage> {
   constructor (private readonly args: SandboxArgs) {
     super()
     this.createdAt = args.adopted?.createdAt ?? Date.now()
+    this.expiresAt = this.createdAt + args.spec.ttlMs
     this.outputPool = args.output ?? new OutputPool()
   }
 
@@ -131,7 +135,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     }
     this.unwatch = this.args.backend.onGone?.(this.handle, (message) => this.self.tell({ type: 'backend-gone', message }))
     this.setState('ready')
-    this.ctx.setTimer('ttl', Math.max(0, this.createdAt + spec.ttlMs - Date.now()), { type: 'expire', reason: 'ttl' })
+    this.ctx.setTimer('ttl', Math.max(0, this.expiresAt - Date.now()), { type: 'expire', reason: 'ttl' })
     const sweepMs = Math.min(60_000, spec.idleTimeoutMs > 0 ? Math.max(10, spec.idleTimeoutMs / 4) : 60_000)
     this.ctx.setTimer('sweep', sweepMs, { type: 'sweep' }, { repeat: true })
   }
@@ -168,6 +172,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       case 'kill':
         this.end(m.reason ?? 'killed')
         return true
+      case 'set-ttl': return this.setTtl(m.ttlMs)
       case 'files': return this.files(m)
       case 'expire':
         this.end(m.reason)
@@ -290,6 +295,22 @@ export class Sandbox extends Actor<SandboxMessage> {
     return true
   }
 
+  /**
+   * Moves the sandbox's end to `ttlMs` from now.
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `ttlMs` when not a whole number of ms that keeps the life within the maximum
+   */
+  private setTtl (ttlMs: unknown): SandboxInfo {
+    this.requireReady()
+    const now = Date.now()
+    const most = SpecDefaults.maxTtlMs - (now - this.createdAt)
+    if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 1 || ttlMs > most) {
+      throw createError(ErrorCodes.INVALID_ARGUMENT, `ttlMs must be an integer from 1 to ${Math.max(1, most)} for sandbox ${this.args.id}`, { field: 'ttlMs', max: Math.max(0, most) })
+    }
+    this.expiresAt = now + ttlMs
+    this.ctx.setTimer('ttl', ttlMs, { type: 'expire', reason: 'ttl' })
+    return this.info()
+  }
+
   info (): SandboxInfo {
     return {
       id: this.args.id,
@@ -298,7 +319,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       backend: this.args.spec.backend,
       labels: this.args.spec.labels,
       createdAt: this.createdAt,
-      expiresAt: this.createdAt + this.args.spec.ttlMs,
+      expiresAt: this.expiresAt,
       ...(this.endReason !== undefined ? { reason: this.endReason } : {}),
       ...(this.endMessage !== undefined ? { message: this.endMessage } : {})
     }
