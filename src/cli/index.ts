@@ -4,7 +4,7 @@
  *   warren up [--port 7100] [--host 127.0.0.1] [--data-dir DIR] [--functions-dir DIR]
  *   warren node --join URL --token JOIN_TOKEN [--node-id ID]
  *   warren run [--backend function] [--ttl MS] [--label k=v] -- CMD…
- *   warren ps [--label k=v] [--state S]
+ *   warren ps [--label k=v] [--state S] [--all]
  *   warren exec ID -- CMD…
  *   warren log ID
  *   warren kill ID…
@@ -27,7 +27,8 @@ const USAGE = `usage: warren <command>
                                      an egress host is an inside address:port sandboxes may reach by that name)
   run [--backend B] [--image N:T | --image-dir D [--store BLOBS]] [--ttl MS] -- CMD…
                                      create, run, stream output, exit with its code, kill
-  ps [--label k=v] [--state S]       list your sandboxes
+  ps [--label k=v] [--state S] [--all]
+                                     list your live sandboxes (--all: ended ones too)
   exec ID -- CMD…                    run a command in a sandbox
   log ID                             what was run in a sandbox (its trajectory)
   kill ID…                           end sandboxes
@@ -75,7 +76,7 @@ export async function main (argv: string[]): Promise<number> {
         return await commands.run(cmd, values)
       }
       case 'ps': {
-        const { values } = parse({ label: { type: 'string', multiple: true }, state: { type: 'string' } })
+        const { values } = parse({ label: { type: 'string', multiple: true }, state: { type: 'string' }, all: { type: 'boolean' } })
         return await commands.ps(values)
       }
       case 'exec': {
