@@ -36,3 +36,20 @@ export function toPublicError (err: unknown, sandboxId?: string): WarrenError {
   }
   return createError(mapped.code, mapped.message)
 }
+
+/**
+ * What a create tells the trainer when the node chosen for it failed to answer: the node, and
+ * how (it did not answer in time, or it went away), never the kernel's codes.
+ */
+export function nodeCreateError (err: unknown, nodeId: string, timeoutMs: number): WarrenError {
+  if (isWarrenError(err, ErrorCodes.ASK_TIMEOUT)) {
+    return createError(ErrorCodes.TIMEOUT, `node ${nodeId} did not answer the create within ${timeoutMs} ms`, { nodeId })
+  }
+  if (isWarrenError(err) && NODE_GONE.has(err.code)) {
+    return createError(ErrorCodes.BACKEND_UNAVAILABLE, `node ${nodeId} went away during the create`, { nodeId, reason: 'node-gone' })
+  }
+  return toPublicError(err)
+}
+
+/** Codes meaning the node (its agent, or the link to it) is not there any more. */
+const NODE_GONE = new Set<ErrorCode>([ErrorCodes.NO_SUCH_ACTOR, ErrorCodes.ACTOR_STOPPED, ErrorCodes.CONNECTION_CLOSED, ErrorCodes.PEER_UNRESPONSIVE])

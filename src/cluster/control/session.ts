@@ -6,7 +6,7 @@
  */
 import { customAlphabet } from 'nanoid'
 import { Actor, type Ref } from '../../actors/index.js'
-import { createError, ErrorCodes, fromWireError, isWarrenError } from '../../errors.js'
+import { createError, ErrorCodes, fromWireError, toWireError } from '../../errors.js'
 import { authorize, type IamMessage, type Principal, type Scope } from '../iam/index.js'
 import type { CreateItem, CreateOutcome, NodeMessage } from '../node/index.js'
 import { placeBatch, type PlacementRequest, type ShardMessage } from '../placement/index.js'
@@ -16,7 +16,7 @@ import { ImageRefDefaults, specLayers } from '../spec-image.js'
 import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
 import { killMany, killOne, setTtl, type LifecycleDeps } from './lifecycle.js'
-import { toPublicError } from './public-error.js'
+import { nodeCreateError, toPublicError } from './public-error.js'
 import { parseClientRequest, type ClientRequest } from './requests.js'
 import { shardForSandbox, shardOf, type NodeStatus, type RegistryMessage } from './registry.js'
 
@@ -247,7 +247,8 @@ export class Session extends Actor<SessionMessage> {
         if (agent === undefined) throw createError(ErrorCodes.NO_CAPACITY, `node ${nodeId} is not connected`)
         results = await agent.ask<CreateOutcome[]>({ type: 'create', items }, { timeoutMs: SessionDefaults.nodeCreateTimeoutMs })
       } catch (err) {
-        results = items.map((it) => ({ id: it.id, error: { code: isWarrenError(err) ? err.code : ErrorCodes.INTERNAL, message: (err as Error).message } }))
+        const error = toWireError(nodeCreateError(err, nodeId, SessionDefaults.nodeCreateTimeoutMs))
+        results = items.map((it) => ({ id: it.id, error }))
       }
       for (const r of results) {
         if ('error' in r) {

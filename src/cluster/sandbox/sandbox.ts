@@ -39,6 +39,8 @@ export interface SandboxEvent {
   state: SandboxState
   reason?: EndReason
   message?: string
+  /** When its backend could not make it: the backend's error code (`WARREN_ERR_*`), beside `message`. */
+  code?: string
 }
 
 /** Exec options as they cross the wire (no callbacks: output is pulled). */
@@ -108,6 +110,7 @@ export class Sandbox extends Actor<SandboxMessage> {
   private lastExecAt = Date.now()
   private endReason: EndReason | undefined
   private endMessage: string | undefined
+  private startErrorCode: string | undefined
   private unwatch: (() => void) | undefined
   private readonly outputPool: OutputPool
 
@@ -129,6 +132,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     } catch (err) {
       this.endReason = 'failed'
       this.endMessage = err instanceof Error ? err.message : String(err)
+      this.startErrorCode = isWarrenError(err) ? err.code : undefined
       this.setState('failed')
       this.ctx.stop('normal')
       return
@@ -355,7 +359,8 @@ export class Sandbox extends Actor<SandboxMessage> {
       tenant: this.args.tenant,
       state,
       ...(this.endReason !== undefined ? { reason: this.endReason } : {}),
-      ...(this.endMessage !== undefined ? { message: this.endMessage } : {})
+      ...(this.endMessage !== undefined ? { message: this.endMessage } : {}),
+      ...(this.startErrorCode !== undefined ? { code: this.startErrorCode } : {})
     })
   }
 
