@@ -13,6 +13,7 @@ import { CLIENT_ADDRESS, LifecycleDefaults, SESSION_ADDRESS, type ClientRequest,
 import { createError, ErrorCodes } from '../errors.js'
 import { createLinkClient, type LinkClient, type LinkOptionsInput } from '../transport/index.js'
 import { resolveConfig } from './config.js'
+import { requestError } from './request-errors.js'
 import type { ExecTransport } from './exec.js'
 import { Sandbox, SandboxHandleActor, type HandleMessage } from './sandbox.js'
 import { startWorkerClient, type WorkerClient } from './worker.js'
@@ -63,7 +64,7 @@ export class Client {
 
   private constructor (readonly link: LinkClient, private readonly requestTimeoutMs: number, private readonly config: { url: string, token: string }) {
     this.transport = {
-      request: (message, timeoutMs) => this.link.request(SESSION_ADDRESS, message, { timeoutMs }),
+      request: (message, timeoutMs) => this.send(message, timeoutMs),
       reconnected: () => new Promise((resolve) => this.reconnectWaiters.push(resolve))
     }
     link.on('open', () => {
@@ -180,7 +181,16 @@ export class Client {
 
   /** Sends one request to the session. */
   request<R> (message: ClientRequest, timeoutMs = this.requestTimeoutMs): Promise<R> {
-    return this.link.request<R>(SESSION_ADDRESS, message, { timeoutMs })
+    return this.send<R>(message, timeoutMs)
+  }
+
+  private async send<R> (message: unknown, timeoutMs: number): Promise<R> {
+    try {
+      return await this.link.request<R>(SESSION_ADDRESS, message, { timeoutMs })
+    } catch (err) {
+      const type = (message as { type?: unknown } | null)?.type
+      throw requestError(err, typeof type === 'string' ? type : 'unknown', this.config.url)
+    }
   }
 
   /**

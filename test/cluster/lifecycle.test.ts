@@ -166,7 +166,7 @@ test('setTtl lengthens and shortens a sandbox\'s life; expiresAt in info and lis
   assert.is(longer.state, 'ready')
 }))
 
-test('a backend no node offers (microvm, fullvm) is UNSUPPORTED naming it, at once; a full one is NO_CAPACITY', timed(30_000, async (defer) => {
+test('a backend no node offers (microvm, fullvm) is UNSUPPORTED naming it, at once; a full one is NO_CAPACITY; a request the SDK gives up on is TIMEOUT', timed(30_000, async (defer) => {
   const { client } = await cluster(defer, { capacity: { maxSandboxes: { function: 1 } } })
   for (const backend of ['microvm', 'fullvm'] as const) {
     const startedAt = Date.now()
@@ -180,6 +180,11 @@ test('a backend no node offers (microvm, fullvm) is UNSUPPORTED naming it, at on
   await client.create({})
   const full = await client.create({ deadlineMs: 200 }).catch((e: unknown) => e)
   assert.ok(isWarrenError(full, ErrorCodes.NO_CAPACITY), String(full))
+  // A request the SDK stops waiting for (the create waits 5 s for room, the SDK 300 ms) is
+  // TIMEOUT naming the request, not the transport's ASK_TIMEOUT naming a kernel address.
+  const late = await client.request({ type: 'create', spec: {}, deadlineMs: 5000 }, 300).catch((e: unknown) => e)
+  assert.ok(isWarrenError(late, ErrorCodes.TIMEOUT), String(late))
+  assert.match(late.message, /did not answer the create request within 300 ms/)
 }))
 
 test('client.worker(): errors keep their code and details across the thread', timed(60_000, async (defer) => {
