@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { SpecDefaults, startNode, type ControlPlane, type NodeOptions } from '../../src/cluster/index.js'
+import { containerUnavailable, SpecDefaults, startNode, type ControlPlane, type NodeOptions } from '../../src/cluster/index.js'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
 import { connect, type Client, type KillOutcome } from '../../src/sdk/index.js'
 import { sleep, timed, waitFor } from '../support/index.js'
@@ -38,6 +38,9 @@ async function clusterWithNodeProcess (defer: (fn: () => unknown) => void): Prom
   return { cp, client }
 }
 
+const noContainers = containerUnavailable()
+const ctest = noContainers === undefined ? test : test.skip
+
 function codeOf (outcome: KillOutcome): string | undefined {
   return outcome.ok ? undefined : outcome.error.code
 }
@@ -57,6 +60,24 @@ test('kill answers once capacity is free: a node full with 40 sandboxes, all kil
     assert.ok(sbs.every((s) => s.state === 'gone'))
   }
   assert.is((await client.createMany(N, { deadlineMs: 0 })).length, N)
+}))
+
+ctest('containers: a node with CPUs for 3 sandboxes, all 3 killed in one request, takes 3 more at once', timed(120_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-life-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const { client } = await cluster(defer, { dataDir: dir, capacity: { cpus: 3, cpuOvercommit: 1 } })
+  const spec = { backend: 'container' as const, limits: { cpus: 1, memoryMiB: 64 }, deadlineMs: 0 }
+  for (let round = 0; round < 2; round++) {
+    const sbs = await client.createMany(3, spec)
+    assert.ok(isWarrenError(await client.create(spec).catch((e: unknown) => e), ErrorCodes.NO_CAPACITY), 'full')
+    const startedAt = Date.now()
+    const outcomes = await client.kill(sbs.map((s) => s.id))
+    console.log(`  3 containers killed in ${Date.now() - startedAt} ms`)
+    assert.ok(outcomes.every((o) => o.ok && o.killed), JSON.stringify(outcomes))
+    assert.ok(sbs.every((s) => s.state === 'gone'))
+  }
+  const again = await client.createMany(3, spec)
+  assert.is((await again[2]!.exec(['sh', '-c', 'echo up'])).stdout, 'up\n')
 }))
 
 test('right after await sb.kill(): state gone, exec is SANDBOX_GONE, info says killed; list shows live ones unless all or a state is asked', timed(60_000, async (defer) => {
