@@ -40,8 +40,8 @@ const FUZZ_DEFAULTS = {
 // Agent sources not linked into the request target: the set-up and entry of the agent (not on
 // the request path), and what stubs.c stands in for (file operations, the relay, seccomp).
 const NOT_ON_REQUEST_PATH = new Set(['main.c', 'launch.c', 'sandbox.c', 'files.c', 'relay.c', 'seccomp.c'])
-// Every way the linked agent code could start a process or touch the host: stubs.c answers them.
-const WRAPPED = ['fork', 'vfork', 'clone', 'posix_spawn', 'posix_spawnp', 'execve', 'execvp', 'execvpe', 'kill', 'sethostname']
+// Every way the linked agent code could start a process or touch the host (a terminal too): stubs.c answers them.
+const WRAPPED = ['fork', 'vfork', 'clone', 'posix_spawn', 'posix_spawnp', 'execve', 'execvp', 'execvpe', 'kill', 'sethostname', 'openpty']
 
 const TARGETS = {
   mp: { main: 'fuzz_mp.c', agent: ['mp.c', 'buf.c'], extra: [], wrap: [] },

@@ -25,6 +25,8 @@ export const ErrorCodes = {
   STREAM_CANCELLED: 'WARREN_ERR_STREAM_CANCELLED',
   /** A well-formed frame that breaks the protocol's rules (credit exceeded, sequence gap, frame out of turn). */
   PROTOCOL_VIOLATION: 'WARREN_ERR_PROTOCOL_VIOLATION',
+  /** The client speaks a protocol version the server does not (see docs/protocol.md); `details.supported` lists the server's. */
+  PROTOCOL_VERSION: 'WARREN_ERR_PROTOCOL_VERSION',
   INVALID_ARGUMENT: 'WARREN_ERR_INVALID_ARGUMENT',
   NOT_FOUND: 'WARREN_ERR_NOT_FOUND',
   NO_CAPACITY: 'WARREN_ERR_NO_CAPACITY',

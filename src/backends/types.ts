@@ -1,5 +1,5 @@
 /**
- * The one interface every sandbox backend answers (DESIGN.md, "Sandboxes and backends"):
+ * The one interface every sandbox backend answers (docs/design.md, "Sandboxes and backends"):
  * function, container, microvm and fullvm. A sandbox actor drives its backend only through
  * these calls, so the actor does not care which kind of isolation it got.
  *
@@ -57,6 +57,18 @@ export interface ExecOptions {
   stdin?: Uint8Array | AsyncIterable<Uint8Array>
   /** Variables laid over the sandbox's environment for this command only. */
   env?: Record<string, string>
+  /** Working directory inside the sandbox (backends with `commandIdentity`); default `/`. */
+  cwd?: string
+  /**
+   * Who the command runs as (backends with `commandIdentity`): a name from the sandbox's
+   * /etc/passwd, or a numeric `uid` or `uid:gid`. Default root.
+   */
+  user?: string
+  /**
+   * Runs the command on a pseudo-terminal of this size (backends with `terminal`): its stdin,
+   * stdout and stderr are the terminal, so all output arrives as stdout.
+   */
+  pty?: ExecTerminal
   /** Wall-clock limit; when it passes the command is cut with exit code 124, reason 'timeout'. */
   timeoutMs?: number
   /** Cap on stdout + stderr bytes together; the rest is dropped and the result says `truncated`. */
@@ -86,6 +98,15 @@ export interface OutputCredit {
   readonly windowBytes: number
   /** Registers how the backend hears of grants: `grant(n)` each time n more bytes may come. */
   onGrant (grant: (bytes: number) => void): void
+}
+
+/** A terminal's size in character cells. */
+export interface TerminalSize { cols: number, rows: number }
+
+/** The pseudo-terminal of a command: its first size, and how the backend hears of a new one. */
+export interface ExecTerminal extends TerminalSize {
+  /** Registers how the backend hears of resizes: `resize(size)` each time the terminal changes size. */
+  onResize (resize: (size: TerminalSize) => void): void
 }
 
 /** Why a command ended other than by finishing on its own. */
@@ -121,6 +142,10 @@ export interface Backend {
   readonly interactiveStdin?: boolean
   /** True when `exec` honours `ExecOptions.credit` (output waits for credit instead of piling up). */
   readonly outputCredit?: boolean
+  /** True when `exec` honours `ExecOptions.cwd` and `ExecOptions.user`. */
+  readonly commandIdentity?: boolean
+  /** True when `exec` honours `ExecOptions.pty` (a pseudo-terminal, resizable). */
+  readonly terminal?: boolean
   /** Longest `timeoutMs` a command may ask for, when the backend bounds it; more is INVALID_ARGUMENT. */
   readonly maxTimeoutMs?: number
   /** Makes a ready sandbox. */

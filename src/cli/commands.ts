@@ -5,10 +5,10 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { connect, type Client } from '../sdk/index.js'
+import { connect, type Client, type CreateSpec } from '../sdk/index.js'
 import { isScope } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
-import { buildAndPush, ImageDefaults } from './image.js'
+import { buildAndPush, pushTarget } from './image.js'
 import { createProgress } from './progress.js'
 
 export interface Out { stdout: NodeJS.WritableStream, stderr: NodeJS.WritableStream }
@@ -32,13 +32,14 @@ function parseLabels (pairs: string[] | undefined): Record<string, string> | und
 
 /**
  * A base layer built from `dir` the operator's way (as `warren image build --from-dir` does:
- * built here, pushed to the blob store at `store`), named by its digest.
+ * built here, pushed to the configured control plane, or to the blob store directory `store`),
+ * named by its digest.
  */
-async function layerFromDir (dir: string, store: string): Promise<string> {
+async function layerFromDir (dir: string, store: string | undefined): Promise<string> {
   const work = mkdtempSync(join(tmpdir(), 'warren-run-'))
   try {
     const progress = createProgress(2)
-    const pushed = await buildAndPush(resolve(dir), store, work, progress)
+    const pushed = await buildAndPush(resolve(dir), pushTarget(store), 'base', work, progress)
     progress.done()
     return pushed.digest
   } finally {
@@ -46,18 +47,37 @@ async function layerFromDir (dir: string, store: string): Promise<string> {
   }
 }
 
-/** `warren run [--backend B] [--ttl MS] [--label k=v] -- CMD…`: create, stream, exit with the command's code, kill. */
-export async function run (cmd: string[], flags: { backend?: string, ttl?: string, label?: string[], image?: string, 'image-dir'?: string, store?: string }, out: Out = std): Promise<number> {
-  if (cmd.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren run [--backend B] [--image NAME:TAG | --image-dir DIR [--store BLOBS]] [--ttl MS] -- CMD…')
-  if (flags.image !== undefined && flags['image-dir'] !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'give --image or --image-dir, not both')
+/** The flags of `warren run`. */
+export interface RunFlags { backend?: string, ttl?: string, label?: string[], image?: string, workspace?: string, tools?: string, 'image-dir'?: string, store?: string }
+
+/**
+ * The layers `warren run` stacks, as the SDK's `image` takes them: `--image` (or `--image-dir`)
+ * the base, `--workspace` one workspace layer, `--tools a,b` tools layers in order. A workspace
+ * or tools without a base go over the built-in base.
+ */
+async function runImage (flags: RunFlags): Promise<CreateSpec['image']> {
+  if (flags.image !== undefined && flags['image-dir'] !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'give --image or --image-dir, not both', { field: 'image' })
+  const tools = flags.tools?.split(',').map((t) => t.trim()).filter((t) => t !== '')
+  if (flags.tools !== undefined && tools!.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, '--tools takes a comma-separated list of layers', { field: 'tools' })
+  // --image-dir is the operator's: the layer is built here and pushed, and the create names its digest.
+  const base = flags.image ?? (flags['image-dir'] !== undefined ? await layerFromDir(flags['image-dir'], flags.store) : undefined)
+  if (base === undefined && flags.workspace === undefined && tools === undefined) return undefined
+  return {
+    base: base ?? 'busybox',
+    ...(flags.workspace !== undefined ? { workspace: flags.workspace } : {}),
+    ...(tools !== undefined ? { tools } : {})
+  }
+}
+
+/** `warren run [--backend B] [--image BASE [--workspace W] [--tools T1,T2]] [--ttl MS] [--label k=v] -- CMD…`: create, stream, exit with the command's code, kill. */
+export async function run (cmd: string[], flags: RunFlags, out: Out = std): Promise<number> {
+  if (cmd.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren run [--backend B] [--image NAME:TAG | --image-dir DIR [--store BLOBS]] [--workspace W] [--tools T1,T2] [--ttl MS] -- CMD…')
   return await withClient(async (client) => {
     const labels = parseLabels(flags.label)
-    // --image names a base layer (name:tag or sha256:…). --image-dir is the operator's: the
-    // layer is built here and pushed to the blob store, and the create names its digest.
-    const base = flags.image ?? (flags['image-dir'] !== undefined ? await layerFromDir(flags['image-dir'], flags.store ?? ImageDefaults.store) : undefined)
+    const image = await runImage(flags)
     const sb = await client.create({
-      backend: (flags.backend ?? (base !== undefined ? 'container' : 'function')) as 'function',
-      ...(base !== undefined ? { image: { base } } : {}),
+      backend: (flags.backend ?? (image !== undefined ? 'container' : 'function')) as 'function',
+      ...(image !== undefined ? { image } : {}),
       ...(flags.ttl !== undefined ? { ttlMs: Number(flags.ttl) } : {}),
       ...(labels !== undefined ? { labels } : {})
     })

@@ -3,6 +3,12 @@
  * EROFS layer, pushed to the blob store with its chunk manifest and tagged `name:tag` on the
  * control plane. Deterministic: the same input gives the same digest.
  *
+ * The push goes over HTTP to the control plane the SDK's config names (WARREN_URL, or
+ * ~/.warren/config.json), from any machine: chunked, resumable (a build run again sends only
+ * what the store lacks) and checked by digest on arrival. `--store DIR` instead writes straight
+ * into a blob store directory on this machine (an operator's path, for the control plane's own
+ * host).
+ *
  *   warren image build --kind base --name debian-py:12 --debootstrap bookworm --include python3
  *   warren image build --kind workspace --name task-17:v1 --from-dir ./task
  *   warren image build --kind tools --name node:20 --from-oci node.tar [--platform linux/arm64]
@@ -15,8 +21,9 @@ import { homedir, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createError, ErrorCodes } from '../errors.js'
 import { debootstrapTree, LAYER_KINDS, makeErofsImage, unpackImage, unpackTar, type LayerKind } from '../images/index.js'
-import { pushLayer, type PushedLayer } from '../images/blob/index.js'
-import { connect } from '../sdk/index.js'
+import { pushLayer } from '../images/blob/index.js'
+import { pushLayerOverHttp } from '../images/upload/index.js'
+import { connect, resolveConfig } from '../sdk/index.js'
 import { createProgress, type Progress } from './progress.js'
 
 export interface ImageBuildFlags {
@@ -34,22 +41,46 @@ export interface ImageBuildFlags {
 }
 
 export const ImageDefaults = {
-  /** The blob store of `warren up` on this machine (its data dir's blobs). */
-  store: join(homedir(), '.warren', 'data', 'blobs')
+  /** Where debootstrapped trees are kept between builds. */
+  trees: join(homedir(), '.warren', 'data', 'trees')
+}
+
+/** Where a build's layer goes: a blob store directory on this machine, or the configured control plane. */
+export type PushTarget = { store: string } | { url: string, token: string }
+
+/** `--store DIR` when given, else the control plane of the SDK's config. */
+export function pushTarget (store: string | undefined): PushTarget {
+  return store !== undefined ? { store } : resolveConfig()
+}
+
+/** What a build pushed. */
+export interface BuiltLayer {
+  digest: string
+  size: number
+  chunks: number
 }
 
 /**
  * The operator's path from a tree to a layer the cluster holds: an EROFS image of `tree`, pushed
- * to the blob store `store` with its chunk manifest. `warren image build` and
- * `warren run --image-dir` both come this way; a create then names the digest (or a tag of it).
+ * with its chunk manifest as `kind`. `warren image build` and `warren run --image-dir` both come
+ * this way; a create then names the digest (or a tag of it).
  * @param work a scratch directory for the image file
  */
-export async function buildAndPush (tree: string, store: string, work: string, progress: Progress): Promise<PushedLayer> {
+export async function buildAndPush (tree: string, target: PushTarget, kind: LayerKind, work: string, progress: Progress): Promise<BuiltLayer> {
   progress.step('building the EROFS image')
   const image = join(work, 'layer.erofs')
   await makeErofsImage(tree, image)
-  progress.step('pushing to the blob store (with its chunk manifest)')
-  return await pushLayer(store, image)
+  if ('store' in target) {
+    progress.step(`pushing to the blob store in ${target.store}`)
+    const pushed = await pushLayer(target.store, image)
+    return { digest: pushed.digest, size: pushed.size, chunks: pushed.manifest.chunks.length }
+  }
+  progress.step(`pushing to ${target.url}`)
+  const pushed = await pushLayerOverHttp(image, { url: target.url, token: target.token, kind })
+  const mib = (n: number): string => `${(n / 1024 / 1024).toFixed(1)} MiB`
+  if (pushed.existed) progress.detail('the blob store holds this layer already: nothing sent')
+  else if (pushed.sentBytes < pushed.size) progress.detail(`resumed: the blob store held ${mib(pushed.size - pushed.sentBytes)} already, sent ${mib(pushed.sentBytes)}`)
+  return { digest: pushed.digest, size: pushed.size, chunks: pushed.manifest.chunks.length }
 }
 
 export async function imageBuild (flags: ImageBuildFlags): Promise<number> {
@@ -59,7 +90,7 @@ export async function imageBuild (flags: ImageBuildFlags): Promise<number> {
   if (sources.length !== 1) throw createError(ErrorCodes.INVALID_ARGUMENT, 'give exactly one of --from-dir, --from-tar, --from-oci, --debootstrap')
   if (flags.platform !== undefined && flags['from-oci'] === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, '--platform goes with --from-oci', { field: 'platform' })
   if (flags['no-tag'] !== true && flags.name === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, '--name NAME:TAG is required (or --no-tag)')
-  const store = flags.store ?? ImageDefaults.store
+  const target = pushTarget(flags.store)
   const progress = createProgress(4)
   const work = mkdtempSync(join(tmpdir(), 'warren-image-'))
   try {
@@ -78,9 +109,9 @@ export async function imageBuild (flags: ImageBuildFlags): Promise<number> {
       progress.detail(`${image.platform}, ${image.layers} layer${image.layers === 1 ? '' : 's'}`)
     } else {
       const include = (flags.include ?? '').split(',').map((p) => p.trim()).filter((p) => p !== '')
-      tree = await debootstrapTree(join(store, '..', 'trees'), flags.debootstrap!, include, (line) => progress.detail(line))
+      tree = await debootstrapTree(flags.store !== undefined ? join(flags.store, '..', 'trees') : ImageDefaults.trees, flags.debootstrap!, include, (line) => progress.detail(line))
     }
-    const pushed = await buildAndPush(tree, store, work, progress)
+    const pushed = await buildAndPush(tree, target, kind, work, progress)
     let tagged = ''
     if (flags['no-tag'] !== true) {
       progress.step(`tagging ${flags.name}`)
@@ -93,7 +124,7 @@ export async function imageBuild (flags: ImageBuildFlags): Promise<number> {
       }
     }
     progress.done()
-    process.stdout.write(`${pushed.digest}  ${(pushed.size / 1024 / 1024).toFixed(1)} MiB  ${pushed.manifest.chunks.length} chunks${tagged}\n`)
+    process.stdout.write(`${pushed.digest}  ${(pushed.size / 1024 / 1024).toFixed(1)} MiB  ${pushed.chunks} chunks${tagged}\n`)
     return 0
   } finally {
     rmSync(work, { recursive: true, force: true })

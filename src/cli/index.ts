@@ -72,7 +72,7 @@ export async function main (argv: string[]): Promise<number> {
         return await servers.node(values)
       }
       case 'run': {
-        const { values } = parse({ backend: { type: 'string' }, ttl: { type: 'string' }, label: { type: 'string', multiple: true }, image: { type: 'string' }, 'image-dir': { type: 'string' }, store: { type: 'string' } })
+        const { values } = parse({ backend: { type: 'string' }, ttl: { type: 'string' }, label: { type: 'string', multiple: true }, image: { type: 'string' }, workspace: { type: 'string' }, tools: { type: 'string' }, 'image-dir': { type: 'string' }, store: { type: 'string' } })
         return await commands.run(cmd, values)
       }
       case 'ps': {

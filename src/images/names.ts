@@ -44,6 +44,16 @@ export function checkImageName (name: unknown): string {
   return name as string
 }
 
+/**
+ * Checks what a tag request names, in this order: the name, the digest's form, the kind.
+ * @throws WARREN_ERR_INVALID_ARGUMENT naming `name`, `digest` or `kind`
+ */
+export function checkTag (name: unknown, digest: unknown, kind: unknown): void {
+  checkImageName(name)
+  if (typeof digest !== 'string' || !DIGEST.test(digest)) throw createError(ErrorCodes.INVALID_ARGUMENT, `bad digest ${String(digest).slice(0, 80)}`, { field: 'digest' })
+  if (!LAYER_KINDS.includes(kind as LayerKind)) throw createError(ErrorCodes.INVALID_ARGUMENT, `kind must be one of ${LAYER_KINDS.join(', ')}`, { field: 'kind' })
+}
+
 interface TagRow { name: string, digest: string, kind: LayerKind, tagged_at: string }
 interface HistoryRow { name: string, digest: string, tagged_at: string }
 
@@ -75,9 +85,7 @@ export class NameIndex {
    * @throws WARREN_ERR_INVALID_ARGUMENT naming `name`, `digest` or `kind`; nothing is written then
    */
   tag (name: string, digest: string, kind: LayerKind): TagRecord {
-    checkImageName(name)
-    if (typeof digest !== 'string' || !DIGEST.test(digest)) throw createError(ErrorCodes.INVALID_ARGUMENT, `bad digest ${String(digest).slice(0, 80)}`, { field: 'digest' })
-    if (!LAYER_KINDS.includes(kind)) throw createError(ErrorCodes.INVALID_ARGUMENT, `kind must be one of ${LAYER_KINDS.join(', ')}`, { field: 'kind' })
+    checkTag(name, digest, kind)
     const now = new Date().toISOString()
     return this.db.transaction((): TagRecord => {
       const prev = this.sql.tag.get(name)
@@ -96,10 +104,19 @@ export class NameIndex {
    * @param field the spec field that named it, for the refusal of an unknown name
    */
   resolve (ref: string, field = 'image'): string {
-    if (!isImageName(ref)) return ref
+    return this.lookup(ref, field).digest
+  }
+
+  /**
+   * What a reference stands for, with the kind its tag records (a digest's kind is not the
+   * name index's: see layer-kinds.ts).
+   * @throws WARREN_ERR_BAD_SPEC naming `field` for a name that is not tagged
+   */
+  lookup (ref: string, field = 'image'): { digest: string, kind?: LayerKind } {
+    if (!isImageName(ref)) return { digest: ref }
     const record = this.sql.tag.get(ref)
     if (record === undefined) throw createError(ErrorCodes.BAD_SPEC, `spec.${field}: no image named ${ref}`, { field })
-    return record.digest
+    return { digest: record.digest, kind: record.kind }
   }
 
   /** Every tag, for `warren image ls`. */

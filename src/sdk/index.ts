@@ -3,5 +3,6 @@ export { Client, ClientDefaults, connect, type ConnectOptions, type CreateSpec, 
 export type { KillOutcome } from '../cluster/index.js'
 export { configPath, resolveConfig, writeConfig, type WarrenConfig } from './config.js'
 export type { ExecChunk } from './exec.js'
-export { Sandbox, type CommandResult, type ExecHandle, type ExecOptions, type SandboxFilesApi } from './sandbox.js'
+export { Sandbox, type Command, type CommandResult, type ExecHandle, type ExecOptions, type SandboxFilesApi, type SpawnOptions } from './sandbox.js'
+export { SessionDefaults, ShellSession, type RunOptions, type SessionOptions } from './session.js'
 export type { WorkerClient, WorkerClientApi } from './worker.js'

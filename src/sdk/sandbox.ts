@@ -5,10 +5,11 @@
  */
 import { nanoid } from 'nanoid'
 import { Actor, type Ref } from '../actors/index.js'
-import type { ExecResult } from '../backends/types.js'
+import type { ExecResult, TerminalSize } from '../backends/types.js'
 import { LifecycleDefaults, type OutputPage, type SandboxStateNotice, type SandboxView, type TrajectoryPage, type WireExecOptions } from '../cluster/index.js'
 import { createError, ErrorCodes, isWarrenError } from '../errors.js'
 import { decodeAll, ExecDefaults, ExecPump, stdinNotOpen, type ExecChunk, type ExecTransport } from './exec.js'
+import { openSession, type SessionOptions, type ShellSession } from './session.js'
 import { StdinWriter } from './stdin.js'
 
 export interface ExecOptions {
@@ -16,11 +17,31 @@ export interface ExecOptions {
   /** `spawn` only: keep stdin open for `write()` and `closeStdin()` (container sandboxes). */
   openStdin?: boolean
   env?: Record<string, string>
+  /** Working directory inside the sandbox (container sandboxes); default `/`. */
+  cwd?: string
+  /**
+   * Who the command runs as (container sandboxes): a name from the sandbox's /etc/passwd, a uid,
+   * or `'uid:gid'`. Default root.
+   */
+  user?: string | number
   timeoutMs?: number
   maxOutputBytes?: number
   onStdout?: (chunk: Uint8Array) => void
   onStderr?: (chunk: Uint8Array) => void
 }
+
+/** Options of `spawn`: those of `exec` but the callbacks, and a terminal. */
+export interface SpawnOptions extends Omit<ExecOptions, 'onStdout' | 'onStderr'> {
+  /**
+   * Run on a pseudo-terminal of this size (container sandboxes): stdin, stdout and stderr are the
+   * terminal, so all output arrives as stdout; `resize` changes its size. With `openStdin`,
+   * writes are typed into it and `closeStdin()` types its EOF character (^D).
+   */
+  pty?: TerminalSize
+}
+
+/** A command to run: an argv, or a string run by `/bin/sh -c`. */
+export type Command = string | string[]
 
 /** What `exec` resolves with. */
 export interface CommandResult extends ExecResult {
@@ -40,6 +61,8 @@ export interface ExecHandle extends AsyncIterable<ExecChunk> {
   write (data: Uint8Array | string): Promise<void>
   /** Ends the command's stdin: it reads EOF after what was written. */
   closeStdin (): Promise<void>
+  /** Gives the terminal of a command spawned with `pty` a new size (it gets SIGWINCH). */
+  resize (size: TerminalSize): Promise<void>
 }
 
 export type HandleMessage = SandboxStateNotice | { type: 'view' } | { type: 'forget' }
@@ -117,20 +140,20 @@ export class Sandbox {
    * Runs a command to its end and collects its output.
    * @returns exit code, stdout, stderr (UTF-8), duration, truncated
    */
-  async exec (argv: string[], opts: ExecOptions = {}): Promise<CommandResult> {
+  async exec (command: Command, opts: ExecOptions = {}): Promise<CommandResult> {
     const out: Uint8Array[] = []
     const err: Uint8Array[] = []
     if (opts.openStdin === true) throw createError(ErrorCodes.INVALID_ARGUMENT, 'openStdin is for spawn(): exec() gives stdin up front', { field: 'openStdin' })
-    const { pump } = this.start(argv, opts, (c) => {
+    const { pump } = this.start(command, opts, (c) => {
       if (c.stream === 'stdout') { out.push(c.data); opts.onStdout?.(c.data) } else { err.push(c.data); opts.onStderr?.(c.data) }
     })
     const result = await pump.wait()
     return { ...result, stdout: decodeAll(out), stderr: decodeAll(err) }
   }
 
-  /** Starts a command and hands back its running handle. */
-  spawn (argv: string[], opts: Omit<ExecOptions, 'onStdout' | 'onStderr'> = {}): ExecHandle {
-    const { pump, started } = this.start(argv, opts, undefined)
+  /** Starts a command (an argv, or a string for `/bin/sh -c`) and hands back its running handle. */
+  spawn (command: Command, opts: SpawnOptions = {}): ExecHandle {
+    const { pump, started } = this.start(command, opts, undefined)
     const id = this.id
     const t = this.t
     const stdin = opts.openStdin === true ? new StdinWriter(t, id, pump.execId, started) : undefined
@@ -140,6 +163,10 @@ export class Sandbox {
       kill: async () => { await t.request({ type: 'exec-kill', id, execId: pump.execId }, 10_000) },
       write: async (data) => { await (stdin ?? stdinNotOpen()).write(typeof data === 'string' ? new TextEncoder().encode(data) : data) },
       closeStdin: async () => { await (stdin ?? stdinNotOpen()).end() },
+      resize: async (size) => {
+        await started.catch(() => {}) // a resize before the start would find no command
+        await t.request({ type: 'exec-resize', id, execId: pump.execId, cols: size.cols, rows: size.rows }, 10_000)
+      },
       [Symbol.asyncIterator]: () => ({
         next: async () => {
           const chunk = await pump.next()
@@ -186,12 +213,25 @@ export class Sandbox {
     this.ref.tell({ type: 'sandbox-state', id: this.id, state: this.actor.view.state, ...(view.reason !== undefined ? { reason: view.reason as SandboxStateNotice['reason'] } : {}) })
   }
 
-  private start (argv: string[], opts: ExecOptions, onChunk: ((c: ExecChunk) => void) | undefined): { pump: ExecPump, started: Promise<OutputPage> } {
+  /**
+   * Opens a persistent shell (bash when the sandbox has it, else sh; container sandboxes) in which
+   * the working directory, variables and background jobs carry from one `run` to the next.
+   */
+  async session (opts: SessionOptions = {}): Promise<ShellSession> {
+    return await openSession((command, spawnOpts) => this.spawn(command, spawnOpts), (command) => this.exec(command), opts)
+  }
+
+  private start (command: Command, opts: SpawnOptions, onChunk: ((c: ExecChunk) => void) | undefined): { pump: ExecPump, started: Promise<OutputPage> } {
+    // A string is a shell command line, as a terminal would take it.
+    const argv = typeof command === 'string' ? ['/bin/sh', '-c', command] : command
     const execId = nanoid(16)
     const pump = new ExecPump(this.t, this.id, execId, onChunk)
     const wire: WireExecOptions = {
       ...(opts.stdin !== undefined ? { stdin: typeof opts.stdin === 'string' ? new TextEncoder().encode(opts.stdin) : opts.stdin } : {}),
       ...(opts.env !== undefined ? { env: opts.env } : {}),
+      ...(opts.cwd !== undefined ? { cwd: opts.cwd } : {}),
+      ...(opts.user !== undefined ? { user: String(opts.user) } : {}),
+      ...(opts.pty !== undefined ? { pty: { cols: opts.pty.cols, rows: opts.pty.rows } } : {}),
       ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
       ...(opts.maxOutputBytes !== undefined ? { maxOutputBytes: opts.maxOutputBytes } : {}),
       ...(opts.openStdin === true ? { openStdin: true } : {})

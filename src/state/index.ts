@@ -1,5 +1,5 @@
 /**
- * The control plane's durable state (DESIGN.md, "State and operations"): one SQLite database
+ * The control plane's durable state (docs/design.md, "State and operations"): one SQLite database
  * in the data dir holding tenants, keys, quotas, the join token's hash and image names. The
  * schema and its migrations are ./schema.ts; opening and pragmas ./database.ts.
  */

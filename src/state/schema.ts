@@ -52,6 +52,19 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (name, seq)
       ) STRICT;
     `
+  },
+  {
+    version: 2,
+    what: 'the kind of each layer in the blob store',
+    sql: `
+      -- A layer's kind (base, workspace, tools), recorded when it is pushed or first tagged, so
+      -- a create naming it by digest is checked as one naming it by name.
+      CREATE TABLE layer_kinds (
+        digest      TEXT PRIMARY KEY,
+        kind        TEXT NOT NULL,
+        recorded_at TEXT NOT NULL
+      ) STRICT;
+    `
   }
 ]
 

@@ -9,7 +9,7 @@ import { createError, ErrorCodes, fromWireError, type WarrenError } from '../err
 import { createBackoff, type Backoff } from '../supervisors/index.js'
 import { createCodec } from './codec.js'
 import { resolveLinkOptions, type LinkOptionsInput } from './defaults.js'
-import { FrameProblem, parseFrame, type Frame } from './frames.js'
+import { FrameProblem, parseFrame, PROTOCOL_VERSION, type Frame } from './frames.js'
 import { LinkCore, type Link, type LinkHandler } from './link.js'
 
 export interface LinkClientOptions extends LinkOptionsInput {
@@ -90,7 +90,8 @@ class ClientLink extends LinkCore implements LinkClient {
       }
       if (frame !== undefined && !(frame instanceof FrameProblem) && frame.k === 'error') {
         const err = fromWireError(frame.err)
-        if (err.code === ErrorCodes.UNAUTHENTICATED) {
+        // Refusals that another attempt cannot change: the link closes with them for good.
+        if (err.code === ErrorCodes.UNAUTHENTICATED || err.code === ErrorCodes.PROTOCOL_VERSION) {
           clearTimeout(timer)
           ws.off('close', onClose)
           this.dialing = null
@@ -125,7 +126,9 @@ class ClientLink extends LinkCore implements LinkClient {
     ws.on('close', onClose)
     ws.on('message', onMessage)
     ws.on('open', () => {
-      const auth: Frame = this.sessionId === '' ? { k: 'auth', token: this.token } : { k: 'auth', token: this.token, session: this.sessionId }
+      const auth: Frame = this.sessionId === ''
+        ? { k: 'auth', token: this.token, v: PROTOCOL_VERSION }
+        : { k: 'auth', token: this.token, session: this.sessionId, v: PROTOCOL_VERSION }
       ws.send(this.codec.encode(auth))
     })
   }

@@ -6,8 +6,8 @@
  *
  * | kind      | keys                      | meaning |
  * | --------- | ------------------------- | ------- |
- * | `auth`    | `token`, `session?`       | client → server, first frame of a socket; `session` resumes one |
- * | `welcome` | `session`, `resumed`, `streams` | server → client, answer to `auth`; `streams` are the server's consumer positions |
+ * | `auth`    | `token`, `session?`, `v?` | client → server, first frame of a socket; `session` resumes one; `v` the protocol version (1 when absent) |
+ * | `welcome` | `session`, `resumed`, `streams`, `v` | server → client, answer to `auth`; `streams` are the server's consumer positions |
  * | `tell`    | `to`, `m`, `from?`        | fire-and-forget message `m` for actor address `to` |
  * | `request` | `id`, `to`, `m`, `from?`, `t?` | message expecting a `reply` or `error` with the same `id`; `t` is the asker's timeout in ms |
  * | `reply`   | `id`, `m`                 | the answer to request `id` |
@@ -25,6 +25,13 @@
  * consumer's `credit`/`cancel` answers. A consumer position is `[sid, lastSeq, ack, win]`.
  */
 import { ErrorCodes, type ErrorCode, type WireError } from '../errors.js'
+
+/**
+ * The version of the wire protocol this code speaks (docs/protocol.md). A client names it in
+ * `auth`; a server that does not speak it refuses the socket with WARREN_ERR_PROTOCOL_VERSION.
+ * Raised only for changes an older peer would misread; new optional keys do not raise it.
+ */
+export const PROTOCOL_VERSION = 1
 
 /** The kinds, by name. */
 export const FrameKind = {
@@ -50,8 +57,8 @@ export type FrameKindName = typeof FrameKind[keyof typeof FrameKind]
 /** `[sid, lastSeq, ack, win]`: what a consumer has received and acknowledged of one stream. */
 export type StreamPosition = [sid: number, lastSeq: number, ack: number, win: number]
 
-export interface AuthFrame { k: 'auth', token: string, session?: string }
-export interface WelcomeFrame { k: 'welcome', session: string, resumed: boolean, streams: StreamPosition[] }
+export interface AuthFrame { k: 'auth', token: string, session?: string, v?: number }
+export interface WelcomeFrame { k: 'welcome', session: string, resumed: boolean, streams: StreamPosition[], v?: number }
 export interface TellFrame { k: 'tell', to: string, m: unknown, from?: string }
 export interface RequestFrame { k: 'request', id: number, to: string, m: unknown, from?: string, t?: number }
 export interface ReplyFrame { k: 'reply', id: number, m: unknown }
@@ -103,7 +110,7 @@ const isPositions = (v: unknown): v is StreamPosition[] =>
  * first bad field, or undefined when the frame is well formed.
  */
 const shapes: Record<FrameKindName, (f: Obj) => string | undefined> = {
-  auth: (f) => typeof f.token !== 'string' ? 'token' : f.session !== undefined && typeof f.session !== 'string' ? 'session' : undefined,
+  auth: (f) => typeof f.token !== 'string' ? 'token' : f.session !== undefined && typeof f.session !== 'string' ? 'session' : f.v !== undefined && !isCount(f.v) ? 'v' : undefined,
   welcome: (f) => typeof f.session !== 'string' ? 'session' : typeof f.resumed !== 'boolean' ? 'resumed' : !isPositions(f.streams) ? 'streams' : undefined,
   tell: (f) => !isAddress(f.to) ? 'to' : !isOptAddress(f.from) ? 'from' : undefined,
   request: (f) => !isCount(f.id) ? 'id' : !isAddress(f.to) ? 'to' : !isOptAddress(f.from) ? 'from' : f.t !== undefined && !isTimeout(f.t) ? 't' : undefined,

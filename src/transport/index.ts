@@ -5,7 +5,7 @@
  */
 export { transportDefaults, type LinkOptions, type LinkOptionsInput, type ReconnectOptions } from './defaults.js'
 export { createCodec, type Codec, type DecodedMessage } from './codec.js'
-export { FrameKind, parseFrame, FrameProblem, type Frame, type FrameKindName, type StreamPosition } from './frames.js'
+export { FrameKind, parseFrame, FrameProblem, PROTOCOL_VERSION, type Frame, type FrameKindName, type StreamPosition } from './frames.js'
 export type { Link, LinkEvents, LinkHandler, LinkState } from './link.js'
 export type { StreamWriter, StreamWriterEvents } from './stream-writer.js'
 export type { StreamReader } from './stream-reader.js'

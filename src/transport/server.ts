@@ -21,13 +21,15 @@ import { createError, ErrorCodes, toWireError, type WarrenError } from '../error
 import { createAdmission, type Admission, type DropReason } from './admission.js'
 import { createCodec, type Codec } from './codec.js'
 import { resolveLinkOptions, type LinkOptions, type LinkOptionsInput } from './defaults.js'
-import { FrameProblem, parseFrame } from './frames.js'
+import { FrameProblem, parseFrame, PROTOCOL_VERSION } from './frames.js'
 import { LinkCore, type Link, type LinkHandler } from './link.js'
 
 /** Close code sent with a refused handshake (4000-4999 are for applications). */
 export const CLOSE_UNAUTHENTICATED = 4401
 /** The standard close code for a server too busy to take the connection now. */
 export const CLOSE_TRY_AGAIN = 1013
+/** Close code after refusing a client's protocol version (4000–4999: application codes). */
+export const CLOSE_PROTOCOL_VERSION = 4426
 
 export interface LinkServerOptions extends LinkOptionsInput {
   /**
@@ -198,6 +200,11 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
         return unauthenticated('the first frame must be a single auth frame')
       }
       if (data.length > this.o.maxFrameBytes) return unauthenticated('auth frame too large')
+      if ((frame.v ?? 1) !== PROTOCOL_VERSION) {
+        return refuse(createError(ErrorCodes.PROTOCOL_VERSION, `this server speaks protocol version ${PROTOCOL_VERSION}; the client asked for ${frame.v ?? 1}`, {
+          field: 'v', supported: [PROTOCOL_VERSION]
+        }), CLOSE_PROTOCOL_VERSION)
+      }
       authenticating = true
       const { token, session } = frame
       Promise.resolve()
@@ -225,7 +232,7 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
       const t = this.lingering.get(existing)
       if (t !== undefined) clearTimeout(t)
       this.lingering.delete(existing)
-      ws.send(this.codec.encode({ k: 'welcome', session: existing.sessionId, resumed: true, streams: existing.positions() }))
+      ws.send(this.codec.encode({ k: 'welcome', session: existing.sessionId, resumed: true, streams: existing.positions(), v: PROTOCOL_VERSION }))
       existing.attach(ws, true, true)
       return
     }
@@ -237,7 +244,7 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
     link.setHandler(typeof h === 'function' ? h(link) : h)
     this.sessions.set(link.sessionId, link)
     this.live.add(link)
-    ws.send(this.codec.encode({ k: 'welcome', session: link.sessionId, resumed: false, streams: [] }))
+    ws.send(this.codec.encode({ k: 'welcome', session: link.sessionId, resumed: false, streams: [], v: PROTOCOL_VERSION }))
     this.emit('link', link)
     link.attach(ws, false, false)
   }

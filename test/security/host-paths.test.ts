@@ -78,7 +78,7 @@ ctest('the operator builds from a directory (image build, run --image-dir); a te
   const run = await runCli(['run', '--image-dir', tree, '--store', c.blobs, '--', 'cat', '/task.txt'], c.operatorEnv)
   assert.is(run.status, 0, run.stderr)
   assert.is(run.stdout, 'task 17\n')
-  const built = await runCli(['image', 'build', '--kind', 'workspace', '--name', 'task-17:v1', '--from-dir', tree, '--store', c.blobs], c.operatorEnv)
+  const built = await runCli(['image', 'build', '--kind', 'base', '--name', 'task-17:v1', '--from-dir', tree, '--store', c.blobs], c.operatorEnv)
   assert.is(built.status, 0, built.stderr)
   const digest = /^(sha256:[0-9a-f]{64})\s/.exec(built.stdout)?.[1]
   assert.ok(digest !== undefined, built.stdout)

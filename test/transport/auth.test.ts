@@ -2,7 +2,7 @@ import { connect as netConnect } from 'node:net'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
-import { CLOSE_TRY_AGAIN, CLOSE_UNAUTHENTICATED, createLinkClient, type Link } from '../../src/transport/index.js'
+import { CLOSE_TRY_AGAIN, CLOSE_UNAUTHENTICATED, createLinkClient, PROTOCOL_VERSION, type Link } from '../../src/transport/index.js'
 import { timed, waitFor } from '../support/index.js'
 import { connect, once, PRINCIPAL, rawPeer, rejection, startServer, TOKEN } from './helpers.js'
 
@@ -16,6 +16,31 @@ test('a valid token is accepted: the session carries the principal and serves re
   assert.equal(seen[0]!.principal, PRINCIPAL)
   assert.is(seen[0]!.sessionId, client.sessionId)
   assert.equal(await client.request('sys/x', 1), { to: 'sys/x', m: 1 })
+}))
+
+test('the handshake names the protocol version: welcome carries it, an auth asking for another is refused before the token is looked at', timed(5000, async (defer) => {
+  let asked = 0
+  const server = await startServer(defer, { authenticate: (t) => { asked++; return t === TOKEN ? PRINCIPAL : null } })
+  const ok = await rawPeer(defer, server.url)
+  ok.send({ k: 'auth', token: TOKEN, v: PROTOCOL_VERSION })
+  const welcome = await ok.frame((f) => f.k === 'welcome')
+  assert.is(welcome.v, PROTOCOL_VERSION)
+  // A client of before the field (no v) speaks version 1.
+  const old = await rawPeer(defer, server.url)
+  old.send({ k: 'auth', token: TOKEN })
+  assert.is((await old.frame((f) => f.k === 'welcome')).k, 'welcome')
+  assert.is(asked, 2)
+  const future = await rawPeer(defer, server.url)
+  future.send({ k: 'auth', token: TOKEN, v: PROTOCOL_VERSION + 1 })
+  const err = (await future.frame((f) => f.k === 'error')).err as { code: string, details: { field: string, supported: number[] } }
+  assert.is(err.code, ErrorCodes.PROTOCOL_VERSION)
+  assert.equal(err.details.supported, [PROTOCOL_VERSION])
+  assert.is(err.details.field, 'v')
+  assert.is(await future.closed, 4426)
+  assert.is(asked, 2)
+  const bad = await rawPeer(defer, server.url)
+  bad.send({ k: 'auth', token: TOKEN, v: 'one' } as Record<string, unknown>)
+  assert.is(((await bad.frame((f) => f.k === 'error')).err as { code: string }).code, ErrorCodes.UNAUTHENTICATED)
 }))
 
 test('async authenticate is awaited', timed(5000, async (defer) => {

@@ -140,25 +140,30 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
   stream.on('error', (err) => end(createError(ErrorCodes.CONNECTION_CLOSED, `agent connection failed: ${err.message}`)))
   stream.on('close', () => end(createError(ErrorCodes.CONNECTION_CLOSED, 'agent connection closed')))
 
+  /** An agent's err as an error; the field it names, if any, goes into `details.field`. */
+  function agentError (m: Extract<AgentMessage, { t: 'err' }>): WarrenError {
+    return fromWireError(typeof m.field === 'string' ? { code: m.code, message: m.message, details: { field: m.field } } : m)
+  }
+
   function onMessage (m: AgentMessage): void {
     if (m.t === 'ok' || (m.t === 'err' && !execs.has(m.id))) {
       const p = pending.get(m.id)
       if (p === undefined) {
         // id 0: the agent could not read one of our frames at all, which only a bug here causes.
-        if (m.t === 'err' && m.id === 0) end(fromWireError(m))
+        if (m.t === 'err' && m.id === 0) end(agentError(m))
         return // a reply that came after its request timed out
       }
       pending.delete(m.id)
       clearTimeout(p.timer)
       if (m.t === 'ok') p.resolve(m)
-      else p.reject(fromWireError(m))
+      else p.reject(agentError(m))
       return
     }
     const e = execs.get(m.id)
     if (e === undefined || e.done) return
     switch (m.t) {
       case 'err':
-        settle(m.id, e, fromWireError(m))
+        settle(m.id, e, agentError(m))
         return
       case 'started':
         e.pid = m.pid
@@ -267,6 +272,7 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
       execId: id,
       result,
       kill: (signal) => killExec(id, signalNumber(signal)),
+      resize: async (size) => { await request({ t: 'resize', id: nextId++, exec: id, cols: size.cols, rows: size.rows }) },
       grant: (bytes) => {
         const e = execs.get(id)
         if (e === undefined || e.done || closed || !(bytes > 0)) return
@@ -300,7 +306,8 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
         stdinStream: streamed !== undefined ? true : undefined,
         timeoutMs: opts.timeoutMs,
         maxOutputBytes: opts.maxOutputBytes,
-        window: opts.windowBytes
+        window: opts.windowBytes,
+        ...(opts.pty !== undefined ? { pty: true, cols: opts.pty.cols, rows: opts.pty.rows } : {})
       })
     } catch (err) {
       reject(err)

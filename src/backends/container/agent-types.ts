@@ -28,6 +28,11 @@ export interface AgentExecOptions {
    * the command's pipes, until `AgentExecution.grant` gives more. Without it there is no limit.
    */
   windowBytes?: number
+  /**
+   * Run on a pseudo-terminal of this size: the command's stdin, stdout and stderr are the
+   * terminal (its controlling one), and all its output arrives through `onStdout`.
+   */
+  pty?: { cols: number, rows: number }
   /** Aborting it SIGKILLs the command's process group (`killed` in the result). */
   signal?: AbortSignal
 }
@@ -68,6 +73,8 @@ export interface AgentExecution {
   readonly result: Promise<AgentExecResult>
   /** Sends a signal (default SIGKILL) to the command's process group. */
   kill (signal?: number | NodeJS.Signals): Promise<void>
+  /** Gives the terminal of an exec started with `pty` a new size (the command gets SIGWINCH). */
+  resize (size: { cols: number, rows: number }): Promise<void>
   /** Grants `bytes` more output credit (an exec started with `windowBytes`); ignored once it ended. */
   grant (bytes: number): void
 }

@@ -18,7 +18,11 @@ import { ContainerDefaults } from './defaults.js'
 import { Journal } from './journal.js'
 import { destroySandbox, launchSandbox, type LaunchedSandbox } from './launcher.js'
 import { isAlive } from './proc.js'
+import { resolveUser, UserDefaults } from './users.js'
 import { WarmPool } from './warm-pool.js'
+
+/** The agent's cap for output nobody capped: beyond any command's reach (the agent counts in 64 bits). */
+const UNCAPPED_OUTPUT = Number.MAX_SAFE_INTEGER
 
 type Limits = NonNullable<SandboxSpec['limits']>
 
@@ -186,6 +190,8 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     kind: 'container',
     interactiveStdin: true,
     outputCredit: true,
+    commandIdentity: true,
+    terminal: true,
 
     async create (spec = {}) {
       if (closed) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, 'the container backend is closed', { reason: 'closed' })
@@ -246,11 +252,19 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       const entry = find(handle)
       const started = performance.now()
       try {
+        const who = opts.user !== undefined
+          ? await resolveUser(opts.user, async () => await entry.agent.files.read('/etc/passwd', { length: UserDefaults.maxPasswdBytes }))
+          : undefined
+        // With credit the consumer bounds what is held of the output, so none is cut unless asked.
+        const maxOutputBytes = opts.maxOutputBytes ?? (opts.credit !== undefined ? UNCAPPED_OUTPUT : undefined)
         const execution = entry.agent.startExec(argv, {
-          env: { ...entry.env, ...opts.env },
+          env: { ...(who?.home !== undefined ? { HOME: who.home } : {}), ...entry.env, ...opts.env },
+          ...(opts.cwd !== undefined ? { cwd: opts.cwd } : {}),
+          ...(who !== undefined ? { uid: who.uid, gid: who.gid } : {}),
+          ...(opts.pty !== undefined ? { pty: { cols: opts.pty.cols, rows: opts.pty.rows } } : {}),
           ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}),
           ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
-          ...(opts.maxOutputBytes !== undefined ? { maxOutputBytes: opts.maxOutputBytes } : {}),
+          ...(maxOutputBytes !== undefined ? { maxOutputBytes } : {}),
           ...(opts.credit !== undefined ? { windowBytes: opts.credit.windowBytes } : {}),
           ...(opts.signal !== undefined ? { signal: opts.signal } : {})
         }, {
@@ -258,6 +272,8 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
           ...(opts.onStderr !== undefined ? { onStderr: opts.onStderr } : {})
         })
         opts.credit?.onGrant((bytes) => execution.grant(bytes))
+        // A resize that comes after the command ended has nothing to resize.
+        opts.pty?.onResize((size) => { execution.resize(size).catch(() => {}) })
         const r = await execution.result
         const oom = r.signal === 9 && !r.timedOut && !r.killed && entry.cgroup !== undefined && await entry.cgroup.oomKills() > 0
         const reason = r.timedOut ? 'timeout' as const : oom ? 'oom' as const : r.killed ? 'killed' as const : undefined

@@ -5,7 +5,7 @@
  *   frame = 4-byte big-endian length N (1..maxFrameBytes) + N bytes of one msgpack map
  *
  * Every map has `t` (the kind); requests carry `id`, which replies echo. Requests: ping, exec,
- * stdin, credit, kill, read, write, list, stat, remove, hostname. Replies and events: ok, err, started, out, exit.
+ * stdin, credit, kill, resize, read, write, list, stat, remove, hostname. Replies and events: ok, err, started, out, exit.
  */
 import { Packr, Unpackr } from 'msgpackr'
 import { createError, ErrorCodes } from '../../errors.js'
@@ -31,11 +31,15 @@ export type AgentRequest =
     stdin?: Uint8Array, stdinStream?: boolean, timeoutMs?: number, maxOutputBytes?: number,
     /** Output credit: out data stops after this many bytes until `credit` grants more. */
     window?: number
+    /** Run on a pseudo-terminal of `cols` x `rows` (default 80 x 24): all output is fd 1. */
+    pty?: boolean, cols?: number, rows?: number
   }
   | { t: 'stdin', id: number, data?: Uint8Array, eof?: boolean }
   /** Grants an exec started with `window` this many more bytes of output (no reply). */
   | { t: 'credit', id: number, bytes: number }
   | { t: 'kill', id: number, exec: number, signal?: number }
+  /** Gives the terminal of an exec started with `pty` a new size. */
+  | { t: 'resize', id: number, exec: number, cols: number, rows: number }
   | { t: 'read', id: number, path: string, offset?: number, length?: number }
   | { t: 'write', id: number, path: string, data: Uint8Array, mode?: number, append?: boolean, mkdirs?: boolean }
   | { t: 'list', id: number, path: string }
@@ -46,7 +50,8 @@ export type AgentRequest =
 /** Agent -> client. */
 export type AgentMessage =
   | { t: 'ok', id: number, [field: string]: unknown }
-  | { t: 'err', id: number, code: string, message: string }
+  /** `field`: the request field that caused it (an exec's `cwd`, `user` for its uid/gid, `pty`). */
+  | { t: 'err', id: number, code: string, message: string, field?: string }
   | { t: 'started', id: number, pid: number }
   | { t: 'out', id: number, seq: number, fd: 1 | 2, data: Uint8Array }
   | {

@@ -1,5 +1,5 @@
 /**
- * The function backend, public face. See DESIGN.md ("Sandboxes and backends") and
+ * The function backend, public face. See docs/design.md ("Sandboxes and backends") and
  * `backend.ts`; function modules implement `FunctionHandler` (see `context.ts`).
  *
  * Exit codes (also `ExitCodes`): the function's own 0–255; 1 when it throws; 124 timeout;

@@ -1,5 +1,5 @@
 /**
- * The control plane's supervision tree (DESIGN.md, "Supervision"):
+ * The control plane's supervision tree (docs/design.md, "Supervision"):
  *
  *   root (one_for_one)
  *   ├── iam
@@ -18,7 +18,8 @@ import type { LinkOptionsInput } from '../../transport/index.js'
 import { createIam, IamStore, type IamMessage, type Scope } from '../iam/index.js'
 import { createPlacementShard, type ShardMessage } from '../placement/index.js'
 import { createDirectory, type DirectoryMessage } from './directory.js'
-import { NameIndex } from '../../images/index.js'
+import { LayerKinds, NameIndex } from '../../images/index.js'
+import type { UploadTunables } from '../../images/upload/index.js'
 import { openState } from '../../state/index.js'
 import { createGateway } from './gateway.js'
 import { createImageIndex, type ImageIndexMessage } from './image-index.js'
@@ -43,6 +44,8 @@ export interface ControlPlaneOptions {
   shards?: number
   heartbeatTimeoutMs?: number
   link?: LinkOptionsInput
+  /** Bounds of layer uploads to the blob store (largest layer, uploads per tenant…; UploadDefaults). */
+  upload?: Partial<UploadTunables>
 }
 
 export interface ControlPlane {
@@ -63,6 +66,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const state = openState(options.dataDir)
   const store = new IamStore(state.db)
   const names = new NameIndex(state.db)
+  const kinds = new LayerKinds(state.db)
   try {
     // The JSON files of earlier versions, imported once.
     state.importLegacy('iam.json', (data, warn) => store.importLegacy(data, warn))
@@ -101,7 +105,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       spawn: { name: 'placement' }
     },
     { id: 'directory', start: createDirectory({ shards, iam }), spawn: { name: 'directory', ...big } },
-    { id: 'images', start: createImageIndex(names, options.dataDir === undefined ? undefined : join(options.dataDir, 'blobs')), spawn: { name: 'images', ...big } },
+    { id: 'images', start: createImageIndex(names, kinds, options.dataDir === undefined ? undefined : join(options.dataDir, 'blobs')), spawn: { name: 'images', ...big } },
     {
       id: 'gateway',
       shutdown: 'infinity',
@@ -109,6 +113,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
         port: o.port, host: o.host, iam, shards, directory, registry, images,
         ...(options.dataDir !== undefined ? { blobRoot: join(options.dataDir, 'blobs') } : {}),
         ...(options.link !== undefined ? { link: options.link } : {}),
+        ...(options.upload !== undefined ? { upload: options.upload } : {}),
         onListening: (u) => { url = u }
       }),
       spawn: { name: 'gateway' }

@@ -8,11 +8,12 @@
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Actor, type Ref } from '../../actors/index.js'
-import { createBlobHandler } from '../../images/blob/index.js'
+import type { UploadTunables } from '../../images/upload/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
 import { createLinkServer, exposeSystem, routeRemote, type Link, type LinkHandler, type LinkOptionsInput, type LinkServer } from '../../transport/index.js'
 import type { IamMessage, Principal } from '../iam/index.js'
 import type { ShardMessage } from '../placement/index.js'
+import { createBlobRoutes, type BlobRoutes } from './blob-routes.js'
 import type { DirectoryMessage } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
 import type { RegistryMessage } from './registry.js'
@@ -27,8 +28,10 @@ export interface GatewayOptions {
   directory: () => Ref<DirectoryMessage>
   registry: () => Ref<RegistryMessage>
   images: () => Ref<ImageIndexMessage>
-  /** The blob store's root: served on the same port over HTTP (Range, join token). */
+  /** The blob store's root: served on the same port over HTTP (reads: Range, join token; uploads: an API key). */
   blobRoot?: string
+  /** Bounds of layer uploads (UploadDefaults unless given). */
+  upload?: Partial<UploadTunables>
   /** Link tunables (heartbeats, frame limits), mostly for tests. */
   link?: LinkOptionsInput
   /** Told the URL once listening. */
@@ -46,6 +49,7 @@ export const CLIENT_ADDRESS = 'client'
 export class Gateway extends Actor<GatewayMessage> {
   private server: LinkServer | undefined
   private http: Server | undefined
+  private blobs: BlobRoutes | undefined
   private readonly nodeLinks = new Map<string, Link>()
   private unroute: (() => void) | undefined
 
@@ -54,12 +58,14 @@ export class Gateway extends Actor<GatewayMessage> {
   async preStart (): Promise<void> {
     const system = this.ctx.system
     this.unroute = routeRemote(system, (name) => this.nodeLinks.get(name))
-    // One port: WebSocket upgrades are links, plain GETs are the blob store (nodes fetch layers).
-    const blobs = createBlobHandler({
-      root: this.o.blobRoot ?? '/nonexistent',
-      authorize: async (token) => this.o.blobRoot !== undefined && await this.o.iam().ask<boolean>({ type: 'check-join', token })
+    // One port: WebSocket upgrades are links, plain HTTP is the blob store (nodes read layers, builds push them).
+    const blobs = createBlobRoutes({
+      iam: this.o.iam, images: this.o.images,
+      ...(this.o.blobRoot !== undefined ? { blobRoot: this.o.blobRoot } : {}),
+      ...(this.o.upload !== undefined ? { upload: this.o.upload } : {})
     })
-    this.http = createServer(blobs)
+    this.blobs = blobs
+    this.http = createServer((req, res) => blobs.handle(req, res))
     this.server = createLinkServer({
       ...(this.o.link ?? {}),
       server: this.http,
@@ -132,6 +138,7 @@ export class Gateway extends Actor<GatewayMessage> {
 
   async postStop (): Promise<void> {
     this.unroute?.()
+    this.blobs?.close()
     await this.server?.close()
     this.http?.closeAllConnections()
     await new Promise<void>((resolve) => { if (this.http?.listening === true) this.http.close(() => resolve()); else resolve() })

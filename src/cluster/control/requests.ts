@@ -28,6 +28,7 @@ export type ClientRequest =
   | { type: 'exec', id: string, execId: string, argv: string[], opts?: WireExecOptions }
   | { type: 'read', id: string, execId: string, fromSeq: number, maxBytes?: number, waitMs?: number }
   | { type: 'exec-kill', id: string, execId: string }
+  | { type: 'exec-resize', id: string, execId: string, cols: number, rows: number }
   | { type: 'stdin', id: string, execId: string, offset: number, data?: Uint8Array, eof?: boolean }
   | { type: 'trajectory', id: string, fromSeq?: number, limit?: number }
   | { type: 'files', id: string, op: 'read' | 'write', path: string, data?: Uint8Array }
@@ -48,6 +49,10 @@ export const RequestLimits = {
   /** Label filters of a list, and env entries of an exec. */
   maxEntries: 256,
   maxEntryLength: 32 * 1024,
+  /** A user name, or `uid[:gid]`. */
+  maxUserLength: 256,
+  /** Columns or rows of a pseudo-terminal. */
+  maxTerminalCells: 1000,
   /** Sandboxes one kill may name (or match by labels). */
   maxKillIds: 1000
 }
@@ -100,9 +105,28 @@ function env (v: unknown, field: string): Record<string, string> {
   return stringMap(v, field, { maxEntries: RequestLimits.maxEntries, maxKey: RequestLimits.maxNameLength, maxValue: RequestLimits.maxEntryLength, badKey: badEnvName }, invalid)
 }
 
+/** A string that a C string can hold: 1 to `max` characters, none of them NUL. */
+function cText (v: unknown, field: string, max: number): string {
+  if (text(v, field, max).includes('\0')) invalid(field, 'must not hold NUL')
+  return v as string
+}
+
+function cells (v: unknown, field: string): number {
+  if (positive(v, field) > RequestLimits.maxTerminalCells) invalid(field, `must be an integer from 1 to ${RequestLimits.maxTerminalCells}`)
+  return v as number
+}
+
+function terminalSize (v: unknown, field: string): { cols: number, rows: number } {
+  if (!isPlainObject(v)) invalid(field, 'must be an object { cols, rows }')
+  return { cols: cells(v.cols, `${field}.cols`), rows: cells(v.rows, `${field}.rows`) }
+}
+
 function execOptions (v: unknown): WireExecOptions {
   if (!isPlainObject(v)) invalid('opts', 'must be an object')
   return {
+    ...(v.cwd !== undefined ? { cwd: cText(v.cwd, 'opts.cwd', RequestLimits.maxPathLength) } : {}),
+    ...(v.user !== undefined ? { user: cText(v.user, 'opts.user', RequestLimits.maxUserLength) } : {}),
+    ...(v.pty !== undefined ? { pty: terminalSize(v.pty, 'opts.pty') } : {}),
     ...(v.stdin !== undefined ? { stdin: bytes(v.stdin, 'opts.stdin') } : {}),
     ...(v.openStdin !== undefined ? { openStdin: flag(v.openStdin, 'opts.openStdin') } : {}),
     ...(v.env !== undefined ? { env: env(v.env, 'opts.env') } : {}),
@@ -147,6 +171,7 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
   exec: (r) => ({ type: 'exec', id: id(r), execId: execId(r), argv: parseArgv(r.argv), ...(r.opts !== undefined ? { opts: execOptions(r.opts) } : {}) }),
   read: (r) => ({ type: 'read', id: id(r), execId: execId(r), fromSeq: count(r.fromSeq, 'fromSeq'), ...opt(r, 'maxBytes', count), ...opt(r, 'waitMs', count) }),
   'exec-kill': (r) => ({ type: 'exec-kill', id: id(r), execId: execId(r) }),
+  'exec-resize': (r) => ({ type: 'exec-resize', id: id(r), execId: execId(r), cols: cells(r.cols, 'cols'), rows: cells(r.rows, 'rows') }),
   stdin: (r) => ({ type: 'stdin', id: id(r), execId: execId(r), offset: count(r.offset, 'offset'), ...opt(r, 'data', bytes), ...opt(r, 'eof', flag) }),
   trajectory: (r) => ({ type: 'trajectory', id: id(r), ...opt(r, 'fromSeq', count), ...opt(r, 'limit', count) }),
   files: (r) => ({ type: 'files', id: id(r), op: oneOf(r.op, 'op', ['read', 'write'] as const), path: text(r.path, 'path', RequestLimits.maxPathLength), ...opt(r, 'data', bytes) }),

@@ -144,6 +144,9 @@ export class Session extends Actor<SessionMessage> {
       case 'exec-kill':
         this.authorize('sandbox:exec')
         return await this.forward(m.id, { type: 'exec-kill', execId: m.execId })
+      case 'exec-resize':
+        this.authorize('sandbox:exec')
+        return await this.forward(m.id, { type: 'exec-resize', execId: m.execId, cols: m.cols, rows: m.rows })
       case 'stdin':
         this.authorize('sandbox:exec')
         return await this.forward(m.id, {

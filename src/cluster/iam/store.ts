@@ -13,7 +13,8 @@ import { parseLegacyIam } from './legacy.js'
 import { checkQuotas, QuotaDefaults, type Quotas } from './quotas.js'
 import { createTokenBucket, type TokenBucket } from './token-bucket.js'
 
-export const SCOPES = ['sandbox:create', 'sandbox:exec', 'sandbox:read', 'admin'] as const
+/** `image:push` lets a key push layers to the blob store (not tag them: names are the cluster's, admin's). */
+export const SCOPES = ['sandbox:create', 'sandbox:exec', 'sandbox:read', 'image:push', 'admin'] as const
 export type Scope = typeof SCOPES[number]
 
 /** Who a request comes from, once its token checked out. */

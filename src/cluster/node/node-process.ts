@@ -1,5 +1,5 @@
 /**
- * A node: the agent on one machine (DESIGN.md, "Supervision"):
+ * A node: the agent on one machine (docs/design.md, "Supervision"):
  *
  *   node root (one_for_one)
  *   ├── agent ── sandboxes (dynamic, temporary children) ── sandbox per id

@@ -36,7 +36,9 @@ export class ExecOutput {
   private chunks: OutputChunk[] = []
   private nextSeq = 0
   private result: ExecResult | undefined
-  private waiters: Array<{ fromSeq: number, maxBytes: number, resolve: (page: OutputPage) => void }> = []
+  /** Why the command was refused before it ran: every read fails with it. */
+  private failure: unknown
+  private waiters: Array<{ fromSeq: number, maxBytes: number, resolve: (page: OutputPage) => void, reject: (err: unknown) => void }> = []
   /** When the consumer last pulled; finished outputs nobody reads are dropped after a while. */
   lastReadAt = Date.now()
 
@@ -61,6 +63,19 @@ export class ExecOutput {
     this.wake()
   }
 
+  /**
+   * The command was refused before it ran (e.g. its cwd is not there): readers, waiting or to
+   * come, fail with `err` instead of getting a page.
+   */
+  fail (err: unknown): void {
+    this.failure = err
+    this.result ??= { exitCode: 126, durationMs: 0, truncated: false }
+    this.credit?.ended()
+    const waiting = this.waiters
+    this.waiters = []
+    for (const w of waiting) w.reject(err)
+  }
+
   /** Drops what is held and gives its space back to the node (nobody will read it any more). */
   dispose (): void {
     this.chunks = []
@@ -78,16 +93,18 @@ export class ExecOutput {
    */
   read (fromSeq: number, maxBytes: number, waitMs: number): Promise<OutputPage> {
     this.lastReadAt = Date.now()
+    if (this.failure !== undefined) return Promise.reject(this.failure)
     this.ack(fromSeq)
     const page = this.page(fromSeq, maxBytes)
     if (page !== undefined) return Promise.resolve(page)
-    return new Promise((resolve) => {
+    return new Promise((resolve, reject) => {
       // A silent command must not hold a request open past the caller's timeout: after
       // `waitMs` the answer is an empty page and the consumer asks again.
       const waiter = {
         fromSeq,
         maxBytes,
-        resolve: (p: OutputPage) => { clearTimeout(timer); resolve(p) }
+        resolve: (p: OutputPage) => { clearTimeout(timer); resolve(p) },
+        reject: (err: unknown) => { clearTimeout(timer); reject(err) }
       }
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((w) => w !== waiter)

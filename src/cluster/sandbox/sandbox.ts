@@ -7,12 +7,13 @@
  * failure; whichever way, postStop kills the backend sandbox, so nothing outlives the actor.
  */
 import { Actor, type ExitReason } from '../../actors/index.js'
-import { checkTimeoutBound, type Backend, type ExecResult, type SandboxHandle } from '../../backends/types.js'
+import { checkTimeoutBound, type Backend, type ExecResult, type SandboxHandle, type TerminalSize } from '../../backends/types.js'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import { parseArgv, placementRequestOf, SpecDefaults, type SandboxSpec } from '../spec.js'
 import { ExecOutput } from './exec-output.js'
 import { OutputPool, type ExecCredit } from './output-pool.js'
 import { StdinPipe } from './stdin-pipe.js'
+import { ExecTerminalControl } from './terminal.js'
 import { Trajectory, type TrajectoryRecorder } from './trajectory.js'
 
 export type SandboxState = 'creating' | 'ready' | 'stopping' | 'gone' | 'failed'
@@ -49,6 +50,12 @@ export interface WireExecOptions {
   /** Keep stdin open for `stdin` messages (instead of bytes given up front). */
   openStdin?: boolean
   env?: Record<string, string>
+  /** Working directory inside the sandbox (container sandboxes). */
+  cwd?: string
+  /** A name from the sandbox's /etc/passwd, or `uid` / `uid:gid` (container sandboxes). */
+  user?: string
+  /** Run on a pseudo-terminal of this size (container sandboxes); resized with `exec-resize`. */
+  pty?: TerminalSize
   timeoutMs?: number
   maxOutputBytes?: number
 }
@@ -57,6 +64,8 @@ export type SandboxMessage =
   | { type: 'exec', execId: string, argv: string[], opts?: WireExecOptions }
   | { type: 'read', execId: string, fromSeq: number, maxBytes?: number, waitMs?: number }
   | { type: 'exec-kill', execId: string }
+  /** A new size for the pseudo-terminal of a command started with `pty`. */
+  | { type: 'exec-resize', execId: string, cols: number, rows: number }
   | { type: 'stdin', execId: string, offset: number, data?: Uint8Array, eof?: boolean }
   /** What was run here so far (see Trajectory). */
   | { type: 'trajectory', fromSeq?: number, limit?: number }
@@ -98,7 +107,14 @@ export interface SandboxMeta { id: string, tenant: string, spec: SandboxSpec, cr
 
 
 
-interface RunningExec { output: ExecOutput, abort: AbortController, stdin: StdinPipe | undefined, record: TrajectoryRecorder }
+interface RunningExec {
+  output: ExecOutput
+  abort: AbortController
+  stdin: StdinPipe | undefined
+  record: TrajectoryRecorder
+  /** Its pseudo-terminal, when it runs on one. */
+  terminal: ExecTerminalControl | undefined
+}
 
 export class Sandbox extends Actor<SandboxMessage> {
   private state: SandboxState = 'creating'
@@ -148,12 +164,21 @@ export class Sandbox extends Actor<SandboxMessage> {
     switch (m.type) {
       case 'exec': {
         // Starting a command answers with its first page, so a short command costs one round trip.
+        // One started to be written to answers at once: its writer waits for this answer, and
+        // such a command is often silent until it has read something.
         const { execId } = this.exec(m.execId, m.argv, m.opts ?? {})
-        return this.read(execId, 0, undefined, undefined)
+        return this.read(execId, 0, undefined, m.opts?.openStdin === true ? 0 : undefined)
       }
       case 'read': return this.read(m.execId, m.fromSeq, m.maxBytes, m.waitMs)
       case 'exec-kill': {
         this.execs.get(m.execId)?.abort.abort()
+        return true
+      }
+      case 'exec-resize': {
+        const exec = this.execs.get(m.execId)
+        if (exec === undefined) throw createError(ErrorCodes.NOT_FOUND, `no command ${m.execId} in sandbox ${this.args.id}`)
+        if (exec.terminal === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `command ${m.execId} was not started with pty`, { field: 'pty' })
+        exec.terminal.resize({ cols: m.cols, rows: m.rows })
         return true
       }
       case 'stdin': {
@@ -211,19 +236,31 @@ export class Sandbox extends Actor<SandboxMessage> {
     if (opts.openStdin === true && opts.stdin !== undefined) {
       throw createError(ErrorCodes.INVALID_ARGUMENT, 'give stdin up front or keep it open, not both', { field: 'openStdin' })
     }
+    for (const field of ['cwd', 'user'] as const) {
+      if (opts[field] !== undefined && this.args.backend.commandIdentity !== true) {
+        throw createError(ErrorCodes.UNSUPPORTED, `the ${this.args.backend.kind} backend does not take ${field}`, { field })
+      }
+    }
+    if (opts.pty !== undefined && this.args.backend.terminal !== true) {
+      throw createError(ErrorCodes.UNSUPPORTED, `the ${this.args.backend.kind} backend has no pseudo-terminals`, { field: 'pty' })
+    }
     const maxOutputBytes = this.outputCap(opts.maxOutputBytes)
     const stdin = opts.openStdin === true ? new StdinPipe() : undefined
     const credit = this.openCredit(maxOutputBytes)
     const output = new ExecOutput(credit)
     const abort = new AbortController()
     const record = this.trajectory.begin(execId, argv)
-    this.execs.set(execId, { output, abort, stdin, record })
+    const terminal = opts.pty !== undefined ? new ExecTerminalControl(opts.pty) : undefined
+    this.execs.set(execId, { output, abort, stdin, record, terminal })
     this.lastExecAt = Date.now()
     const started = Date.now()
     this.args.backend.exec(this.handle!, argv, {
       ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}),
       ...(stdin !== undefined ? { stdin } : {}),
       ...(opts.env !== undefined ? { env: opts.env } : {}),
+      ...(opts.cwd !== undefined ? { cwd: opts.cwd } : {}),
+      ...(opts.user !== undefined ? { user: opts.user } : {}),
+      ...(terminal !== undefined ? { pty: terminal } : {}),
       ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
       ...(maxOutputBytes !== undefined ? { maxOutputBytes } : {}),
       ...(this.args.backend.outputCredit === true ? { credit } : {}),
@@ -233,8 +270,15 @@ export class Sandbox extends Actor<SandboxMessage> {
     }).then(
       (result) => { output.finish(result); record.end(result) },
       (err: unknown) => {
-        // The command could not run at all: report it as a result so the reader always ends.
         const message = err instanceof Error ? err.message : String(err)
+        if (isWarrenError(err) && typeof err.details?.field === 'string') {
+          // Refused for what it asked (a cwd that is not there, an unknown user): the request
+          // fails with the error that names the field, as a bad option given up front would.
+          output.fail(err)
+          record.end({ exitCode: 126, durationMs: Date.now() - started, truncated: false, message })
+          return
+        }
+        // The command could not run at all: report it as a result so the reader always ends.
         output.append('stderr', new TextEncoder().encode(`warren: ${isWarrenError(err) ? err.code + ': ' : ''}${message}\n`))
         const result: ExecResult = { exitCode: isWarrenError(err, ErrorCodes.NOT_FOUND) ? 127 : 126, durationMs: Date.now() - started, truncated: false, message }
         output.finish(result)
@@ -288,7 +332,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     this.ctx.answerLater(exec.output.read(fromSeq, limit, wait).then((page) => {
       if (exec.output.drained) { this.execs.delete(execId); exec.output.dispose() }
       return page
-    }))
+    }, (err: unknown) => { this.execs.delete(execId); exec.output.dispose(); throw err }))
   }
 
   private async files (m: Extract<SandboxMessage, { type: 'files' }>): Promise<unknown> {

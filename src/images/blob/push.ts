@@ -60,24 +60,38 @@ export async function pushLayer (root: string, path: string, options: PushOption
     } finally {
       await out.close()
     }
-    const paths = storePaths(root, manifest.digest)
-    const existing = await stat(paths.blob).catch(() => undefined)
-    // Same name, same bytes; a size mismatch means the stored copy was damaged, so replace it.
-    const existed = existing !== undefined && existing.size === manifest.size
-    if (!existed) await rename(tmp, paths.blob)
-    const text = serializeManifest(manifest)
-    const current = await readFile(paths.manifest, 'utf8').catch(() => undefined)
-    if (current !== text) {
-      const mtmp = `${paths.manifest}.${process.pid}-${randomUUID()}.tmp`
-      try {
-        await writeFile(mtmp, text, { flag: 'wx' })
-        await rename(mtmp, paths.manifest)
-      } finally {
-        await rm(mtmp, { force: true })
-      }
-    }
-    return { digest: manifest.digest, size: manifest.size, manifest, blobPath: paths.blob, manifestPath: paths.manifest, existed: existed && current === text }
+    return await installLayer(root, tmp, manifest)
   } finally {
     await rm(tmp, { force: true })
   }
+}
+
+/**
+ * Puts a verified layer file into the store under its digest, with its chunk manifest: the
+ * file is renamed into place (so a reader sees the whole layer or none of it) unless the store
+ * already holds those bytes, and the manifest is written by rename too. The caller must have
+ * checked that `file`'s bytes are `manifest`'s; pushLayer hashes as it copies, an HTTP upload
+ * hashes the staged file before calling this.
+ * @param file a file on the store's file system (it is renamed, or left for the caller to remove)
+ */
+export async function installLayer (root: string, file: string, manifest: ChunkManifest): Promise<PushedLayer> {
+  await mkdir(join(root, 'blobs', 'sha256'), { recursive: true })
+  await mkdir(join(root, 'manifests', 'sha256'), { recursive: true })
+  const paths = storePaths(root, manifest.digest)
+  const existing = await stat(paths.blob).catch(() => undefined)
+  // Same name, same bytes; a size mismatch means the stored copy was damaged, so replace it.
+  const existed = existing !== undefined && existing.size === manifest.size
+  if (!existed) await rename(file, paths.blob)
+  const text = serializeManifest(manifest)
+  const current = await readFile(paths.manifest, 'utf8').catch(() => undefined)
+  if (current !== text) {
+    const mtmp = `${paths.manifest}.${process.pid}-${randomUUID()}.tmp`
+    try {
+      await writeFile(mtmp, text, { flag: 'wx' })
+      await rename(mtmp, paths.manifest)
+    } finally {
+      await rm(mtmp, { force: true })
+    }
+  }
+  return { digest: manifest.digest, size: manifest.size, manifest, blobPath: paths.blob, manifestPath: paths.manifest, existed: existed && current === text }
 }

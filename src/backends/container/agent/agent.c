@@ -53,20 +53,34 @@ void frame_end(struct conn *c, size_t mark)
 	p[0] = (uint8_t)(n >> 24); p[1] = (uint8_t)(n >> 16); p[2] = (uint8_t)(n >> 8); p[3] = (uint8_t)n;
 }
 
-void send_err(struct conn *c, uint64_t id, const char *code, const char *fmt, ...)
+static void vsend_err(struct conn *c, uint64_t id, const char *code, const char *field, const char *fmt, va_list ap)
 {
 	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
 	size_t m = frame_begin(c);
-	mp_w_map(&c->out, 4);
+	mp_w_map(&c->out, field ? 5 : 4);
 	mp_w_cstr(&c->out, "t"); mp_w_cstr(&c->out, "err");
 	mp_w_cstr(&c->out, "id"); mp_w_u64(&c->out, id);
 	mp_w_cstr(&c->out, "code"); mp_w_cstr(&c->out, code);
 	mp_w_cstr(&c->out, "message"); mp_w_cstr(&c->out, msg);
+	if (field) { mp_w_cstr(&c->out, "field"); mp_w_cstr(&c->out, field); }
 	frame_end(c, m);
+}
+
+void send_err(struct conn *c, uint64_t id, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsend_err(c, id, code, NULL, fmt, ap);
+	va_end(ap);
+}
+
+void send_err_field(struct conn *c, uint64_t id, const char *code, const char *field, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsend_err(c, id, code, field, fmt, ap);
+	va_end(ap);
 }
 
 const char *errno_code(int err)
@@ -201,6 +215,9 @@ static const char *parse_req(struct mp_in *r, struct req *q, char *why, size_t w
 		else if (key_is(k, kl, "maxOutputBytes")) bad = get_u64(r, &q->max_output, &q->has_max_output);
 		else if (key_is(k, kl, "window")) bad = get_u64(r, &q->window, &q->has_window);
 		else if (key_is(k, kl, "bytes")) bad = get_u64(r, &q->bytes, &q->has_bytes);
+		else if (key_is(k, kl, "cols")) bad = get_u64(r, &q->cols, &q->has_cols);
+		else if (key_is(k, kl, "rows")) bad = get_u64(r, &q->rows, &q->has_rows);
+		else if (key_is(k, kl, "pty")) bad = get_bool(r, &q->pty);
 		else if (key_is(k, kl, "exec")) bad = get_u64(r, &q->exec, &q->has_exec);
 		else if (key_is(k, kl, "offset")) bad = get_u64(r, &q->offset, &q->has_offset);
 		else if (key_is(k, kl, "length")) bad = get_u64(r, &q->length, &q->has_length);
@@ -264,6 +281,7 @@ static void handle_frame(struct conn *c, const uint8_t *p, size_t n)
 	else if (key_is(t, tl, "stdin")) exec_stdin(c, &q);
 	else if (key_is(t, tl, "kill")) exec_kill(c, &q);
 	else if (key_is(t, tl, "credit")) exec_credit(c, &q);
+	else if (key_is(t, tl, "resize")) exec_resize(c, &q);
 	else if (key_is(t, tl, "read")) file_read(c, &q);
 	else if (key_is(t, tl, "write")) file_write(c, &q);
 	else if (key_is(t, tl, "list")) file_list(c, &q);

@@ -29,11 +29,11 @@ struct req {
 	int has_id;
 	struct mp_in argv, env; /* positioned at the array/map header */
 	int has_argv, has_env;
-	uint64_t uid, gid, timeout_ms, max_output, exec, offset, length, mode, window, bytes;
-	int has_uid, has_gid, has_timeout, has_max_output, has_exec, has_offset, has_length, has_mode, has_window, has_bytes;
+	uint64_t uid, gid, timeout_ms, max_output, exec, offset, length, mode, window, bytes, cols, rows;
+	int has_uid, has_gid, has_timeout, has_max_output, has_exec, has_offset, has_length, has_mode, has_window, has_bytes, has_cols, has_rows;
 	int64_t signal;
 	int has_signal;
-	int stdin_stream, eof, append, mkdirs, recursive, follow;
+	int stdin_stream, eof, append, mkdirs, recursive, follow, pty;
 };
 
 /* Frame construction: begin reserves the length prefix, end patches it. */
@@ -41,6 +41,9 @@ size_t frame_begin(struct conn *c);
 void frame_end(struct conn *c, size_t mark);
 void send_err(struct conn *c, uint64_t id, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* An err naming the request field that caused it ("cwd", "user"), for the client to pass on. */
+void send_err_field(struct conn *c, uint64_t id, const char *code, const char *field, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
 void send_errno(struct conn *c, uint64_t id, int err, const char *what, const char *path);
 void send_ok(struct conn *c, uint64_t id);
 /* The error code an errno value stands for. */
@@ -58,6 +61,7 @@ void exec_start(struct conn *c, const struct req *q);
 void exec_stdin(struct conn *c, const struct req *q);
 void exec_kill(struct conn *c, const struct req *q);
 void exec_credit(struct conn *c, const struct req *q);
+void exec_resize(struct conn *c, const struct req *q);
 /* Called when a connection goes: kills its running execs and forgets their owner. */
 void exec_conn_gone(struct conn *c);
 /* Poll integration: adds exec fds to the set / handles their events / reaps children. */

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@ struct exec {
 	size_t drained[2]; /* bytes read from stdout, stderr after the command ended */
 	int64_t start_ms, deadline_ms;
 	int truncated, timed_out, killed, reaped, done, wait_status;
+	int pty; /* runs on a pseudo-terminal: out_fd is its master, in_fd a second descriptor of it */
 	enum start_state start;
 	int started_sent;
 	int32_t fail_stage, fail_errno;
@@ -74,7 +76,7 @@ static struct exec *find(const struct conn *c, uint64_t id)
 /* ---- the child side ---- */
 
 struct child_fail { int32_t stage, err; };
-enum { STAGE_CWD = 1, STAGE_GROUPS, STAGE_GID, STAGE_UID, STAGE_EXEC, STAGE_SECCOMP };
+enum { STAGE_CWD = 1, STAGE_GROUPS, STAGE_GID, STAGE_UID, STAGE_EXEC, STAGE_SECCOMP, STAGE_TTY };
 
 static void __attribute__((noreturn)) child_fail(int fd, int stage)
 {
@@ -111,26 +113,30 @@ static void exec_path(char **argv, char **envp, const char *path)
 }
 
 static void __attribute__((noreturn)) child(int in_r, int out_w, int err_w, int status_w,
-	char **argv, char **envp, const char *path, const char *cwd, uid_t uid, gid_t gid)
+	char **argv, char **envp, const char *path, const char *cwd, uid_t uid, gid_t gid, int tty)
 {
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL);
 	setsid();
+	/* On a pseudo-terminal the new session takes it as its controlling terminal, so the shell
+	 * has job control and ^C reaches the foreground group. */
+	if (tty && ioctl(in_r, TIOCSCTTY, 0) < 0) child_fail(status_w, STAGE_TTY);
 	dup2(in_r, 0);
-	dup2(out_w, 1);
-	dup2(err_w, 2);
+	dup2(tty ? in_r : out_w, 1);
+	dup2(tty ? in_r : err_w, 2);
 	/* The agent is shielded from the OOM killer; its commands must not be. Raising the score
 	 * needs no privilege, and the floor stays where the launcher left it (see sandbox.c). */
 	int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
 	if (oom >= 0) { ssize_t w = write(oom, "0", 1); (void)w; close(oom); }
-	if (chdir(cwd) < 0) child_fail(status_w, STAGE_CWD);
 	if (uid != 0 || gid != 0) {
 		if (setgroups(1, &gid) < 0) child_fail(status_w, STAGE_GROUPS);
 		if (setgid(gid) < 0) child_fail(status_w, STAGE_GID);
 		if (setuid(uid) < 0) child_fail(status_w, STAGE_UID);
 	}
+	/* As the user: a directory that user may not enter is refused, as a login would refuse it. */
+	if (chdir(cwd) < 0) child_fail(status_w, STAGE_CWD);
 	umask(022);
 	/* Last before exec: the filter holds for the command and everything it starts. */
 	if (seccomp_install_command_filter() < 0) child_fail(status_w, STAGE_SECCOMP);
@@ -227,6 +233,7 @@ static const char *stage_name(int stage)
 	case STAGE_GID: return "setgid";
 	case STAGE_UID: return "setuid";
 	case STAGE_SECCOMP: return "install the seccomp filter";
+	case STAGE_TTY: return "take the terminal";
 	default: return "exec";
 	}
 }
@@ -245,8 +252,12 @@ static void settle_start(struct exec *e)
 		e->fail_stage = f.stage;
 		e->fail_errno = f.err;
 		if (e->conn) {
+			/* A failure the request's cwd or uid/gid caused names that field, so the client can
+			 * say which of its options was wrong. */
 			const char *code = errno_code(f.err);
-			send_err(e->conn, e->id, code, "%s: %s failed: %s", e->name, stage_name(f.stage), strerror(f.err));
+			const char *field = f.stage == STAGE_CWD ? "cwd"
+				: f.stage == STAGE_GROUPS || f.stage == STAGE_GID || f.stage == STAGE_UID ? "user" : NULL;
+			send_err_field(e->conn, e->id, code, field, "%s: %s failed: %s", e->name, stage_name(f.stage), strerror(f.err));
 		}
 		return;
 	}
@@ -405,6 +416,34 @@ static void finish(struct exec *e)
 
 /* ---- requests ---- */
 
+/* The size a request asks for; 0 and -1 when it is out of range. */
+static int terminal_size(const struct req *q, struct winsize *ws)
+{
+	uint64_t cols = q->has_cols ? q->cols : 80, rows = q->has_rows ? q->rows : 24;
+	if (cols < 1 || cols > 0xffff || rows < 1 || rows > 0xffff) return -1;
+	*ws = (struct winsize){ .ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols };
+	return 0;
+}
+
+/* A pseudo-terminal for an exec, laid out as its pipes would be: the child gets the terminal
+ * (in_p[0], out_p[1], err_p[1] are one descriptor of it, closed once), the agent reads the
+ * master as out_p[0] and writes it through in_p[1]; there is no separate stderr. */
+static int open_terminal(const struct req *q, int in_p[2], int out_p[2], int err_p[2])
+{
+	struct winsize ws;
+	if (terminal_size(q, &ws) < 0) { errno = EINVAL; return -1; }
+	int master, slave;
+	if (openpty(&master, &slave, NULL, NULL, &ws) < 0) return -1;
+	int writer = fcntl(master, F_DUPFD_CLOEXEC, 3);
+	if (writer < 0) { int err = errno; close(master); close(slave); errno = err; return -1; }
+	fcntl(master, F_SETFD, FD_CLOEXEC);
+	fcntl(slave, F_SETFD, FD_CLOEXEC);
+	in_p[0] = slave; in_p[1] = writer;
+	out_p[0] = master; out_p[1] = -1;
+	err_p[0] = -1; err_p[1] = -1;
+	return 0;
+}
+
 void exec_start(struct conn *c, const struct req *q)
 {
 	if (!q->has_argv) { send_err(c, q->id, ERR_INVALID, "exec needs argv"); return; }
@@ -436,7 +475,15 @@ void exec_start(struct conn *c, const struct req *q)
 		return;
 	}
 	int in_p[2] = { -1, -1 }, out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 };
-	if (pipe2(in_p, O_CLOEXEC) < 0 || pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 || pipe2(st_p, O_CLOEXEC) < 0) {
+	if (q->pty && open_terminal(q, in_p, out_p, err_p) < 0) {
+		int err = errno;
+		send_err_field(c, q->id, errno_code(err), "pty", "openpty: %s", strerror(err));
+		free(e);
+		free_strv(argv);
+		free_strv(envp);
+		return;
+	}
+	if ((!q->pty && (pipe2(in_p, O_CLOEXEC) < 0 || pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0)) || pipe2(st_p, O_CLOEXEC) < 0) {
 		int err = errno;
 		for (int i = 0; i < 2; i++) { close_fd(&in_p[i]); close_fd(&out_p[i]); close_fd(&err_p[i]); close_fd(&st_p[i]); }
 		send_err(c, q->id, errno_code(err), "pipe: %s", strerror(err));
@@ -448,16 +495,16 @@ void exec_start(struct conn *c, const struct req *q)
 	snprintf(e->name, sizeof e->name, "%s", argv[0]);
 	e->start_ms = now_ms();
 	pid_t pid = fork();
-	if (pid == 0) child(in_p[0], out_p[1], err_p[1], st_p[1], argv, envp, path, cwd, uid, gid);
+	if (pid == 0) child(in_p[0], out_p[1], err_p[1], st_p[1], argv, envp, path, cwd, uid, gid, q->pty);
 	int fork_err = errno;
 	free_strv(argv);
 	free_strv(envp);
-	close(in_p[0]);
-	close(out_p[1]);
-	close(err_p[1]);
-	close(st_p[1]);
+	close_fd(&in_p[0]);
+	close_fd(&out_p[1]);
+	close_fd(&err_p[1]);
+	close_fd(&st_p[1]);
 	if (pid < 0) {
-		close(in_p[1]); close(out_p[0]); close(err_p[0]); close(st_p[0]);
+		close_fd(&in_p[1]); close_fd(&out_p[0]); close_fd(&err_p[0]); close_fd(&st_p[0]);
 		free(e);
 		send_err(c, q->id, fork_err == EAGAIN ? ERR_NO_CAPACITY : ERR_INTERNAL, "fork: %s", strerror(fork_err));
 		return;
@@ -469,8 +516,9 @@ void exec_start(struct conn *c, const struct req *q)
 	e->out_fd = out_p[0];
 	e->err_fd = err_p[0];
 	e->status_fd = st_p[0];
+	e->pty = q->pty;
 	int ours[4] = { e->in_fd, e->out_fd, e->err_fd, e->status_fd };
-	for (int i = 0; i < 4; i++) fcntl(ours[i], F_SETFL, O_NONBLOCK);
+	for (int i = 0; i < 4; i++) if (ours[i] >= 0) fcntl(ours[i], F_SETFL, O_NONBLOCK);
 	e->in_stream = q->stdin_stream;
 	e->max_out = q->has_max_output ? q->max_output : WARREN_DEFAULT_MAX_OUTPUT_BYTES;
 	e->credited = q->has_window;
@@ -488,8 +536,24 @@ void exec_stdin(struct conn *c, const struct req *q)
 	/* No reply: stdin for a command that has ended, or never took streamed stdin, goes nowhere. */
 	if (!e || !e->in_stream || e->in_eof || e->in_fd < 0) return;
 	if (q->data.set) buf_put(&e->in_buf, q->data.p, q->data.n);
+	/* A terminal has no end of input of its own: its EOF character (^D) stands for it. */
+	if (q->eof && e->pty) buf_put(&e->in_buf, "\x04", 1);
 	if (q->eof) e->in_eof = 1;
 	pump_in(e);
+}
+
+void exec_resize(struct conn *c, const struct req *q)
+{
+	if (!q->has_exec) { send_err(c, q->id, ERR_INVALID, "resize needs exec"); return; }
+	struct exec *e = find(c, q->exec);
+	if (!e || e->reaped) { send_err(c, q->id, ERR_NOT_FOUND, "no running exec %llu", (unsigned long long)q->exec); return; }
+	if (!e->pty) { send_err_field(c, q->id, ERR_INVALID, "pty", "exec %llu has no terminal", (unsigned long long)q->exec); return; }
+	struct winsize ws;
+	if (!q->has_cols || !q->has_rows || terminal_size(q, &ws) < 0) { send_err(c, q->id, ERR_INVALID, "resize needs cols and rows from 1 to 65535"); return; }
+	int fd = e->in_fd >= 0 ? e->in_fd : e->out_fd;
+	/* The kernel sends SIGWINCH to the terminal's foreground group. */
+	if (fd < 0 || ioctl(fd, TIOCSWINSZ, &ws) < 0) { send_err(c, q->id, ERR_NOT_FOUND, "exec %llu has let go of its terminal", (unsigned long long)q->exec); return; }
+	send_ok(c, q->id);
 }
 
 void exec_kill(struct conn *c, const struct req *q)

@@ -15,12 +15,13 @@
  * Requests, client -> agent:
  *   ping   {id}                                         -> ok {id, version, pid}
  *   exec   {id, argv:[str], cwd?:str, env?:{str:str}, uid?, gid?, stdin?:bin,
- *           stdinStream?:bool, timeoutMs?, maxOutputBytes?, window?}
+ *           stdinStream?:bool, timeoutMs?, maxOutputBytes?, window?, pty?:bool, cols?, rows?}
  *                                                       -> started {id, pid}, out..., exit
  *                                                          or err {id, ...} if it could not start
  *   stdin  {id (the exec's), data?:bin, eof?:bool}       -> no reply (only for stdinStream execs)
  *   credit {id (the exec's), bytes}                     -> no reply (only for execs started with a window)
  *   kill   {id, exec (an exec's id), signal?}           -> ok {id} | err NOT_FOUND
+ *   resize {id, exec (a pty exec's id), cols, rows}     -> ok {id} | err NOT_FOUND | err INVALID
  *   read   {id, path, offset?, length?}                 -> ok {id, data:bin, size}
  *   write  {id, path, data:bin, mode?, append?, mkdirs?(default true)}
  *                                                       -> ok {id}
@@ -31,7 +32,10 @@
  *
  * Replies and events, agent -> client:
  *   ok      {id, ...results}
- *   err     {id, code:"WARREN_ERR_*", message}   id is 0 when the request's id was unreadable
+ *   err     {id, code:"WARREN_ERR_*", message, field?}
+ *                                                id is 0 when the request's id was unreadable;
+ *                                                field names the request field at fault, when one
+ *                                                is (an exec's "cwd", "user" for uid/gid, "pty")
  *   started {id, pid}                            the command is running (pid in the sandbox)
  *   out     {id, seq, fd:1|2, data:bin}           seq counts the exec's out frames from 0
  *   exit    {id, seq, code?|signal?, timedOut, truncated, killed, durationMs}
@@ -43,6 +47,11 @@
  * agent does not read its pipes, so the command blocks on write as on a slow terminal; after
  * the command ends its exit waits until what it left in its pipes was sent. Bytes beyond
  * maxOutputBytes are dropped without using credit. Without `window` there is no limit.
+ *
+ * Pseudo-terminal: an exec with `pty` runs on a new terminal of cols x rows (default 80 x 24)
+ * that is its controlling terminal (its own session): stdin, stdout and stderr are the terminal,
+ * all output comes as fd 1 under the same credit, stdin data is typed into it, and stdin's eof
+ * types the terminal's EOF character (^D). `resize` sets the size; the command gets SIGWINCH.
  *
  * Rules: integers may arrive as any msgpack int or an integral float. A frame over the size
  * limit is answered with err FRAME_TOO_LARGE and the connection is closed (its length cannot be

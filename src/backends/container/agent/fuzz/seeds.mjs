@@ -27,6 +27,8 @@ const requests = {
   execStream: { t: 'exec', id: 3, argv: ['cat'], stdinStream: true },
   stdin: { t: 'stdin', id: 3, data, eof: true },
   kill: { t: 'kill', id: 4, exec: 3, signal: 15 },
+  execPty: { t: 'exec', id: 14, argv: ['sh'], stdinStream: true, pty: true, cols: 120, rows: 40 },
+  resize: { t: 'resize', id: 15, exec: 14, cols: 100, rows: 30 },
   read: { t: 'read', id: 5, path: '/etc/hostname', offset: 0, length: 4096 },
   write: { t: 'write', id: 6, path: '/tmp/a/b', data, mode: 0o644, append: false, mkdirs: true },
   list: { t: 'list', id: 7, path: '/' },

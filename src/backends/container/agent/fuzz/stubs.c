@@ -6,6 +6,7 @@
  *   - fork (and every other way to start a process, wrapped with -Wl,--wrap): fails with EAGAIN,
  *     so exec.c builds argv and env, then answers NO_CAPACITY and frees them;
  *   - sethostname: checks the name and does nothing;
+ *   - openpty: a pipe stands in for the terminal, so a pty exec goes on to fork (which fails);
  *   - the egress relay and the seccomp filter: never reached from a request (abort if they are).
  * A call that must never happen aborts, which libFuzzer reports with the input. */
 #define _GNU_SOURCE
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <unistd.h>
 #include "../agent.h"
 #include "../seccomp.h"
 #include "stubs.h"
@@ -81,6 +83,15 @@ int __wrap_execve(void) { never("execve"); }
 int __wrap_execvp(void) { never("execvp"); }
 int __wrap_execvpe(void) { never("execvpe"); }
 int __wrap_kill(pid_t pid, int sig) { (void)pid; (void)sig; never("kill (no process was started)"); }
+int __wrap_openpty(int *master, int *slave, char *name, const void *termp, const void *winp)
+{
+	(void)name; (void)termp; (void)winp;
+	int p[2];
+	if (pipe(p) < 0) return -1;
+	*master = p[0];
+	*slave = p[1];
+	return 0;
+}
 int __wrap_sethostname(const char *name, size_t len)
 {
 	in_received(name, len);

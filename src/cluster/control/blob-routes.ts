@@ -1,0 +1,57 @@
+/**
+ * The plain-HTTP side of the gateway's port: layer reads for nodes (the join token), layer
+ * uploads for builds (an API key that may push: admin or `image:push`). WebSocket upgrades
+ * never reach here; they are links.
+ */
+import { join } from 'node:path'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Ref } from '../../actors/index.js'
+import { createError, ErrorCodes } from '../../errors.js'
+import { createBlobHandler } from '../../images/blob/index.js'
+import { createUploadHandler, isUploadPath, type UploadTunables } from '../../images/upload/index.js'
+import { authorize, type IamMessage, type Principal } from '../iam/index.js'
+import type { ImageIndexMessage } from './image-index.js'
+
+export interface BlobRoutesOptions {
+  /** The blob store's root; without one there is nothing to read and uploads are refused. */
+  blobRoot?: string
+  iam: () => Ref<IamMessage>
+  images: () => Ref<ImageIndexMessage>
+  upload?: Partial<UploadTunables>
+}
+
+export interface BlobRoutes {
+  handle (req: IncomingMessage, res: ServerResponse): void
+  close (): void
+}
+
+export function createBlobRoutes (o: BlobRoutesOptions): BlobRoutes {
+  const reads = createBlobHandler({
+    root: o.blobRoot ?? '/nonexistent',
+    authorize: async (token) => o.blobRoot !== undefined && await o.iam().ask<boolean>({ type: 'check-join', token })
+  })
+  const uploads = o.blobRoot === undefined
+    ? undefined
+    : createUploadHandler({
+      root: o.blobRoot,
+      // Beside the store, on its file system, so a commit is a rename; never under its object keys.
+      stagingDir: join(o.blobRoot, '..', 'uploads'),
+      ...(o.upload !== undefined ? { tunables: o.upload } : {}),
+      authenticate: async (token) => {
+        const principal = await o.iam().ask<Principal | null>({ type: 'authenticate', token })
+        if (principal === null) throw createError(ErrorCodes.UNAUTHENTICATED, 'the token is not a live API key')
+        authorize(principal, 'image:push')
+        return { tenant: principal.tenant }
+      },
+      recordLayer: async (digest, kind) => { await o.images().ask({ type: 'layer-stored', digest, kind }) }
+    })
+  return {
+    handle (req, res) {
+      if (!isUploadPath(req.url)) { reads(req, res); return }
+      if (uploads !== undefined) { uploads.handle(req, res); return }
+      const body = JSON.stringify({ code: ErrorCodes.UNSUPPORTED, message: 'this control plane keeps no blob store (it has no data dir)' })
+      res.writeHead(501, { 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)), Connection: 'close' }).end(body)
+    },
+    close () { uploads?.close() }
+  }
+}
