@@ -45,7 +45,7 @@ function codeOf (outcome: KillOutcome): string | undefined {
   return outcome.ok ? undefined : outcome.error.code
 }
 
-test('kill answers once capacity is free: a node full with 40 sandboxes, all killed, takes 40 more at once', timed(60_000, async (defer) => {
+test('kill answers once capacity is free: a node full with 40 sandboxes, all killed, takes 40 more at once; so does one after a refused batch', timed(60_000, async (defer) => {
   const N = 40
   const { client } = await cluster(defer, { capacity: { maxSandboxes: { function: N } } })
   for (let round = 0; round < 3; round++) {
@@ -59,6 +59,10 @@ test('kill answers once capacity is free: a node full with 40 sandboxes, all kil
     assert.ok(outcomes.every((o) => o.ok && o.killed && o.state === 'gone'), JSON.stringify(outcomes.filter((o) => !o.ok)))
     assert.ok(sbs.every((s) => s.state === 'gone'))
   }
+  // A batch one too large is refused whole, and what it had made is gone before the answer.
+  const over = await client.createMany(N + 1, { deadlineMs: 0 }).catch((e: unknown) => e)
+  assert.ok(isWarrenError(over, ErrorCodes.NO_CAPACITY), String(over))
+  assert.equal(await client.list(), [])
   assert.is((await client.createMany(N, { deadlineMs: 0 })).length, N)
 }))
 

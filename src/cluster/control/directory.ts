@@ -7,7 +7,7 @@
 import { Actor, type ExitReason, type Ref } from '../../actors/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
 import type { IamMessage } from '../iam/index.js'
-import type { SandboxSummary } from '../node/index.js'
+import { withoutHostDirs, type SandboxSummary } from '../node/index.js'
 import type { NodeUsage, PlacementRequest, ShardMessage } from '../placement/index.js'
 import { placementRequestOf } from '../spec.js'
 import type { EndReason, SandboxEvent, SandboxState } from '../sandbox/index.js'
@@ -109,7 +109,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
           const r = this.records.get(e.id)
           if (r === undefined || r.nodeId !== m.nodeId || TERMINAL.has(r.state)) continue
           if (e.reason !== undefined) r.reason = e.reason
-          if (e.message !== undefined) r.message = e.message
+          if (e.message !== undefined) r.message = withoutHostDirs(e.message)
           this.transition(r, e.state)
         }
         return undefined

@@ -274,8 +274,9 @@ export class Session extends Actor<SessionMessage> {
     if (failed > 0) this.o.iam().tell({ type: 'release', tenant: this.tenant, n: failed })
     if (records.length > 0) this.o.directory().tell({ type: 'add', records })
     if (firstError !== undefined) {
-      // All or nothing: a batch that cannot be created whole is not left half made.
-      for (const r of records) this.ctx.system.refFor<SandboxMessage>(r.address)?.tell({ type: 'kill' })
+      // All or nothing: a batch that cannot be created whole is not left half made, and the
+      // error comes once what was made is gone, so a retry finds its room.
+      if (records.length > 0) await killMany(this.lifecycle(), { ids: records.map((r) => r.id) }).catch(() => {})
       throw firstError
     }
     const views = records.map(toView)
