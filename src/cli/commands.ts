@@ -1,96 +1,14 @@
 /**
- * The client-side commands of `warren`: run, ps, exec, kill, token, tenant, nodes. Each takes its
- * parsed arguments and returns the process exit code.
+ * The client-side commands of `warren`: ps, exec, log, kill, token, tenant, nodes (create and
+ * run are in run.ts). Each takes its parsed arguments and returns the process exit code.
  */
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
-import { connect, type Client, type CreateSpec } from '../sdk/index.js'
-import { isScope } from '../cluster/index.js'
+import { isScope, RECORD_STATES, type RecordState } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
-import { buildAndPush, pushTarget } from './image.js'
-import { createProgress } from './progress.js'
+import { withClient } from './client.js'
+import { parseLabels } from './sandbox-flags.js'
 
 export interface Out { stdout: NodeJS.WritableStream, stderr: NodeJS.WritableStream }
 const std: Out = { stdout: process.stdout, stderr: process.stderr }
-
-async function withClient<T> (fn: (c: Client) => Promise<T>): Promise<T> {
-  const client = await connect()
-  try { return await fn(client) } finally { await client.close() }
-}
-
-function parseLabels (pairs: string[] | undefined): Record<string, string> | undefined {
-  if (pairs === undefined || pairs.length === 0) return undefined
-  const out: Record<string, string> = {}
-  for (const p of pairs) {
-    const eq = p.indexOf('=')
-    if (eq <= 0) throw createError(ErrorCodes.INVALID_ARGUMENT, `--label takes key=value, got ${p}`)
-    out[p.slice(0, eq)] = p.slice(eq + 1)
-  }
-  return out
-}
-
-/**
- * A base layer built from `dir` the operator's way (as `warren image build --from-dir` does:
- * built here, pushed to the configured control plane, or to the blob store directory `store`),
- * named by its digest.
- */
-async function layerFromDir (dir: string, store: string | undefined): Promise<string> {
-  const work = mkdtempSync(join(tmpdir(), 'warren-run-'))
-  try {
-    const progress = createProgress(2)
-    const pushed = await buildAndPush(resolve(dir), pushTarget(store), 'base', work, progress)
-    progress.done()
-    return pushed.digest
-  } finally {
-    rmSync(work, { recursive: true, force: true })
-  }
-}
-
-/** The flags of `warren run`. */
-export interface RunFlags { backend?: string, ttl?: string, label?: string[], image?: string, workspace?: string, tools?: string, 'image-dir'?: string, store?: string }
-
-/**
- * The layers `warren run` stacks, as the SDK's `image` takes them: `--image` (or `--image-dir`)
- * the base, `--workspace` one workspace layer, `--tools a,b` tools layers in order. A workspace
- * or tools without a base go over the built-in base.
- */
-async function runImage (flags: RunFlags): Promise<CreateSpec['image']> {
-  if (flags.image !== undefined && flags['image-dir'] !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'give --image or --image-dir, not both', { field: 'image' })
-  const tools = flags.tools?.split(',').map((t) => t.trim()).filter((t) => t !== '')
-  if (flags.tools !== undefined && tools!.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, '--tools takes a comma-separated list of layers', { field: 'tools' })
-  // --image-dir is the operator's: the layer is built here and pushed, and the create names its digest.
-  const base = flags.image ?? (flags['image-dir'] !== undefined ? await layerFromDir(flags['image-dir'], flags.store) : undefined)
-  if (base === undefined && flags.workspace === undefined && tools === undefined) return undefined
-  return {
-    base: base ?? 'busybox',
-    ...(flags.workspace !== undefined ? { workspace: flags.workspace } : {}),
-    ...(tools !== undefined ? { tools } : {})
-  }
-}
-
-/** `warren run [--backend B] [--image BASE [--workspace W] [--tools T1,T2]] [--ttl MS] [--label k=v] -- CMD…`: create, stream, exit with the command's code, kill. */
-export async function run (cmd: string[], flags: RunFlags, out: Out = std): Promise<number> {
-  if (cmd.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren run [--backend B] [--image NAME:TAG | --image-dir DIR [--store BLOBS]] [--workspace W] [--tools T1,T2] [--ttl MS] -- CMD…')
-  return await withClient(async (client) => {
-    const labels = parseLabels(flags.label)
-    const image = await runImage(flags)
-    const sb = await client.create({
-      backend: (flags.backend ?? (image !== undefined ? 'container' : 'function')) as 'function',
-      ...(image !== undefined ? { image } : {}),
-      ...(flags.ttl !== undefined ? { ttlMs: Number(flags.ttl) } : {}),
-      ...(labels !== undefined ? { labels } : {})
-    })
-    try {
-      const r = await sb.exec(cmd, { onStdout: (b) => out.stdout.write(b), onStderr: (b) => out.stderr.write(b) })
-      if (r.truncated) out.stderr.write('warren: output truncated at the cap\n')
-      if (r.reason !== undefined) out.stderr.write(`warren: command ended: ${r.reason}${r.message !== undefined ? ` (${r.message})` : ''}\n`)
-      return r.exitCode
-    } finally {
-      await sb.kill()
-    }
-  })
-}
 
 /** `warren exec ID -- CMD…` */
 export async function exec (id: string | undefined, cmd: string[], out: Out = std): Promise<number> {
@@ -128,10 +46,14 @@ export async function log (id: string | undefined, out: Out = std): Promise<numb
 
 /** `warren ps [--label k=v] [--state S] [--all]`: live sandboxes; ended ones too with --all. */
 export async function ps (flags: { label?: string[], state?: string, all?: boolean }, out: Out = std): Promise<number> {
+  const labels = parseLabels(flags.label)
+  const state = flags.state
+  if (state !== undefined && !(RECORD_STATES as readonly string[]).includes(state)) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, `--state must be one of ${RECORD_STATES.join(', ')}, not ${JSON.stringify(state)}`, { field: 'state' })
+  }
   return await withClient(async (client) => {
-    const labels = parseLabels(flags.label)
     const list = await client.list({
-      ...(labels !== undefined ? { labels } : {}), ...(flags.state !== undefined ? { state: flags.state as 'ready' } : {}), ...(flags.all === true ? { all: true } : {})
+      ...(labels !== undefined ? { labels } : {}), ...(state !== undefined ? { state: state as RecordState } : {}), ...(flags.all === true ? { all: true } : {})
     })
     const rows = [['ID', 'STATE', 'BACKEND', 'NODE', 'AGE', 'LABELS']]
     for (const s of list) {

@@ -23,7 +23,8 @@ import { createError, ErrorCodes } from '../errors.js'
 import { debootstrapTree, LAYER_KINDS, makeErofsImage, unpackImage, unpackTar, type LayerKind } from '../images/index.js'
 import { pushLayer } from '../images/blob/index.js'
 import { pushLayerOverHttp } from '../images/upload/index.js'
-import { connect, resolveConfig } from '../sdk/index.js'
+import { resolveConfig } from '../sdk/index.js'
+import { withClient } from './client.js'
 import { createProgress, type Progress } from './progress.js'
 
 export interface ImageBuildFlags {
@@ -83,6 +84,7 @@ export async function buildAndPush (tree: string, target: PushTarget, kind: Laye
   return { digest: pushed.digest, size: pushed.size, chunks: pushed.manifest.chunks.length }
 }
 
+/** `warren image build`: builds one layer from one source, pushes it, and tags it unless --no-tag. */
 export async function imageBuild (flags: ImageBuildFlags): Promise<number> {
   const kind = (flags.kind ?? 'base') as LayerKind
   if (!LAYER_KINDS.includes(kind)) throw createError(ErrorCodes.INVALID_ARGUMENT, `--kind must be one of ${LAYER_KINDS.join(', ')}`)
@@ -115,13 +117,8 @@ export async function imageBuild (flags: ImageBuildFlags): Promise<number> {
     let tagged = ''
     if (flags['no-tag'] !== true) {
       progress.step(`tagging ${flags.name}`)
-      const client = await connect()
-      try {
-        await client.request({ type: 'image-tag', name: flags.name!, digest: pushed.digest, kind })
-        tagged = ` as ${flags.name}`
-      } finally {
-        await client.close()
-      }
+      await withClient(async (client) => { await client.request({ type: 'image-tag', name: flags.name!, digest: pushed.digest, kind }) })
+      tagged = ` as ${flags.name}`
     }
     progress.done()
     process.stdout.write(`${pushed.digest}  ${(pushed.size / 1024 / 1024).toFixed(1)} MiB  ${pushed.chunks} chunks${tagged}\n`)
@@ -133,12 +130,9 @@ export async function imageBuild (flags: ImageBuildFlags): Promise<number> {
 
 /** `warren image ls` */
 export async function imageList (): Promise<number> {
-  const client = await connect()
-  try {
+  return await withClient(async (client) => {
     const list = await client.request<Array<{ name: string, digest: string, kind: string, taggedAt: string }>>({ type: 'image-list' })
     for (const r of list) process.stdout.write(`${r.name.padEnd(32)} ${r.kind.padEnd(9)} ${r.digest}  ${r.taggedAt}\n`)
     return 0
-  } finally {
-    await client.close()
-  }
+  })
 }

@@ -9,6 +9,7 @@ import { nanoid } from 'nanoid'
 import { ControlPlaneDefaults, defaultNodeId, startControlPlane, startNode, type NodeProcess } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { configPath, writeConfig } from '../sdk/index.js'
+import { systemCause } from './failure.js'
 
 function waitForSignal (): Promise<string> {
   return new Promise((resolve) => {
@@ -31,19 +32,28 @@ function persistentNodeId (dataDir: string): string {
   }
 }
 
+/** A listen that failed (busy port, foreign address, a privileged port) as INVALID_ARGUMENT naming the address and port. */
+function listenRefusal (err: unknown, host: string, port: number): unknown {
+  const e = err as NodeJS.ErrnoException
+  if (!(err instanceof Error) || (e.code !== 'EADDRINUSE' && e.code !== 'EADDRNOTAVAIL' && e.code !== 'EACCES')) return err
+  const field = e.code === 'EADDRNOTAVAIL' ? 'host' : 'port'
+  return createError(ErrorCodes.INVALID_ARGUMENT, `cannot listen on ${host} port ${port}: ${systemCause(e)}; choose another with --${field}`, { field, address: host, port, cause: e.code })
+}
+
 export interface UpFlags { port?: string, host?: string, 'data-dir'?: string, 'functions-dir'?: string, shards?: string, 'no-local-node'?: boolean, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean }
 
 /** `warren up`: prints the URL and an admin token, writes ~/.warren/config.json (0600), runs until a signal. */
 export async function up (flags: UpFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
   const dataDir = flags['data-dir'] ?? join(homedir(), '.warren', 'data')
   const port = flags.port !== undefined ? Number(flags.port) : ControlPlaneDefaults.port
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw createError(ErrorCodes.INVALID_ARGUMENT, `--port must be 0-65535, got ${flags.port}`)
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw createError(ErrorCodes.INVALID_ARGUMENT, `--port must be 0-65535, got ${flags.port}`, { field: 'port' })
+  const host = flags.host ?? ControlPlaneDefaults.host
   const cp = await startControlPlane({
     port,
-    host: flags.host ?? ControlPlaneDefaults.host,
+    host,
     dataDir,
     ...(flags.shards !== undefined ? { shards: Number(flags.shards) } : {})
-  })
+  }).catch((err: unknown) => { throw listenRefusal(err, host, port) })
   let node: NodeProcess | undefined
   try {
     if (flags['no-local-node'] !== true) {
@@ -84,7 +94,7 @@ function egressHosts (flags: string[] | undefined): Record<string, string> | und
 
 /** `warren node --join URL --token T`: joins and runs until a signal. */
 export async function node (flags: NodeFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
-  if (flags.join === undefined || flags.token === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren node --join URL --token JOIN_TOKEN [--node-id ID]')
+  if (flags.join === undefined || flags.token === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren node --join URL --token JOIN_TOKEN [--node-id ID]', { field: flags.join === undefined ? 'join' : 'token' })
   const dataDir = flags['data-dir'] ?? join(homedir(), '.warren', 'node')
   const n = await startNode({
     url: flags.join,

@@ -4,7 +4,8 @@
  * terminal as typed; its size follows the local window (SIGWINCH). Ends with the shell's exit
  * code, the local terminal restored.
  */
-import { connect, type ExecHandle } from '../sdk/index.js'
+import type { ExecHandle } from '../sdk/index.js'
+import { withClient } from './client.js'
 
 /** The shell a sandbox offers: bash when it has it, else sh; a login shell, as ssh would start. */
 const LOGIN_SHELL = 'if command -v bash >/dev/null 2>&1; then exec bash -l; fi; exec sh -l'
@@ -22,32 +23,32 @@ export interface ShellIo {
 export async function shell (id: string, io: ShellIo = { stdin: process.stdin, stdout: process.stdout }): Promise<number> {
   const { stdin, stdout } = io
   const size = (): { cols: number, rows: number } => ({ cols: stdout.columns ?? 80, rows: stdout.rows ?? 24 })
-  const client = await connect()
-  const raw = stdin.isTTY === true && typeof stdin.setRawMode === 'function'
-  let handle: ExecHandle | undefined
-  const onData = (data: Buffer | string): void => {
-    // One write at a time, in order: the local input waits while the sandbox takes it.
-    stdin.pause()
-    handle?.write(data).then(() => stdin.resume(), () => {})
-  }
-  const onEnd = (): void => { handle?.closeStdin().catch(() => {}) }
-  const onResize = (): void => { handle?.resize(size()).catch(() => {}) }
-  try {
-    const sb = await client.attach(id)
-    handle = sb.spawn(['/bin/sh', '-c', LOGIN_SHELL], { pty: size(), openStdin: true, env: { TERM: process.env.TERM ?? 'xterm-256color' } })
-    if (raw) stdin.setRawMode!(true)
-    stdin.on('data', onData)
-    stdin.on('end', onEnd)
-    process.on('SIGWINCH', onResize)
-    stdin.resume()
-    for await (const chunk of handle) stdout.write(chunk.data)
-    return (await handle.wait()).exitCode
-  } finally {
-    process.off('SIGWINCH', onResize)
-    stdin.off('data', onData)
-    stdin.off('end', onEnd)
-    stdin.pause()
-    if (raw) stdin.setRawMode!(false)
-    await client.close()
-  }
+  return await withClient(async (client) => {
+    const raw = stdin.isTTY === true && typeof stdin.setRawMode === 'function'
+    let handle: ExecHandle | undefined
+    const onData = (data: Buffer | string): void => {
+      // One write at a time, in order: the local input waits while the sandbox takes it.
+      stdin.pause()
+      handle?.write(data).then(() => stdin.resume(), () => {})
+    }
+    const onEnd = (): void => { handle?.closeStdin().catch(() => {}) }
+    const onResize = (): void => { handle?.resize(size()).catch(() => {}) }
+    try {
+      const sb = await client.attach(id)
+      handle = sb.spawn(['/bin/sh', '-c', LOGIN_SHELL], { pty: size(), openStdin: true, env: { TERM: process.env.TERM ?? 'xterm-256color' } })
+      if (raw) stdin.setRawMode!(true)
+      stdin.on('data', onData)
+      stdin.on('end', onEnd)
+      process.on('SIGWINCH', onResize)
+      stdin.resume()
+      for await (const chunk of handle) stdout.write(chunk.data)
+      return (await handle.wait()).exitCode
+    } finally {
+      process.off('SIGWINCH', onResize)
+      stdin.off('data', onData)
+      stdin.off('end', onEnd)
+      stdin.pause()
+      if (raw) stdin.setRawMode!(false)
+    }
+  })
 }

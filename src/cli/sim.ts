@@ -20,8 +20,9 @@ import { readTrace } from '../../sim/trace.js'
 import { htmlReport, textTable } from '../../sim/report.js'
 import { calibrationTrace, compareObserved, probeCreation, replayOnCluster, simulateTrace } from '../../sim/calibrate.js'
 import { ControlPlaneDefaults, type NodeStatus } from '../cluster/index.js'
-import { connect } from '../sdk/index.js'
+import { withClient } from './client.js'
 import { createProgress } from './progress.js'
+import { parseDuration, parseMemory } from './units.js'
 
 export interface SimFlags {
   nodes?: string
@@ -40,22 +41,6 @@ export interface SimFlags {
   'node-crashes-per-day'?: string
   'shard-crashes-per-day'?: string
   'heartbeat-timeout'?: string
-}
-
-/** `24h`, `90m`, `3600s`, `500ms` → ms. */
-export function parseDuration (text: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim())
-  if (m === null) throw createError(ErrorCodes.INVALID_ARGUMENT, `durations look like 24h, 90m or 30s, not ${text}`)
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 'ms']
-  return Number(m[1]) * unit
-}
-
-/** `1.5TiB`, `512GiB`, `65536MiB` → MiB. */
-export function parseMemory (text: string): number {
-  const m = /^(\d+(?:\.\d+)?)(MiB|GiB|TiB)$/.exec(text.trim())
-  if (m === null) throw createError(ErrorCodes.INVALID_ARGUMENT, `memory looks like 1.5TiB or 512GiB, not ${text}`)
-  const unit = { MiB: 1, GiB: 1024, TiB: 1024 * 1024 }[m[2] as 'MiB']
-  return Math.round(Number(m[1]) * unit)
 }
 
 const num = (v: string | undefined, name: string): number | undefined => {
@@ -78,7 +63,7 @@ function nodeFlags (flags: SimFlags): { count?: number, cpus?: number, memoryMiB
     ...(crashes !== undefined ? { crashesPerNodePerDay: crashes } : {}),
     ...(flags.nodes !== undefined ? { count: num(flags.nodes, 'nodes')! } : {}),
     ...(flags['cores-per-node'] !== undefined ? { cpus: num(flags['cores-per-node'], 'cores-per-node')! } : {}),
-    ...(flags['mem-per-node'] !== undefined ? { memoryMiB: parseMemory(flags['mem-per-node']) } : {})
+    ...(flags['mem-per-node'] !== undefined ? { memoryMiB: parseMemory(flags['mem-per-node'], 'mem-per-node') } : {})
   }
 }
 
@@ -99,12 +84,13 @@ function writeOutputs (flags: SimFlags, summary: Summary, json: unknown = summar
   if (flags.json !== undefined) { writeFileSync(flags.json, JSON.stringify(json, null, 2)); process.stdout.write(`summary: ${flags.json}\n`) }
 }
 
+/** `warren sim`: one simulated run (a DSec-shaped workload or a replayed trace), printed as a table. */
 export async function sim (flags: SimFlags): Promise<number> {
   if (flags.profile !== undefined && flags.profile !== 'dsec') throw createError(ErrorCodes.INVALID_ARGUMENT, 'the only profile is dsec')
   const nodes = nodeFlags(flags)
   const trace = flags.trace !== undefined ? readTrace(flags.trace) : undefined
   // A trace runs to its last event (and a second beyond), unless told otherwise.
-  const durationMs = flags.duration !== undefined ? parseDuration(flags.duration) : trace !== undefined ? Math.floor(trace.lastMs) + 1000 : undefined
+  const durationMs = flags.duration !== undefined ? parseDuration(flags.duration, 'duration') : trace !== undefined ? Math.floor(trace.lastMs) + 1000 : undefined
   const simulated = durationMs ?? SimulationDefaults.durationMs
   const progress = createProgress(Math.max(1, Math.ceil(simulated / SimulationDefaults.progressEveryMs)))
   const summary = await runSimulation({
@@ -114,7 +100,7 @@ export async function sim (flags: SimFlags): Promise<number> {
     ...(flags.seed !== undefined ? { seed: num(flags.seed, 'seed')! } : {}),
     ...(flags.shards !== undefined ? { shards: integer(flags.shards, 'shards') } : {}),
     ...(flags['shard-crashes-per-day'] !== undefined ? { shardCrashesPerDay: nonNegative(flags['shard-crashes-per-day'], 'shard-crashes-per-day')! } : {}),
-    ...(flags['heartbeat-timeout'] !== undefined ? heartbeats(parseDuration(flags['heartbeat-timeout'])) : {}),
+    ...(flags['heartbeat-timeout'] !== undefined ? heartbeats(parseDuration(flags['heartbeat-timeout'], 'heartbeat-timeout')) : {}),
     onProgress: (p) => {
       progress.step(`${(p.simulatedMs / 3_600_000).toFixed(1)} h simulated: ${p.concurrent.toLocaleString('en')} running, ${p.created.toLocaleString('en')} created, ${p.rejected.toLocaleString('en')} rejected`)
     }
@@ -128,7 +114,6 @@ export async function sim (flags: SimFlags): Promise<number> {
 
 /** `warren sim plan`: the smallest node count that meets the targets. */
 export async function plan (flags: SimFlags): Promise<number> {
-  if (flags.trace !== undefined || flags.nodes !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'sim plan takes neither --trace nor --nodes')
   const need = (name: 'target-concurrent' | 'target-rate' | 'p99-create-ms'): number => {
     if (flags[name] === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `sim plan needs --${name}`)
     return num(flags[name], name)!
@@ -136,7 +121,7 @@ export async function plan (flags: SimFlags): Promise<number> {
   const targets = { concurrent: need('target-concurrent'), ratePerS: need('target-rate'), p99CreateMs: need('p99-create-ms') }
   const result = await planCapacity(targets, {
     nodes: nodeFlags(flags),
-    ...(flags.duration !== undefined ? { durationMs: parseDuration(flags.duration) } : {}),
+    ...(flags.duration !== undefined ? { durationMs: parseDuration(flags.duration, 'duration') } : {}),
     ...(flags.seed !== undefined ? { seed: num(flags.seed, 'seed')! } : {}),
     onTrial: (t) => {
       process.stderr.write(`plan: trying ${t.nodes} nodes: ${t.ok ? 'meets' : 'misses'} (${t.rejected} rejected, create p99 ${t.p99CreateMs} ms, peak ${t.peakConcurrent.toLocaleString('en')}, ${(t.wallMs / 1000).toFixed(1)} s)\n`)
@@ -155,8 +140,7 @@ export async function plan (flags: SimFlags): Promise<number> {
  * Needs an admin key (it reads the nodes' capacity). Exit code 1 when a figure is outside the tolerance.
  */
 export async function calibrate (flags: SimFlags): Promise<number> {
-  const client = await connect()
-  try {
+  return await withClient(async (client) => {
     const nodes = (await client.nodes()) as NodeStatus[]
     const alive = nodes.filter((n) => n.alive && n.capacity.backends.includes('function'))
     if (alive.length === 0) throw createError(ErrorCodes.NO_CAPACITY, 'no live node offers the function backend')
@@ -173,7 +157,5 @@ export async function calibrate (flags: SimFlags): Promise<number> {
     const rows = compareObserved(real, simulated)
     for (const r of rows) process.stdout.write(`${r.ok ? 'ok  ' : 'off '} ${r.figure.padEnd(28)} real ${r.real.toFixed(2).padStart(9)}  simulated ${r.simulated.toFixed(2).padStart(9)}  allowed ±${r.allowed.toFixed(2)}\n`)
     return rows.every((r) => r.ok) && real.failed === 0 ? 0 : 1
-  } finally {
-    await client.close()
-  }
+  })
 }

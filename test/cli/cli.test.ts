@@ -1,31 +1,20 @@
-import { execFileSync, spawn, spawnSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { containerUnavailable } from '../../src/cluster/index.js'
-import { busyboxTree, repoRoot } from '../cluster/harness.js'
+import { busyboxTree } from '../cluster/harness.js'
 import { connect } from '../../src/sdk/index.js'
 import { timed } from '../support/index.js'
-
-const cli = join(repoRoot, 'bin', 'warren.js')
+import { cli, exited, warrenUp } from './support.js'
 
 test('warren up writes a 0600 config; run streams output and exits with the command\'s code; ps lists; SIGTERM stops', timed(60_000, async (defer) => {
-  const dir = mkdtempSync(join(tmpdir(), 'warren-cli-'))
-  defer(() => rmSync(dir, { recursive: true, force: true }))
-  const env = { ...process.env, WARREN_CONFIG: join(dir, 'config.json') }
-  const up = spawn(process.execPath, [cli, 'up', '--port', '0', '--data-dir', join(dir, 'data')], { env, stdio: ['ignore', 'pipe', 'pipe'] })
-  const exited = new Promise<number | null>((resolve) => up.once('exit', (code) => resolve(code)))
-  defer(async () => { if (up.exitCode === null) { up.kill('SIGKILL'); await exited } })
-  let out = ''
-  await new Promise<void>((resolve, reject) => {
-    up.stdout.on('data', (b: Buffer) => { out += b.toString(); if (out.includes('Ctrl-C')) resolve() })
-    up.stderr.on('data', (b: Buffer) => { out += b.toString() })
-    up.once('exit', (code) => reject(new Error(`warren up exited ${code}: ${out}`)))
-  })
-  assert.match(out, /url:\s+ws:\/\/127\.0\.0\.1:\d+/)
-  assert.match(out, /token:\s+wrn_/)
+  const up = await warrenUp(defer)
+  const { env, dir } = up
+  assert.match(up.banner, /url:\s+ws:\/\/127\.0\.0\.1:\d+/)
+  assert.match(up.banner, /token:\s+wrn_/)
   assert.is(statSync(join(dir, 'config.json')).mode & 0o777, 0o600)
 
   // spawnSync would block this process's event loop; the control plane lives in another one.
@@ -69,8 +58,8 @@ test('warren up writes a 0600 config; run streams output and exits with the comm
   const usage = spawnSync(process.execPath, [cli, 'frobnicate'], { env, encoding: 'utf8', timeout: 30_000 })
   assert.is(usage.status, 2)
 
-  up.kill('SIGTERM')
-  assert.is(await exited, 0)
+  up.proc.kill('SIGTERM')
+  assert.equal(await exited(up.proc), { status: 0, signal: null })
 }))
 
 test('warren sim prints the table and writes the HTML report and the JSON summary', timed(60_000, async (defer) => {
@@ -118,18 +107,8 @@ test('warren sim prints the table and writes the HTML report and the JSON summar
 
 const noContainers = containerUnavailable()
 ;(noContainers === undefined ? test : test.skip)('warren image build tags a layer that warren run --image then runs, pulled from the blob store', timed(120_000, async (defer) => {
-  const dir = mkdtempSync(join(tmpdir(), 'warren-cli-'))
-  defer(() => rmSync(dir, { recursive: true, force: true }))
-  const env = { ...process.env, WARREN_CONFIG: join(dir, 'config.json') }
+  const { env, dir } = await warrenUp(defer)
   const data = join(dir, 'data')
-  const up = spawn(process.execPath, [cli, 'up', '--port', '0', '--data-dir', data], { env, stdio: ['ignore', 'pipe', 'pipe'] })
-  const exited = new Promise<number | null>((resolve) => up.once('exit', (code) => resolve(code)))
-  defer(async () => { if (up.exitCode === null) { up.kill('SIGTERM'); await exited } })
-  let out = ''
-  await new Promise<void>((resolve, reject) => {
-    up.stdout.on('data', (b: Buffer) => { out += b.toString(); if (out.includes('Ctrl-C')) resolve() })
-    up.once('exit', (code) => reject(new Error(`warren up exited ${code}: ${out}`)))
-  })
   const tree = join(dir, 'tree')
   busyboxTree(tree, ['sh', 'cat'])
   writeFileSync(join(tree, 'greeting'), 'hello from a built image\n')

@@ -90,6 +90,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const shards = (): Ref<ShardMessage>[] => shardRefs.map((get) => get())
 
   let url = ''
+  let listenError: Error | undefined
   const big = { mailbox: { capacity: 100_000 } }
   const children: ChildSpec[] = [
     { id: 'iam', start: createIam(store), spawn: { name: 'iam', ...big } },
@@ -114,14 +115,23 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
         ...(options.dataDir !== undefined ? { blobRoot: join(options.dataDir, 'blobs') } : {}),
         ...(options.link !== undefined ? { link: options.link } : {}),
         ...(options.upload !== undefined ? { upload: options.upload } : {}),
-        onListening: (u) => { url = u }
+        onListening: (u) => { url = u },
+        onListenError: (err) => { listenError ??= err }
       }),
       spawn: { name: 'gateway' }
     }
   ]
   const root = system.spawn(createSupervisor({ strategy: 'one_for_one', intensity: { maxRestarts: 5, periodMs: 10_000 }, children }), { name: 'root' })
   // The gateway's preStart listens; its first answered message means it is up (or it failed).
-  await ref<{ type: 'url' }>('gateway')().ask({ type: 'url' }, { timeoutMs: 10_000 })
+  // A failed listen reaches the ask as the gateway's stop; the caller is told the listen's own
+  // error instead (a busy port names its address and port).
+  await ref<{ type: 'url' }>('gateway')().ask({ type: 'url' }, { timeoutMs: 10_000 }).catch(async (err: unknown) => {
+    if (listenError === undefined) throw err
+    await system.stop(root, 15_000).catch(() => {})
+    await system.shutdown(1000)
+    state.close()
+    throw listenError
+  })
   if (url === '') throw new Error('the gateway did not start')
 
   return {

@@ -15,6 +15,8 @@ import { EndWaits } from './end-waits.js'
 import { shardOf } from './registry.js'
 
 export type RecordState = SandboxState | 'lost'
+/** Every state a sandbox's record can be in, in the order of its life. */
+export const RECORD_STATES: readonly RecordState[] = ['creating', 'ready', 'stopping', 'gone', 'failed', 'lost']
 
 export interface SandboxRecord {
   id: string

@@ -36,6 +36,8 @@ export interface GatewayOptions {
   link?: LinkOptionsInput
   /** Told the URL once listening. */
   onListening?: (url: string, port: number) => void
+  /** Told why listening failed (a busy port: EADDRINUSE, with its address and port), before the actor fails with it. */
+  onListenError?: (err: Error) => void
 }
 
 type Peer = { kind: 'user', principal: Principal } | { kind: 'node' }
@@ -73,7 +75,7 @@ export class Gateway extends Actor<GatewayMessage> {
       handler: (link) => (link.principal as Peer).kind === 'node' ? this.nodeHandler(link) : this.userHandler(link)
     })
     await new Promise<void>((resolve, reject) => {
-      this.http!.once('error', reject)
+      this.http!.once('error', (err) => { this.o.onListenError?.(err); reject(err) })
       this.http!.listen(this.o.port, this.o.host, () => { this.http!.off('error', reject); resolve() })
     })
     const port = (this.http.address() as AddressInfo).port

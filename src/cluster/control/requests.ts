@@ -12,7 +12,7 @@ import { isScope, type Quotas, type Scope } from '../iam/index.js'
 import { SandboxDefaults, type WireExecOptions } from '../sandbox/index.js'
 import { parseArgv } from '../spec.js'
 import { badEnvName, isPlainObject, stringMap } from '../spec-fields.js'
-import type { RecordState, SandboxRecord } from './directory.js'
+import { RECORD_STATES, type SandboxRecord } from './directory.js'
 
 /** What an SDK may ask of its session. */
 export type ClientRequest =
@@ -56,8 +56,6 @@ export const RequestLimits = {
   /** Sandboxes one kill may name (or match by labels). */
   maxKillIds: 1000
 }
-
-const RECORD_STATES: readonly RecordState[] = ['creating', 'ready', 'stopping', 'gone', 'failed', 'lost']
 
 type Obj = Record<string, unknown>
 

@@ -1,0 +1,82 @@
+/**
+ * The flags that describe a sandbox to create, shared by `warren create` and `warren run`, and
+ * the create spec they make.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import type { CreateSpec } from '../sdk/index.js'
+import { createError, ErrorCodes } from '../errors.js'
+import type { FlagValues } from './command.js'
+import { buildAndPush, pushTarget } from './image.js'
+import { createProgress } from './progress.js'
+import { parseMilliseconds } from './units.js'
+
+export const SANDBOX_FLAGS = {
+  backend: { type: 'string', value: 'B', help: 'function or container (container when an image is named, else function)' },
+  image: { type: 'string', value: 'N:T', help: 'the base layer, by name:tag or sha256:digest' },
+  workspace: { type: 'string', value: 'N:T', help: 'a workspace layer over the base (over busybox when no base is named)' },
+  tools: { type: 'string', value: 'T1,T2', help: 'tools layers over the workspace, in order' },
+  'image-dir': { type: 'string', value: 'DIR', help: 'build a base layer from DIR here and push it to the control plane (a key that may push)' },
+  store: { type: 'string', value: 'BLOBS', help: 'push the --image-dir layer into this local blob store directory instead' },
+  ttl: { type: 'string', value: 'DURATION', help: 'how long the sandbox lives: milliseconds, or 30s, 10m, 2h' },
+  label: { type: 'string', multiple: true, value: 'K=V', help: 'a label to find it by with warren ps --label' }
+} as const
+
+export type SandboxFlagValues = FlagValues<typeof SANDBOX_FLAGS>
+
+/** `--label k=v` pairs as a map; a pair without `=` or with an empty key is refused. */
+export function parseLabels (pairs: string[] | undefined): Record<string, string> | undefined {
+  if (pairs === undefined || pairs.length === 0) return undefined
+  const out: Record<string, string> = {}
+  for (const p of pairs) {
+    const eq = p.indexOf('=')
+    if (eq <= 0) throw createError(ErrorCodes.INVALID_ARGUMENT, `--label takes key=value, got ${p}`, { field: 'label' })
+    out[p.slice(0, eq)] = p.slice(eq + 1)
+  }
+  return out
+}
+
+/**
+ * A base layer built from `dir` the operator's way (as `warren image build --from-dir` does:
+ * built here, pushed to the configured control plane, or to the blob store directory `store`),
+ * named by its digest.
+ */
+async function layerFromDir (dir: string, store: string | undefined): Promise<string> {
+  const work = mkdtempSync(join(tmpdir(), 'warren-run-'))
+  try {
+    const progress = createProgress(2)
+    const pushed = await buildAndPush(resolve(dir), pushTarget(store), 'base', work, progress)
+    progress.done()
+    return pushed.digest
+  } finally {
+    rmSync(work, { recursive: true, force: true })
+  }
+}
+
+/**
+ * The create spec the flags describe. `--image-dir` builds and pushes its layer first.
+ * @throws INVALID_ARGUMENT naming the flag (both --image and --image-dir, a bad --ttl or --label)
+ */
+export async function sandboxSpec (flags: SandboxFlagValues): Promise<CreateSpec> {
+  if (flags.image !== undefined && flags['image-dir'] !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'give --image or --image-dir, not both', { field: 'image-dir' })
+  if (flags.store !== undefined && flags['image-dir'] === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, '--store goes with --image-dir', { field: 'store' })
+  const labels = parseLabels(flags.label)
+  const ttlMs = flags.ttl !== undefined ? parseMilliseconds(flags.ttl, 'ttl') : undefined
+  const tools = flags.tools?.split(',').map((t) => t.trim()).filter((t) => t !== '')
+  if (tools !== undefined && tools.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, '--tools takes a comma-separated list of layers', { field: 'tools' })
+  // --image names a base layer (name:tag or sha256:…). --image-dir is the operator's: the
+  // layer is built here and pushed, and the create names its digest. A workspace or tools
+  // without a base go over the built-in base; the cluster checks each layer's kind.
+  const base = flags.image ?? (flags['image-dir'] !== undefined ? await layerFromDir(flags['image-dir'], flags.store) : undefined)
+  const image: CreateSpec['image'] = base === undefined && flags.workspace === undefined && tools === undefined
+    ? undefined
+    : { base: base ?? 'busybox', ...(flags.workspace !== undefined ? { workspace: flags.workspace } : {}), ...(tools !== undefined ? { tools } : {}) }
+  return {
+    // The server checks the kind (and names it when no node offers it).
+    backend: (flags.backend ?? (image !== undefined ? 'container' : 'function')) as CreateSpec['backend'],
+    ...(image !== undefined ? { image } : {}),
+    ...(ttlMs !== undefined ? { ttlMs } : {}),
+    ...(labels !== undefined ? { labels } : {})
+  }
+}

@@ -1,0 +1,214 @@
+/**
+ * Every `warren` command: its words, summary, flags and handler. Parsing, `warren --help` and
+ * `warren help CMD` all read this table, so a new command is one more entry here.
+ */
+import { command, type CommandSpec } from './command.js'
+import * as commands from './commands.js'
+import * as image from './image.js'
+import { create, run } from './run.js'
+import { SANDBOX_FLAGS } from './sandbox-flags.js'
+import * as servers from './servers.js'
+import { shell } from './shell.js'
+import * as sim from './sim.js'
+
+const LAYER_FLAGS = {
+  'lazy-layers': { type: 'boolean', help: 'load layers on demand from the blob store (the default)' },
+  'no-lazy-layers': { type: 'boolean', help: 'fetch each layer whole before a sandbox starts' }
+} as const
+
+const DIR_FLAGS = {
+  'data-dir': { type: 'string', value: 'DIR', help: 'where state, blobs and layers are kept' },
+  'functions-dir': { type: 'string', value: 'DIR', help: 'modules the function backend may run by name' }
+} as const
+
+/** Sizing of the simulated cluster, shared by `sim` and `sim plan`. */
+const SIM_CLUSTER_FLAGS = {
+  'cores-per-node': { type: 'string', value: 'C', help: 'cores of each node' },
+  'mem-per-node': { type: 'string', value: 'SIZE', help: 'memory of each node (512GiB, 1.5TiB)' },
+  duration: { type: 'string', value: 'DURATION', help: 'simulated time (24h, 90m)' },
+  seed: { type: 'string', value: 'S', help: 'seed of the workload' },
+  'node-crashes-per-day': { type: 'string', value: 'N', help: 'crashes of each node a day (they fall silent until the registry notices)' },
+  report: { type: 'string', value: 'F.html', help: 'write charts to F.html' },
+  json: { type: 'string', value: 'F', help: 'write the whole summary as JSON to F' }
+} as const
+
+/** The commands in the order `warren --help` lists them. */
+export const COMMANDS: readonly CommandSpec[] = [
+  command({
+    name: 'up',
+    summary: 'control plane and a local node in one process; writes ~/.warren/config.json',
+    flags: {
+      port: { type: 'string', value: 'PORT', help: 'port to listen on (7100; 0 picks a free one)' },
+      host: { type: 'string', value: 'ADDR', help: 'address to listen on (127.0.0.1)' },
+      ...DIR_FLAGS,
+      shards: { type: 'string', value: 'K', help: 'shards of the sandbox directory' },
+      'no-local-node': { type: 'boolean', help: 'control plane only (nodes join with warren node)' },
+      ...LAYER_FLAGS
+    },
+    run: async ({ values }) => await servers.up(values)
+  }),
+  command({
+    name: 'node',
+    summary: 'join a control plane as a node',
+    flags: {
+      join: { type: 'string', value: 'URL', help: 'the control plane\'s URL' },
+      token: { type: 'string', value: 'JOIN_TOKEN', help: 'the join token warren up printed' },
+      'node-id': { type: 'string', value: 'ID', help: 'this node\'s id (kept in the data dir by default)' },
+      ...DIR_FLAGS,
+      ...LAYER_FLAGS,
+      'egress-host': { type: 'string', multiple: true, value: 'NAME=ADDR:PORT', help: 'an inside address sandboxes may reach by NAME' }
+    },
+    run: async ({ values }) => await servers.node(values)
+  }),
+  command({
+    name: 'create',
+    summary: 'create a sandbox and print its id (only the id: ID=$(warren create))',
+    flags: SANDBOX_FLAGS,
+    run: async ({ values }) => await create(values)
+  }),
+  command({
+    name: 'run',
+    summary: 'create a sandbox, run CMD with this stdin and output, exit with its code, kill it',
+    args: '-- CMD…',
+    rest: true,
+    details: 'Stdin is passed to the command unless it is a terminal: streamed to a container sandbox,\n' +
+      'read ahead (up to 512 KiB) for the function backend. Ctrl-C kills the sandbox and exits 130.',
+    flags: { ...SANDBOX_FLAGS, 'no-stdin': { type: 'boolean', help: 'give the command no stdin (EOF at once)' } },
+    run: async ({ values, rest }) => await run(rest, values)
+  }),
+  command({
+    name: 'ps',
+    summary: 'list your live sandboxes (with --all, those ended in the last minutes too)',
+    flags: {
+      label: { type: 'string', multiple: true, value: 'K=V', help: 'only sandboxes with this label' },
+      state: { type: 'string', value: 'STATE', help: 'only sandboxes in this state (creating, ready, stopping, gone, failed, lost)' },
+      all: { type: 'boolean', help: 'ended sandboxes too (gone, failed, lost)' }
+    },
+    run: async ({ values }) => await commands.ps(values)
+  }),
+  command({
+    name: 'exec',
+    summary: 'run a command in a sandbox',
+    args: 'ID -- CMD…',
+    positionals: { min: 1, max: 1 },
+    rest: true,
+    flags: {},
+    run: async ({ positionals, rest }) => await commands.exec(positionals[0], rest)
+  }),
+  command({
+    name: 'shell',
+    summary: 'an interactive shell in a sandbox, on a pseudo-terminal (bash when it has it, else sh)',
+    args: 'ID',
+    positionals: { min: 1, max: 1 },
+    flags: {},
+    run: async ({ positionals }) => await shell(positionals[0]!)
+  }),
+  command({
+    name: 'log',
+    summary: 'what was run in a sandbox (its trajectory)',
+    args: 'ID',
+    positionals: { min: 1, max: 1 },
+    flags: {},
+    run: async ({ positionals }) => await commands.log(positionals[0])
+  }),
+  command({
+    name: 'kill',
+    summary: 'end sandboxes',
+    args: 'ID…',
+    positionals: { min: 1, max: Infinity },
+    flags: {},
+    run: async ({ positionals }) => await commands.kill(positionals)
+  }),
+  command({
+    name: 'token create',
+    summary: 'issue an API key (admin)',
+    flags: {
+      tenant: { type: 'string', value: 'T', help: 'the tenant the key acts for (required)' },
+      scopes: { type: 'string', value: 'A,B', help: 'its scopes (sandbox:create,sandbox:exec,sandbox:read)' }
+    },
+    run: async ({ values }) => await commands.tokenCreate(values)
+  }),
+  command({
+    name: 'tenant ls',
+    summary: 'the tenants and their quotas (admin)',
+    flags: {},
+    run: async () => await commands.tenantList()
+  }),
+  command({
+    name: 'tenant quotas',
+    summary: 'read or set a tenant\'s quotas (admin)',
+    flags: {
+      tenant: { type: 'string', value: 'T', help: 'the tenant (required)' },
+      'max-sandboxes': { type: 'string', value: 'N', help: 'sandboxes it may hold at once' },
+      'creates-per-second': { type: 'string', value: 'R', help: 'creations a second, sustained' },
+      'create-burst': { type: 'string', value: 'B', help: 'creations in a burst' }
+    },
+    run: async ({ values }) => await commands.tenantQuotas(values)
+  }),
+  command({
+    name: 'nodes',
+    summary: 'the cluster\'s nodes (admin)',
+    flags: {},
+    run: async () => await commands.nodes()
+  }),
+  command({
+    name: 'image build',
+    summary: 'build a layer, push it with its chunk manifest, tag it',
+    details: 'Exactly one source: --from-dir, --from-tar, --from-oci or --debootstrap.\n' +
+      'e.g. warren image build --kind base --name debian-py:12 --debootstrap bookworm --include python3',
+    flags: {
+      kind: { type: 'string', value: 'KIND', help: 'base, workspace or tools (base)' },
+      name: { type: 'string', value: 'N:T', help: 'the tag to give it (required unless --no-tag)' },
+      'from-dir': { type: 'string', value: 'DIR', help: 'a directory tree' },
+      'from-tar': { type: 'string', value: 'FILE', help: 'a tar (gzip or not), applied like an image layer' },
+      'from-oci': { type: 'string', value: 'FILE', help: 'a container image (docker save or an OCI layout)' },
+      platform: { type: 'string', value: 'OS/ARCH', help: 'the image to take from --from-oci (linux/amd64)' },
+      debootstrap: { type: 'string', value: 'SUITE', help: 'a Debian suite (bookworm)' },
+      include: { type: 'string', value: 'A,B', help: 'packages --debootstrap adds' },
+      store: { type: 'string', value: 'BLOBS', help: 'the blob store (default ~/.warren/data/blobs)' },
+      'no-tag': { type: 'boolean', help: 'push only; print the digest' }
+    },
+    run: async ({ values }) => await image.imageBuild(values)
+  }),
+  command({
+    name: 'image ls',
+    summary: 'the image names and their digests',
+    flags: {},
+    run: async () => await image.imageList()
+  }),
+  command({
+    name: 'sim',
+    summary: 'simulate a cluster under a DSec-shaped workload (the real placement code)',
+    details: 'e.g. warren sim --nodes 160 --cores-per-node 187 --mem-per-node 1.5TiB --duration 24h --seed 1 --report out.html',
+    flags: {
+      nodes: { type: 'string', value: 'N', help: 'nodes of the cluster' },
+      ...SIM_CLUSTER_FLAGS,
+      profile: { type: 'string', value: 'P', help: 'the workload (dsec, the only one)' },
+      trace: { type: 'string', value: 'F.jsonl', help: 'replay a JSONL trace of create/kill events instead' },
+      shards: { type: 'string', value: 'K', help: 'shards of the directory' },
+      'shard-crashes-per-day': { type: 'string', value: 'N', help: 'shard restarts a day' },
+      'heartbeat-timeout': { type: 'string', value: 'DURATION', help: 'how long a silent node is trusted (30s)' }
+    },
+    run: async ({ values }) => await sim.sim(values)
+  }),
+  command({
+    name: 'sim plan',
+    summary: 'the smallest node count that meets the targets',
+    flags: {
+      'target-concurrent': { type: 'string', value: 'N', help: 'sandboxes running at once (required)' },
+      'target-rate': { type: 'string', value: 'R', help: 'creations a second in bursts (required)' },
+      'p99-create-ms': { type: 'string', value: 'P', help: 'create latency p99 to stay under (required)' },
+      ...SIM_CLUSTER_FLAGS
+    },
+    run: async ({ values }) => await sim.plan(values)
+  }),
+  command({
+    name: 'sim calibrate',
+    summary: '300 creations on this cluster and in the simulator, compared (admin)',
+    flags: {
+      seed: { type: 'string', value: 'S', help: 'seed of the scenario' },
+      shards: { type: 'string', value: 'K', help: 'shards the simulator assumes' }
+    },
+    run: async ({ values }) => await sim.calibrate(values)
+  })
+]

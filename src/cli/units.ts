@@ -1,0 +1,41 @@
+/**
+ * Durations and sizes as a person types them in a flag (`24h`, `90m`, `1.5TiB`). Each refusal is
+ * INVALID_ARGUMENT naming the flag.
+ */
+import { createError, ErrorCodes } from '../errors.js'
+
+const DURATION_UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
+const MEMORY_UNITS = { MiB: 1, GiB: 1024, TiB: 1024 * 1024 } as const
+
+/**
+ * `24h`, `90m`, `3600s`, `500ms` → ms.
+ * @param field the flag the text came from, named in the refusal
+ */
+export function parseDuration (text: string, field?: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim())
+  if (m === null) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, `${field !== undefined ? `--${field}: ` : ''}durations look like 24h, 90m or 30s, not ${text}`, field !== undefined ? { field } : undefined)
+  }
+  return Number(m[1]) * DURATION_UNITS[m[2] as keyof typeof DURATION_UNITS]
+}
+
+/**
+ * A duration flag that also takes plain milliseconds, as it always has (`--ttl 600000` or `--ttl 10m`).
+ * Whole milliseconds, more than zero.
+ */
+export function parseMilliseconds (text: string, field: string): number {
+  const ms = /^\d+$/.test(text.trim()) ? Number(text) : parseDuration(text, field)
+  if (!Number.isSafeInteger(Math.round(ms)) || Math.round(ms) <= 0) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, `--${field} must be more than 0 ms (e.g. 600000, 10m, 2h), not ${text}`, { field })
+  }
+  return Math.round(ms)
+}
+
+/** `1.5TiB`, `512GiB`, `65536MiB` → MiB. */
+export function parseMemory (text: string, field?: string): number {
+  const m = /^(\d+(?:\.\d+)?)(MiB|GiB|TiB)$/.exec(text.trim())
+  if (m === null) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, `${field !== undefined ? `--${field}: ` : ''}memory looks like 1.5TiB or 512GiB, not ${text}`, field !== undefined ? { field } : undefined)
+  }
+  return Math.round(Number(m[1]) * MEMORY_UNITS[m[2] as keyof typeof MEMORY_UNITS])
+}
