@@ -109,6 +109,10 @@ test('client.kill(ids): one outcome per id in order; unknown and another tenant\
   const theirs = await other.create({})
   const [a, b, ended] = await client.createMany(3, {})
   await ended!.kill()
+  // The other tenant can neither kill nor shorten ours: NOT_FOUND, and they live on.
+  assert.equal((await other.kill([a!.id, b!.id])).map(codeOf), [ErrorCodes.NOT_FOUND, ErrorCodes.NOT_FOUND])
+  assert.ok(isWarrenError(await other.request({ type: 'set-ttl', id: a!.id, ttlMs: 100 }).catch((e: unknown) => e), ErrorCodes.NOT_FOUND))
+  assert.is((await a!.info()).state, 'ready')
   const outcomes = await client.kill([a!.id, theirs.id, 'nosuchsandbox000', ended!.id, b!.id, a!.id])
   assert.equal(outcomes.map((o) => o.id), [a!.id, theirs.id, 'nosuchsandbox000', ended!.id, b!.id, a!.id])
   assert.equal(outcomes.map(codeOf), [undefined, ErrorCodes.NOT_FOUND, ErrorCodes.NOT_FOUND, undefined, undefined, undefined])
