@@ -126,12 +126,56 @@ export interface ExecResult {
   message?: string
 }
 
-/** File access inside a sandbox. Backends without a file system reject with WARREN_ERR_UNSUPPORTED. */
+/** The type of a file system entry. */
+export type FileType = 'file' | 'dir' | 'symlink' | 'other'
+
+/** One entry of a directory listing. */
+export interface FileEntry {
+  name: string
+  type: FileType
+  size: number
+  /** Permission bits (07777). */
+  mode: number
+  mtimeMs: number
+}
+
+/** What stat says about one path. */
+export interface FileStat {
+  type: FileType
+  size: number
+  mode: number
+  uid: number
+  gid: number
+  mtimeMs: number
+  /** A symlink's target, as stored (only when `type` is 'symlink'). */
+  target?: string
+}
+
+/**
+ * File access inside a sandbox; every path resolves inside the sandbox, never outside it. A
+ * read or write moves at most one chunk (the backend's `maxChunkBytes`): large files go as many
+ * ranged calls, so nobody holds a whole file. Backends without a file system reject every call
+ * with WARREN_ERR_UNSUPPORTED.
+ */
 export interface SandboxFiles {
-  /** Reads a whole file; the path is resolved inside the sandbox, never outside it. */
-  read (handle: SandboxHandle, path: string): Promise<Uint8Array>
-  /** Creates or replaces a file inside the sandbox. */
-  write (handle: SandboxHandle, path: string, data: Uint8Array): Promise<void>
+  /** The most bytes one `read` returns or one `write` takes. */
+  readonly maxChunkBytes: number
+  /** Reads `length` bytes from `offset` of a regular file (fewer at its end). */
+  read (handle: SandboxHandle, path: string, range: { offset: number, length: number }): Promise<Uint8Array>
+  /** Replaces a regular file (making its parents), or with `offset` writes there and truncates nothing. */
+  write (handle: SandboxHandle, path: string, data: Uint8Array, opts?: { offset?: number, mode?: number }): Promise<void>
+  /** Lists a directory; `truncated` when it held more entries than one listing returns. */
+  list (handle: SandboxHandle, path: string): Promise<{ entries: FileEntry[], truncated: boolean }>
+  /** Describes a path; a symlink itself unless `follow`. */
+  stat (handle: SandboxHandle, path: string, opts?: { follow?: boolean }): Promise<FileStat>
+  /** Makes a directory; with `parents` the missing ones above too, and an existing one is success. */
+  mkdir (handle: SandboxHandle, path: string, opts?: { mode?: number, parents?: boolean }): Promise<void>
+  /** Removes a file, a symlink, an empty directory, or (recursive) a whole tree (never following links). */
+  remove (handle: SandboxHandle, path: string, opts?: { recursive?: boolean }): Promise<void>
+  /** Renames, atomically within one file system. */
+  rename (handle: SandboxHandle, from: string, to: string): Promise<void>
+  /** Makes `path` a symlink holding `target` as given. */
+  symlink (handle: SandboxHandle, path: string, target: string): Promise<void>
 }
 
 /** A backend: makes sandboxes of one kind and runs commands in them. */

@@ -9,6 +9,7 @@ import type { ExecResult, TerminalSize } from '../backends/types.js'
 import { LifecycleDefaults, type OutputPage, type SandboxStateNotice, type SandboxView, type TrajectoryPage, type WireExecOptions } from '../cluster/index.js'
 import { createError, ErrorCodes, isWarrenError } from '../errors.js'
 import { decodeAll, ExecDefaults, ExecPump, stdinNotOpen, type ExecChunk, type ExecTransport } from './exec.js'
+import { SandboxFiles } from './files.js'
 import { openSession, type SessionOptions, type ShellSession } from './session.js'
 import { StdinWriter } from './stdin.js'
 
@@ -94,13 +95,8 @@ export class SandboxHandleActor extends Actor<HandleMessage> {
   postStop (): void { this.onEnd() }
 }
 
-/** The SDK's files API. */
-export interface SandboxFilesApi {
-  write (path: string, data: Uint8Array | string): Promise<void>
-  read (path: string): Promise<Uint8Array>
-  list (path: string): Promise<unknown>
-  remove (path: string): Promise<void>
-}
+/** The SDK's files API (`sandbox.files`): see `SandboxFiles`. */
+export type SandboxFilesApi = SandboxFiles
 
 export class Sandbox {
   readonly files: SandboxFilesApi
@@ -110,18 +106,7 @@ export class Sandbox {
     private readonly actor: SandboxHandleActor,
     /** @internal */ readonly ref: Ref<HandleMessage>
   ) {
-    const op = async (op: string, path: string, data?: Uint8Array | string): Promise<unknown> => {
-      if (op === 'list' || op === 'remove') {
-        throw createError(ErrorCodes.UNSUPPORTED, `files.${op} is not offered by the ${this.actor.view.backend} backend`)
-      }
-      return await this.t.request({ type: 'files', id: this.id, op, path, ...(data !== undefined ? { data: typeof data === 'string' ? new TextEncoder().encode(data) : data } : {}) }, 60_000)
-    }
-    this.files = {
-      write: async (path, data) => { await op('write', path, data) },
-      read: async (path) => await op('read', path) as Uint8Array,
-      list: async (path) => await op('list', path),
-      remove: async (path) => { await op('remove', path) }
-    }
+    this.files = new SandboxFiles(t, () => this.id)
   }
 
   get id (): string { return this.actor.view.id }

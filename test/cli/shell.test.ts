@@ -35,7 +35,7 @@ ctest('warren shell with piped stdin: commands run on a terminal in the sandbox 
   child.stdin.end('tty; stty size; exit 3\n')
   const code = await new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)))
   assert.is(code, 3, out)
-  assert.match(out, /\/dev\/pts\/\d+\r\n24 80\r\n/)
+  assert.match(out, /\/dev\/pts\/\d+\r\n24 80\r\n/, JSON.stringify(out))
 }))
 
 ;(hasTmux ? ctest : test.skip)('warren shell in a real terminal (tmux): raw keys reach the sandbox, the size follows the window, exit code returns', timed(120_000, async (defer) => {

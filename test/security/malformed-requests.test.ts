@@ -92,7 +92,12 @@ test('every field of every request, wrong-typed or missing, is refused naming th
     [{ type: 'stdin', ...e, offset: -1 }, 'offset'], [{ type: 'stdin', ...e, offset: 0, data: 'str' }, 'data'], [{ type: 'stdin', ...e, offset: 0, eof: 'yes' }, 'eof'],
     [{ type: 'trajectory', id: 'sb1', fromSeq: 'a' }, 'fromSeq'], [{ type: 'trajectory', id: 'sb1', limit: 1e20 }, 'limit'],
     [{ type: 'files', id: 'sb1', op: 'delete', path: '/x' }, 'op'], [{ type: 'files', id: 'sb1', op: 'read', path: 5 }, 'path'],
-    [{ type: 'files', id: 'sb1', op: 'write', path: '/x', data: 5 }, 'data'], [{ type: 'files', id: 'sb1', op: 'read' }, 'path']
+    [{ type: 'files', id: 'sb1', op: 'write-chunk', upload: 'u', offset: 0, data: 5 }, 'data'], [{ type: 'files', id: 'sb1', op: 'read' }, 'path'],
+    [{ type: 'files', id: 'sb1', op: 'read', path: '/x', offset: -1, length: 1 }, 'offset'], [{ type: 'files', id: 'sb1', op: 'read', path: '/x', offset: 0 }, 'length'],
+    [{ type: 'files', id: 'sb1', op: 'write-begin', path: '/x' }, 'upload'], [{ type: 'files', id: 'sb1', op: 'write-begin', upload: 'u', path: '/x', size: 'big' }, 'size'],
+    [{ type: 'files', id: 'sb1', op: 'write-begin', upload: 'u', path: '/x', format: 'zip' }, 'format'], [{ type: 'files', id: 'sb1', op: 'mkdir', path: '/x', mode: 0o70000 }, 'mode'],
+    [{ type: 'files', id: 'sb1', op: 'write-end', upload: 'u', size: 1, sha256: 'f'.repeat(65) }, 'sha256'], [{ type: 'files', id: 'sb1', op: 'rename', path: '/x' }, 'to'],
+    [{ type: 'files', id: 'sb1', op: 'tar-read', download: 'd', seq: 1.5 }, 'seq'], [{ type: 'files', id: 'sb1', op: 'write-chunk', upload: 'x'.repeat(65), offset: 0, data: new Uint8Array(1) }, 'upload']
   ]
   for (const [body, field] of cases) {
     const err = await refusal(link, body)

@@ -338,7 +338,7 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
       if (data.length > AgentLimits.maxFileBytes) {
         throw createError(ErrorCodes.INVALID_ARGUMENT, `${data.length} bytes exceed the write limit of ${AgentLimits.maxFileBytes}`)
       }
-      await request({ t: 'write', id: nextId++, path, data, mode: opts.mode, append: opts.append, mkdirs: opts.mkdirs })
+      await request({ t: 'write', id: nextId++, path, data, mode: opts.mode, append: opts.append, offset: opts.offset, mkdirs: opts.mkdirs })
     },
     async list (path) {
       checkPath(path)
@@ -354,6 +354,20 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
     async remove (path, opts = {}) {
       checkPath(path)
       await request({ t: 'remove', id: nextId++, path, recursive: opts.recursive })
+    },
+    async mkdir (path, opts = {}) {
+      checkPath(path)
+      await request({ t: 'mkdir', id: nextId++, path, mode: opts.mode, parents: opts.parents })
+    },
+    async rename (from, to) {
+      checkPath(from)
+      checkPath(to)
+      await request({ t: 'rename', id: nextId++, path: from, to })
+    },
+    async symlink (path, target, opts = {}) {
+      checkPath(path)
+      checkPath(target)
+      await request({ t: 'symlink', id: nextId++, path, target, mkdirs: opts.mkdirs })
     }
   }
 

@@ -79,30 +79,8 @@ export interface AgentExecution {
   grant (bytes: number): void
 }
 
-/** The type of a file system entry. */
-export type FileType = 'file' | 'dir' | 'symlink' | 'other'
-
-/** One entry of a directory listing. */
-export interface FileEntry {
-  name: string
-  type: FileType
-  size: number
-  /** Permission bits (07777). */
-  mode: number
-  mtimeMs: number
-}
-
-/** What stat says about one path. */
-export interface FileStat {
-  type: FileType
-  size: number
-  mode: number
-  uid: number
-  gid: number
-  mtimeMs: number
-  /** A symlink's target, as stored (only when `type` is 'symlink'). */
-  target?: string
-}
+export type { FileEntry, FileStat, FileType } from '../types.js'
+import type { FileEntry, FileStat } from '../types.js'
 
 /** Options of `files.read`. */
 export interface ReadOptions {
@@ -118,6 +96,8 @@ export interface WriteOptions {
   mode?: number
   /** Append instead of replacing. */
   append?: boolean
+  /** Write at this byte and truncate nothing (not with `append`): a chunk sent twice lands on the same bytes. */
+  offset?: number
   /** Create missing parent directories (default true). */
   mkdirs?: boolean
 }
@@ -134,4 +114,10 @@ export interface AgentFiles {
   stat (path: string, opts?: { follow?: boolean }): Promise<FileStat>
   /** Removes a file, a symlink, an empty directory, or (recursive) a whole tree. */
   remove (path: string, opts?: { recursive?: boolean }): Promise<void>
+  /** Makes a directory (`parents`: and the missing ones above; an existing directory is then success). */
+  mkdir (path: string, opts?: { mode?: number, parents?: boolean }): Promise<void>
+  /** Renames (atomically, within one file system). */
+  rename (from: string, to: string): Promise<void>
+  /** Makes `path` a symlink holding `target` as given (missing parents made unless `mkdirs` is false). */
+  symlink (path: string, target: string, opts?: { mkdirs?: boolean }): Promise<void>
 }

@@ -15,6 +15,7 @@ import { createEgressRouting, EgressDefaults, startEgressProxy, type EgressProxy
 import type { AdoptedSandbox, Backend, ExecOptions, ExecResult, SandboxHandle, SandboxSpec } from '../types.js'
 import { connectAgent, type AgentClient } from './agent-client.js'
 import { ContainerDefaults } from './defaults.js'
+import { AgentLimits } from './protocol.js'
 import { Journal } from './journal.js'
 import { destroySandbox, launchSandbox, type LaunchedSandbox } from './launcher.js'
 import { isAlive } from './proc.js'
@@ -292,8 +293,15 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     },
 
     files: {
-      read: async (handle, path) => await find(handle).agent.files.read(path),
-      write: async (handle, path, data) => { await find(handle).agent.files.write(path, data, { mkdirs: true }) }
+      maxChunkBytes: AgentLimits.maxFileBytes,
+      read: async (handle, path, range) => await find(handle).agent.files.read(path, range),
+      write: async (handle, path, data, opts = {}) => { await find(handle).agent.files.write(path, data, { mkdirs: true, ...opts }) },
+      list: async (handle, path) => await find(handle).agent.files.list(path),
+      stat: async (handle, path, opts) => await find(handle).agent.files.stat(path, opts),
+      mkdir: async (handle, path, opts) => { await find(handle).agent.files.mkdir(path, opts) },
+      remove: async (handle, path, opts) => { await find(handle).agent.files.remove(path, opts) },
+      rename: async (handle, from, to) => { await find(handle).agent.files.rename(from, to) },
+      symlink: async (handle, path, target) => { await find(handle).agent.files.symlink(path, target) }
     },
 
     async kill (handle) {

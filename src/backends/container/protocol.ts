@@ -5,7 +5,8 @@
  *   frame = 4-byte big-endian length N (1..maxFrameBytes) + N bytes of one msgpack map
  *
  * Every map has `t` (the kind); requests carry `id`, which replies echo. Requests: ping, exec,
- * stdin, credit, kill, resize, read, write, list, stat, remove, hostname. Replies and events: ok, err, started, out, exit.
+ * stdin, credit, kill, resize, read, write, list, stat, remove, mkdir, rename, symlink, hostname. Replies
+ * and events: ok, err, started, out, exit.
  */
 import { Packr, Unpackr } from 'msgpackr'
 import { createError, ErrorCodes } from '../../errors.js'
@@ -41,10 +42,17 @@ export type AgentRequest =
   /** Gives the terminal of an exec started with `pty` a new size. */
   | { t: 'resize', id: number, exec: number, cols: number, rows: number }
   | { t: 'read', id: number, path: string, offset?: number, length?: number }
-  | { t: 'write', id: number, path: string, data: Uint8Array, mode?: number, append?: boolean, mkdirs?: boolean }
+  /** Without append or offset the file is replaced; with offset the bytes go there, nothing is truncated. */
+  | { t: 'write', id: number, path: string, data: Uint8Array, mode?: number, append?: boolean, offset?: number, mkdirs?: boolean }
   | { t: 'list', id: number, path: string }
   | { t: 'stat', id: number, path: string, follow?: boolean }
   | { t: 'remove', id: number, path: string, recursive?: boolean }
+  /** `parents`: mkdir -p (an existing directory is success). */
+  | { t: 'mkdir', id: number, path: string, mode?: number, parents?: boolean }
+  /** rename(2): atomic within a file system. */
+  | { t: 'rename', id: number, path: string, to: string }
+  /** Makes `path` a symlink holding `target` as given. */
+  | { t: 'symlink', id: number, path: string, target: string, mkdirs?: boolean }
   | { t: 'hostname', id: number, name: string }
 
 /** Agent -> client. */

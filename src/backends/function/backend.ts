@@ -17,6 +17,7 @@ import { JsJailDefaults } from './js/jail.js'
 import { createJsPool, type JsPoolStatus } from './js/pool.js'
 import { createSupervisedPool, type PoolStatus } from './pool.js'
 import { createFunctionRegistry } from './registry.js'
+import { noFiles } from './no-files.js'
 
 /** The function backend's own additions to `Backend`. */
 export interface FunctionBackend extends Backend {
@@ -174,14 +175,7 @@ export function createFunctionBackend (options: FunctionBackendOptions = {}): Fu
       }
     },
 
-    files: {
-      async read () {
-        throw createError(ErrorCodes.UNSUPPORTED, 'function sandboxes have no files', { backend: 'function' })
-      },
-      async write () {
-        throw createError(ErrorCodes.UNSUPPORTED, 'function sandboxes have no files', { backend: 'function' })
-      }
-    },
+    files: noFiles,
 
     async kill (handle: SandboxHandle) {
       if (handle?.kind !== 'function') return

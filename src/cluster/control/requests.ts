@@ -9,10 +9,11 @@
 import { createError, ErrorCodes } from '../../errors.js'
 import { LAYER_KINDS, type LayerKind } from '../../images/index.js'
 import { isScope, type Quotas, type Scope } from '../iam/index.js'
-import { SandboxDefaults, type WireExecOptions } from '../sandbox/index.js'
+import { SandboxDefaults, type FileRequest, type WireExecOptions } from '../sandbox/index.js'
 import { parseArgv } from '../spec.js'
 import { badEnvName, isPlainObject, stringMap } from '../spec-fields.js'
 import { RECORD_STATES, type SandboxRecord } from './directory.js'
+import { parseFileRequest } from './file-requests.js'
 
 /** What an SDK may ask of its session. */
 export type ClientRequest =
@@ -31,7 +32,8 @@ export type ClientRequest =
   | { type: 'exec-resize', id: string, execId: string, cols: number, rows: number }
   | { type: 'stdin', id: string, execId: string, offset: number, data?: Uint8Array, eof?: boolean }
   | { type: 'trajectory', id: string, fromSeq?: number, limit?: number }
-  | { type: 'files', id: string, op: 'read' | 'write', path: string, data?: Uint8Array }
+  /** On the wire the file request's fields sit beside `type` and `id`; parsed, they are `req`. */
+  | { type: 'files', id: string, req: FileRequest }
   | { type: 'token-create', tenant: string, scopes: Scope[] }
   | { type: 'tenant-list' }
   | { type: 'tenant-quotas', tenant: string, quotas?: Partial<Quotas> }
@@ -172,7 +174,7 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
   'exec-resize': (r) => ({ type: 'exec-resize', id: id(r), execId: execId(r), cols: cells(r.cols, 'cols'), rows: cells(r.rows, 'rows') }),
   stdin: (r) => ({ type: 'stdin', id: id(r), execId: execId(r), offset: count(r.offset, 'offset'), ...opt(r, 'data', bytes), ...opt(r, 'eof', flag) }),
   trajectory: (r) => ({ type: 'trajectory', id: id(r), ...opt(r, 'fromSeq', count), ...opt(r, 'limit', count) }),
-  files: (r) => ({ type: 'files', id: id(r), op: oneOf(r.op, 'op', ['read', 'write'] as const), path: text(r.path, 'path', RequestLimits.maxPathLength), ...opt(r, 'data', bytes) }),
+  files: (r) => ({ type: 'files', id: id(r), req: parseFileRequest(r, { text, count, flag, bytes, oneOf, invalid }, RequestLimits.maxPathLength) }),
   'token-create': (r) => {
     const scopes = r.scopes
     if (!Array.isArray(scopes) || scopes.length === 0 || !scopes.every(isScope)) invalid('scopes', 'must be a non-empty list of known scopes')

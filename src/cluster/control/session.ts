@@ -10,7 +10,7 @@ import { createError, ErrorCodes, fromWireError, toWireError } from '../../error
 import { authorize, type IamMessage, type Principal, type Scope } from '../iam/index.js'
 import type { CreateItem, CreateOutcome, NodeMessage } from '../node/index.js'
 import { placeBatch, type PlacementRequest, type ShardMessage } from '../placement/index.js'
-import { SandboxDefaults, type OutputPage, type SandboxMessage } from '../sandbox/index.js'
+import { DATA_FILE_OPS, FilesDefaults, READ_ONLY_FILE_OPS, SandboxDefaults, type FileRequest, type OutputPage, type SandboxMessage } from '../sandbox/index.js'
 import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.js'
 import { ImageRefDefaults, specLayers } from '../spec-image.js'
 import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
@@ -50,7 +50,9 @@ export const SessionDefaults = {
   /** Time a node gets to create a batch. */
   nodeCreateTimeoutMs: 60_000,
   /** A read waits this long for output, plus this margin for the round trip. */
-  readMarginMs: 3000
+  readMarginMs: 3000,
+  /** Time a file request (one chunk, a listing) gets on the node. */
+  filesTimeoutMs: 60_000
 }
 
 export interface SessionOptions {
@@ -76,6 +78,7 @@ export function toView (r: SandboxRecord): SandboxView {
 
 export class Session extends Actor<SessionMessage> {
   private readonly tenant: string
+  private chunksInFlight = 0
 
   constructor (private readonly o: SessionOptions) {
     super()
@@ -160,8 +163,8 @@ export class Session extends Actor<SessionMessage> {
           type: 'trajectory', ...(m.fromSeq !== undefined ? { fromSeq: m.fromSeq } : {}), ...(m.limit !== undefined ? { limit: m.limit } : {})
         })
       case 'files':
-        this.authorize(m.op === 'read' ? 'sandbox:read' : 'sandbox:exec')
-        return await this.forward(m.id, { type: 'files', op: m.op, path: m.path, ...(m.data !== undefined ? { data: m.data } : {}) }, 60_000)
+        this.authorize(READ_ONLY_FILE_OPS.includes(m.req.op) ? 'sandbox:read' : 'sandbox:exec')
+        return await this.files(m.id, m.req)
       case 'token-create':
         this.authorize('admin')
         return await this.o.iam().ask({ type: 'create-key', tenant: m.tenant, scopes: m.scopes })
@@ -185,6 +188,24 @@ export class Session extends Actor<SessionMessage> {
 
   private lifecycle (): LifecycleDeps {
     return { tenant: this.tenant, directory: this.o.directory, refFor: (address) => this.ctx.system.refFor<SandboxMessage>(address) }
+  }
+
+  /**
+   * Forwards a file request. Those carrying or fetching a chunk are bounded in flight per
+   * connection (`FilesDefaults.maxInflightChunks`), so a client cannot pile chunks up in the cluster.
+   * @throws WARREN_ERR_OVERLOADED with retryAfterMs beyond the bound
+   */
+  private async files (id: string, req: FileRequest): Promise<unknown> {
+    const data = DATA_FILE_OPS.includes(req.op)
+    if (data && this.chunksInFlight >= FilesDefaults.maxInflightChunks) {
+      throw createError(ErrorCodes.OVERLOADED, `${this.chunksInFlight} file chunks are in flight on this connection`, { retryAfterMs: 50 })
+    }
+    if (data) this.chunksInFlight++
+    try {
+      return await this.forward(id, { type: 'files', req }, SessionDefaults.filesTimeoutMs)
+    } finally {
+      if (data) this.chunksInFlight--
+    }
   }
 
   private authorize (scope: Scope): void {

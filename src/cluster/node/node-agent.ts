@@ -9,7 +9,7 @@ import type { Backend, BackendKind } from '../../backends/types.js'
 import { createError, ErrorCodes, fromWireError, isWarrenError, toWireError, type WarrenError, type WireError } from '../../errors.js'
 import { createDynamicSupervisor, type DynamicSupervisorMessage } from '../../supervisors/index.js'
 import type { NodeCapacity } from '../placement/index.js'
-import { OutputPool, Sandbox, type OutputLimits, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage, type SandboxMeta } from '../sandbox/index.js'
+import { OutputPool, Sandbox, type FilesLimits, type OutputLimits, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage, type SandboxMeta } from '../sandbox/index.js'
 import type { SandboxSpec } from '../spec.js'
 
 /** One sandbox to create: the id and tenant come from the control plane. */
@@ -44,6 +44,8 @@ export interface NodeAgentOptions {
   maxSandboxes?: number
   /** Bounds of command output on this node (`OutputDefaults`): the cap a command may ask for, what is buffered unread. */
   output?: Partial<OutputLimits>
+  /** Bounds of file transfers on this node (`FilesDefaults`): the largest file, the chunk size. */
+  files?: Partial<FilesLimits>
 }
 
 export const NodeAgentDefaults = {
@@ -135,6 +137,7 @@ export class NodeAgent extends Actor<NodeMessage> {
       spec: item.spec,
       backend,
       output: this.output,
+      ...(this.o.files !== undefined ? { files: this.o.files } : {}),
       report: (event) => {
         if (event.state === 'failed') failure = event
         if (event.state === 'gone' || event.state === 'failed') this.live.delete(event.id)

@@ -48,6 +48,8 @@ export interface NodeOptions {
   containerPool?: { min?: number, max?: number }
   /** Bounds of command output (the largest cap a command may ask for, what is held unread): `OutputDefaults`. */
   output?: NodeAgentOptions['output']
+  /** Bounds of file transfers (the largest file a write makes or a read fetches): `FilesDefaults`. */
+  files?: NodeAgentOptions['files']
   /** Container egress: the operator's pinned names (`{ 'mirror.internal': '10.0.0.5:3141' }`), and a resolver for tests. */
   egress?: EgressProxyOptions
 }
@@ -129,7 +131,8 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
         id: 'agent',
         start: createNodeAgent({
           nodeId, capacity, backends, report: (event) => control()?.tell({ type: 'event', event }),
-          ...(options.output !== undefined ? { output: options.output } : {})
+          ...(options.output !== undefined ? { output: options.output } : {}),
+          ...(options.files !== undefined ? { files: options.files } : {})
         }),
         spawn: { name: 'agent', mailbox: { capacity: 100_000 } },
         shutdown: 'infinity'

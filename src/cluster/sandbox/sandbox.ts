@@ -11,7 +11,9 @@ import { checkTimeoutBound, type Backend, type ExecResult, type SandboxHandle, t
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import { parseArgv, placementRequestOf, SpecDefaults, type SandboxSpec } from '../spec.js'
 import { ExecOutput } from './exec-output.js'
+import type { FileRequest, FilesLimits } from './file-requests.js'
 import { OutputPool, type ExecCredit } from './output-pool.js'
+import { SandboxFileService } from './sandbox-files.js'
 import { StdinPipe } from './stdin-pipe.js'
 import { ExecTerminalControl } from './terminal.js'
 import { Trajectory, type TrajectoryRecorder } from './trajectory.js'
@@ -73,7 +75,8 @@ export type SandboxMessage =
   | { type: 'kill', reason?: EndReason }
   /** Ends the sandbox `ttlMs` from now instead (its whole life within `SpecDefaults.maxTtlMs`); answers with its info. */
   | { type: 'set-ttl', ttlMs: number }
-  | { type: 'files', op: 'read' | 'write', path: string, data?: Uint8Array }
+  /** A file operation (file-requests.ts): answered later, never holding up other messages. */
+  | { type: 'files', req: FileRequest }
   | { type: 'expire', reason: 'ttl' | 'idle' }
   | { type: 'sweep' }
   /** The backend says the sandbox ended by itself (its init died, its layers were lost). */
@@ -100,6 +103,8 @@ export interface SandboxArgs {
   adopted?: { handle: SandboxHandle, createdAt: number }
   /** The node's output buffer space, shared by all its sandboxes (without it, one of this sandbox's own). */
   output?: OutputPool
+  /** Bounds of file transfers (the rest from `FilesDefaults`). */
+  files?: Partial<FilesLimits>
 }
 
 /** What a durable backend keeps for the node, to rebuild the sandbox actor after a restart. */
@@ -129,12 +134,14 @@ export class Sandbox extends Actor<SandboxMessage> {
   private startErrorCode: string | undefined
   private unwatch: (() => void) | undefined
   private readonly outputPool: OutputPool
+  private readonly fileService: SandboxFileService
 
   constructor (private readonly args: SandboxArgs) {
     super()
     this.createdAt = args.adopted?.createdAt ?? Date.now()
     this.expiresAt = this.createdAt + args.spec.ttlMs
     this.outputPool = args.output ?? new OutputPool()
+    this.fileService = new SandboxFileService(args.backend, args.files)
   }
 
   async preStart (): Promise<void> {
@@ -202,7 +209,10 @@ export class Sandbox extends Actor<SandboxMessage> {
         this.end(m.reason ?? 'killed')
         return true
       case 'set-ttl': return this.setTtl(m.ttlMs)
-      case 'files': return this.files(m)
+      case 'files':
+        this.requireReady()
+        this.ctx.answerLater(this.fileService.handle(this.handle!, m.req))
+        return undefined
       case 'expire':
         this.end(m.reason)
         return undefined
@@ -335,14 +345,6 @@ export class Sandbox extends Actor<SandboxMessage> {
     }, (err: unknown) => { this.execs.delete(execId); exec.output.dispose(); throw err }))
   }
 
-  private async files (m: Extract<SandboxMessage, { type: 'files' }>): Promise<unknown> {
-    this.requireReady()
-    if (m.op === 'read') return await this.args.backend.files.read(this.handle!, m.path)
-    if (!(m.data instanceof Uint8Array)) throw createError(ErrorCodes.INVALID_ARGUMENT, 'data must be bytes', { field: 'data' })
-    await this.args.backend.files.write(this.handle!, m.path, m.data)
-    return true
-  }
-
   /**
    * Moves the sandbox's end to `ttlMs` from now.
    * @throws WARREN_ERR_INVALID_ARGUMENT naming `ttlMs` when not a whole number of ms that keeps the life within the maximum
@@ -376,6 +378,7 @@ export class Sandbox extends Actor<SandboxMessage> {
   private sweep (): void {
     const now = Date.now()
     const idle = this.args.spec.idleTimeoutMs
+    this.fileService.sweep(now)
     const busy = [...this.execs.values()].some((e) => !e.output.finished)
     if (idle > 0 && !busy && now - this.lastExecAt >= idle) { this.end('idle'); return }
     for (const [id, e] of this.execs) {
@@ -411,6 +414,7 @@ export class Sandbox extends Actor<SandboxMessage> {
   /** Reclaim: runs however the actor ends, including a crash or a node shutdown. */
   async postStop (reason: ExitReason): Promise<void> {
     this.unwatch?.()
+    this.fileService.close()
     if (this.endReason === undefined) this.endReason = reason === 'shutdown' ? 'node-shutdown' : reason === 'normal' ? 'killed' : 'failed'
     const gone: ExecResult = { exitCode: 137, durationMs: 0, truncated: false, reason: 'killed', message: `sandbox ended: ${this.endReason}` }
     // Readers still waiting get their last page; then what is held goes back to the node.

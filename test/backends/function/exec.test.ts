@@ -135,8 +135,11 @@ test('files are unsupported; kill ends running calls and the sandbox', timed(10_
   const dir = await functionsDir(defer)
   const backend = await openBackend(defer, { functionsDir: dir })
   const sandbox = await backend.create()
-  assert.ok(isWarrenError(await rejection(backend.files.read(sandbox, '/etc/hostname')), ErrorCodes.UNSUPPORTED))
-  assert.ok(isWarrenError(await rejection(backend.files.write(sandbox, '/x', encode('x'))), ErrorCodes.UNSUPPORTED))
+  const f = backend.files
+  for (const call of [
+    () => f.read(sandbox, '/etc/hostname', { offset: 0, length: 10 }), () => f.write(sandbox, '/x', encode('x')), () => f.list(sandbox, '/'),
+    () => f.stat(sandbox, '/'), () => f.mkdir(sandbox, '/d'), () => f.remove(sandbox, '/x'), () => f.rename(sandbox, '/x', '/y'), () => f.symlink(sandbox, '/l', '/x')
+  ]) assert.ok(isWarrenError(await rejection(call()), ErrorCodes.UNSUPPORTED))
 
   const out = collector()
   const running = backend.exec(sandbox, ['gate', join(dir, 'never')], out)

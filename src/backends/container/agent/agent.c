@@ -109,14 +109,19 @@ void send_ok(struct conn *c, uint64_t id)
 	frame_end(c, m);
 }
 
+int take_field_path(struct conn *c, const struct req *q, const struct field *f, const char *name, char out[WARREN_MAX_PATH + 1])
+{
+	if (!f->set || f->n == 0) { send_err(c, q->id, ERR_INVALID, "%s is required", name); return -1; }
+	if (f->n > WARREN_MAX_PATH) { send_err(c, q->id, ERR_INVALID, "%s longer than %d bytes", name, WARREN_MAX_PATH); return -1; }
+	if (memchr(f->p, 0, f->n)) { send_err(c, q->id, ERR_INVALID, "%s contains NUL", name); return -1; }
+	memcpy(out, f->p, f->n);
+	out[f->n] = 0;
+	return 0;
+}
+
 int take_path(struct conn *c, const struct req *q, char out[WARREN_MAX_PATH + 1])
 {
-	if (!q->path.set || q->path.n == 0) { send_err(c, q->id, ERR_INVALID, "path is required"); return -1; }
-	if (q->path.n > WARREN_MAX_PATH) { send_err(c, q->id, ERR_INVALID, "path longer than %d bytes", WARREN_MAX_PATH); return -1; }
-	if (memchr(q->path.p, 0, q->path.n)) { send_err(c, q->id, ERR_INVALID, "path contains NUL"); return -1; }
-	memcpy(out, q->path.p, q->path.n);
-	out[q->path.n] = 0;
-	return 0;
+	return take_field_path(c, q, &q->path, "path", out);
 }
 
 /* ---- parsing ---- */
@@ -207,6 +212,8 @@ static const char *parse_req(struct mp_in *r, struct req *q, char *why, size_t w
 		else if (key_is(k, kl, "cwd")) bad = get_str(r, &q->cwd);
 		else if (key_is(k, kl, "path")) bad = get_str(r, &q->path);
 		else if (key_is(k, kl, "name")) bad = get_str(r, &q->name);
+		else if (key_is(k, kl, "to")) bad = get_str(r, &q->to);
+		else if (key_is(k, kl, "target")) bad = get_str(r, &q->target);
 		else if (key_is(k, kl, "data")) bad = get_bin(r, &q->data);
 		else if (key_is(k, kl, "stdin")) bad = get_bin(r, &q->in);
 		else if (key_is(k, kl, "uid")) bad = get_u64(r, &q->uid, &q->has_uid);
@@ -229,6 +236,7 @@ static const char *parse_req(struct mp_in *r, struct req *q, char *why, size_t w
 		else if (key_is(k, kl, "mkdirs")) bad = get_bool(r, &q->mkdirs);
 		else if (key_is(k, kl, "recursive")) bad = get_bool(r, &q->recursive);
 		else if (key_is(k, kl, "follow")) bad = get_bool(r, &q->follow);
+		else if (key_is(k, kl, "parents")) bad = get_bool(r, &q->parents);
 		else if (mp_skip(r) < 0) bad = "undecodable value";
 		if (bad) {
 			snprintf(why, whylen, "field \"%.*s\": %s", (int)(kl > 40 ? 40 : kl), k, bad);
@@ -287,6 +295,9 @@ static void handle_frame(struct conn *c, const uint8_t *p, size_t n)
 	else if (key_is(t, tl, "list")) file_list(c, &q);
 	else if (key_is(t, tl, "stat")) file_stat(c, &q);
 	else if (key_is(t, tl, "remove")) file_remove(c, &q);
+	else if (key_is(t, tl, "mkdir")) file_mkdir(c, &q);
+	else if (key_is(t, tl, "rename")) file_rename(c, &q);
+	else if (key_is(t, tl, "symlink")) file_symlink(c, &q);
 	else if (key_is(t, tl, "hostname")) set_hostname(c, &q);
 	else send_err(c, q.id, ERR_UNKNOWN_KIND, "unknown kind \"%.*s\"", (int)(tl > 40 ? 40 : tl), t);
 }

@@ -24,7 +24,7 @@ struct field {
 
 /* Every field any request may carry, parsed in one pass; `set` says which were present. */
 struct req {
-	struct field t, cwd, path, data, in, name;
+	struct field t, cwd, path, data, in, name, to, target;
 	uint64_t id;
 	int has_id;
 	struct mp_in argv, env; /* positioned at the array/map header */
@@ -33,7 +33,7 @@ struct req {
 	int has_uid, has_gid, has_timeout, has_max_output, has_exec, has_offset, has_length, has_mode, has_window, has_bytes, has_cols, has_rows;
 	int64_t signal;
 	int has_signal;
-	int stdin_stream, eof, append, mkdirs, recursive, follow, pty;
+	int stdin_stream, eof, append, mkdirs, recursive, follow, pty, parents;
 };
 
 /* Frame construction: begin reserves the length prefix, end patches it. */
@@ -51,6 +51,8 @@ const char *errno_code(int err);
 
 /* Copies a path field into a NUL-terminated buffer; 0, or -1 after replying with an error. */
 int take_path(struct conn *c, const struct req *q, char out[WARREN_MAX_PATH + 1]);
+/* The same for another path-like field (rename's `to`, symlink's `target`), named in the error. */
+int take_field_path(struct conn *c, const struct req *q, const struct field *f, const char *name, char out[WARREN_MAX_PATH + 1]);
 
 /* Milliseconds of CLOCK_MONOTONIC. */
 int64_t now_ms(void);
@@ -89,6 +91,9 @@ void file_write(struct conn *c, const struct req *q);
 void file_list(struct conn *c, const struct req *q);
 void file_stat(struct conn *c, const struct req *q);
 void file_remove(struct conn *c, const struct req *q);
+void file_mkdir(struct conn *c, const struct req *q);
+void file_rename(struct conn *c, const struct req *q);
+void file_symlink(struct conn *c, const struct req *q);
 
 /* agent.c: cuts the complete frames off the front of c->in and handles each (the fuzz target's
  * way in: bytes as read from a connection, everything after that as the loop does it). */

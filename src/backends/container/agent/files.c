@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -122,6 +123,10 @@ void file_write(struct conn *c, const struct req *q)
 		return;
 	}
 	if (q->mkdirs && make_parents(path) < 0) { send_errno(c, q->id, errno, "mkdir parents of", path); return; }
+	/* `offset` writes the bytes there and truncates nothing, so a chunk of a streamed upload sent
+	 * twice (a retry after a reconnect) lands on the same bytes: idempotent by offset. */
+	if (q->has_offset && q->append) { send_err(c, q->id, ERR_INVALID, "write takes offset or append, not both"); return; }
+	if (q->has_offset && q->offset > (uint64_t)INT64_MAX - q->data.n) { send_err(c, q->id, ERR_INVALID, "offset out of range"); return; }
 	/* No O_TRUNC yet: first make sure it is a regular file (never truncate through a device). */
 	int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | (q->append ? O_APPEND : 0), mode);
 	if (fd < 0) { send_errno(c, q->id, errno, "open", path); return; }
@@ -131,11 +136,12 @@ void file_write(struct conn *c, const struct req *q)
 		close(fd);
 		return;
 	}
-	if (!q->append && ftruncate(fd, 0) < 0) { send_errno(c, q->id, errno, "truncate", path); close(fd); return; }
+	if (!q->append && !q->has_offset && ftruncate(fd, 0) < 0) { send_errno(c, q->id, errno, "truncate", path); close(fd); return; }
 	if (q->has_mode && fchmod(fd, mode) < 0) { send_errno(c, q->id, errno, "chmod", path); close(fd); return; }
 	size_t done = 0;
 	while (done < q->data.n) {
-		ssize_t n = write(fd, q->data.p + done, q->data.n - done);
+		ssize_t n = q->has_offset ? pwrite(fd, q->data.p + done, q->data.n - done, (off_t)(q->offset + done))
+			: write(fd, q->data.p + done, q->data.n - done);
 		if (n < 0 && errno == EINTR) continue;
 		if (n <= 0) { send_errno(c, q->id, n < 0 ? errno : EIO, "write", path); close(fd); return; }
 		done += (size_t)n;
@@ -259,5 +265,48 @@ void file_remove(struct conn *c, const struct req *q)
 	else r = remove_tree(AT_FDCWD, path, st.st_dev, 0);
 	if (r == EXDEV) { send_err(c, q->id, ERR_INVALID, "remove %s: a mount point is in the way", path); return; }
 	if (r) { send_errno(c, q->id, r, "remove", path); return; }
+	send_ok(c, q->id);
+}
+
+/* mkdir {path, mode?, parents?}: with parents, missing directories above are made too and a
+ * directory already there is success (mkdir -p); without, an existing path is an error. */
+void file_mkdir(struct conn *c, const struct req *q)
+{
+	char path[WARREN_MAX_PATH + 1];
+	if (take_path(c, q, path) < 0) return;
+	mode_t mode = q->has_mode ? (mode_t)(q->mode & 07777) : 0755;
+	if (q->parents && make_parents(path) < 0) { send_errno(c, q->id, errno, "mkdir parents of", path); return; }
+	if (mkdir(path, mode) < 0) {
+		int err = errno;
+		struct stat st;
+		if (err == EEXIST && q->parents && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) { send_ok(c, q->id); return; }
+		send_errno(c, q->id, err, "mkdir", path);
+		return;
+	}
+	/* mkdir(2) applies the umask; the mode asked for is the mode given. */
+	if (q->has_mode && chmod(path, mode) < 0) { send_errno(c, q->id, errno, "chmod", path); return; }
+	send_ok(c, q->id);
+}
+
+/* rename {path, to}: rename(2), so within one file system it is atomic: a reader sees the old
+ * file or the new one, never half of one. That is what makes a streamed upload atomic. */
+void file_rename(struct conn *c, const struct req *q)
+{
+	char from[WARREN_MAX_PATH + 1], to[WARREN_MAX_PATH + 1];
+	if (take_path(c, q, from) < 0) return;
+	if (take_field_path(c, q, &q->to, "to", to) < 0) return;
+	if (rename(from, to) < 0) { send_errno(c, q->id, errno, "rename", from); return; }
+	send_ok(c, q->id);
+}
+
+/* symlink {path, target}: makes path a symlink holding target as given (resolved, when anyone
+ * follows it, inside the sandbox like every path here). */
+void file_symlink(struct conn *c, const struct req *q)
+{
+	char path[WARREN_MAX_PATH + 1], target[WARREN_MAX_PATH + 1];
+	if (take_path(c, q, path) < 0) return;
+	if (take_field_path(c, q, &q->target, "target", target) < 0) return;
+	if (q->mkdirs && make_parents(path) < 0) { send_errno(c, q->id, errno, "mkdir parents of", path); return; }
+	if (symlink(target, path) < 0) { send_errno(c, q->id, errno, "symlink", path); return; }
 	send_ok(c, q->id);
 }

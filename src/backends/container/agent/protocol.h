@@ -23,11 +23,16 @@
  *   kill   {id, exec (an exec's id), signal?}           -> ok {id} | err NOT_FOUND
  *   resize {id, exec (a pty exec's id), cols, rows}     -> ok {id} | err NOT_FOUND | err INVALID
  *   read   {id, path, offset?, length?}                 -> ok {id, data:bin, size}
- *   write  {id, path, data:bin, mode?, append?, mkdirs?(default true)}
+ *   write  {id, path, data:bin, mode?, append?, offset?, mkdirs?(default true)}
  *                                                       -> ok {id}
+ *          without append or offset the file is replaced; with offset the bytes go there and
+ *          nothing is truncated (a chunk sent twice lands on the same bytes)
  *   list   {id, path}                                   -> ok {id, entries:[entry], truncated}
  *   stat   {id, path, follow?}                          -> ok {id, type, size, mode, uid, gid, mtimeMs, target?}
  *   remove {id, path, recursive?}                       -> ok {id}
+ *   mkdir  {id, path, mode?(default 0755), parents?}     -> ok {id}   (parents: mkdir -p)
+ *   rename {id, path, to}                               -> ok {id}   (rename(2): atomic)
+ *   symlink {id, path, target, mkdirs?(default true)}   -> ok {id}   (path -> target, as given)
  *   hostname {id, name}                                 -> ok {id}    (renames the sandbox)
  *
  * Replies and events, agent -> client:

@@ -35,6 +35,10 @@ const requests = {
   stat: { t: 'stat', id: 8, path: '/bin/sh', follow: true },
   remove: { t: 'remove', id: 9, path: '/tmp/a', recursive: true },
   hostname: { t: 'hostname', id: 10, name: 'sb-1.example' },
+  writeAt: { t: 'write', id: 14, path: '/tmp/a/c', data, offset: 1 << 20 },
+  mkdir: { t: 'mkdir', id: 15, path: '/tmp/a/d/e', mode: 0o750, parents: true },
+  rename: { t: 'rename', id: 16, path: '/tmp/a/c', to: '/tmp/a/d/f' },
+  symlink: { t: 'symlink', id: 17, path: '/tmp/a/l', target: '../../etc/passwd', mkdirs: false },
   nilFields: { t: 'read', id: 11, path: '/x', offset: null, length: null, extra: [1, { a: null }] },
   floatId: { t: 'ping', id: 12.0, big: 2 ** 40, neg: -5 },
   unknownKind: { t: 'frobnicate', id: 13 }

@@ -1,7 +1,7 @@
 /* The fuzz target's stand-ins for everything on the request path that would act on the host.
  * Linked into fuzz_request only, never into the agent.
  *
- *   - file_read/write/list/stat/remove: check the request (fields inside the received bytes,
+ *   - file_read/write/list/stat/remove/mkdir/rename/symlink: check the request (fields inside the received bytes,
  *     the path through take_path exactly as files.c takes it) and answer ok;
  *   - fork (and every other way to start a process, wrapped with -Wl,--wrap): fails with EAGAIN,
  *     so exec.c builds argv and env, then answers NO_CAPACITY and frees them;
@@ -45,7 +45,7 @@ static void in_received(const void *p, size_t n)
 
 static void check_req(const struct req *q)
 {
-	const struct field *fields[] = { &q->t, &q->cwd, &q->path, &q->data, &q->in, &q->name };
+	const struct field *fields[] = { &q->t, &q->cwd, &q->path, &q->data, &q->in, &q->name, &q->to, &q->target };
 	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
 		if (fields[i]->set) in_received(fields[i]->p, fields[i]->n);
 	if (q->has_argv) in_received(q->argv.p, (size_t)(q->argv.end - q->argv.p));
@@ -67,6 +67,9 @@ void file_write(struct conn *c, const struct req *q) { file_op(c, q); }
 void file_list(struct conn *c, const struct req *q) { file_op(c, q); }
 void file_stat(struct conn *c, const struct req *q) { file_op(c, q); }
 void file_remove(struct conn *c, const struct req *q) { file_op(c, q); }
+void file_mkdir(struct conn *c, const struct req *q) { file_op(c, q); }
+void file_rename(struct conn *c, const struct req *q) { file_op(c, q); }
+void file_symlink(struct conn *c, const struct req *q) { file_op(c, q); }
 
 int relay_poll_fds(struct pollfd *fds, void **owners, int max, int base) { (void)fds; (void)owners; (void)max; return base; }
 void relay_handle(void *owner, short revents, int fd) { (void)owner; (void)revents; (void)fd; never("relay_handle"); }

@@ -1,0 +1,174 @@
+/**
+ * A sandbox's file service on its node: answers the file requests of `file-requests.ts` with
+ * the backend's file operations, and keeps the sandbox's open uploads and tree downloads, each
+ * bounded in number and dropped when idle. Nothing here holds a whole file.
+ */
+import { posix } from 'node:path'
+import type { Backend, SandboxHandle } from '../../backends/types.js'
+import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
+import { FileSink } from './file-sink.js'
+import { FilesDefaults, type FileRequest, type FilesLimits, type UploadResult, type UploadState } from './file-requests.js'
+import { tooLarge, Upload } from './file-upload.js'
+import { TarSink } from './tar-sink.js'
+import { TarSource } from './tar-source.js'
+
+/** Members one tree upload or download may hold. */
+export const TarDefaults = { maxTarMembers: 100_000 }
+
+const TRANSFER_ID = /^[A-Za-z0-9_-]+$/
+
+function transferId (id: string, field: string, limits: FilesLimits): string {
+  if (id.length > limits.maxTransferIdLength || !TRANSFER_ID.test(id)) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, `${field} must be 1 to ${limits.maxTransferIdLength} characters of [A-Za-z0-9_-]`, { field })
+  }
+  return id
+}
+
+export class SandboxFileService {
+  private readonly uploads = new Map<string, Upload>()
+  /** Ended uploads' answers, oldest first, so an end (or a chunk) retried after a reconnect is answered again. */
+  private readonly ended = new Map<string, { path: string, result: UploadResult }>()
+  private readonly downloads = new Map<string, TarSource>()
+  private readonly limits: FilesLimits & typeof TarDefaults
+
+  constructor (private readonly backend: Backend, limits: Partial<FilesLimits> = {}) {
+    this.limits = { ...FilesDefaults, ...TarDefaults, ...limits }
+  }
+
+  /** Does what the request asks in the sandbox behind `handle`. */
+  async handle (handle: SandboxHandle, r: FileRequest): Promise<unknown> {
+    const files = this.backend.files
+    switch (r.op) {
+      case 'stat': return await files.stat(handle, r.path, r.follow === true ? { follow: true } : {})
+      case 'list': return await files.list(handle, r.path)
+      case 'read': {
+        if (r.length > this.limits.maxChunkBytes) {
+          throw createError(ErrorCodes.INVALID_ARGUMENT, `a read returns at most ${this.limits.maxChunkBytes} bytes`, { field: 'length', max: this.limits.maxChunkBytes })
+        }
+        if (r.offset >= this.limits.maxFileBytes) throw tooLarge(r.offset + 1, this.limits.maxFileBytes)
+        if (r.offset === 0) {
+          // A file past the maximum is refused as a whole at its first chunk, not cut at the maximum.
+          const st = await files.stat(handle, r.path, { follow: true })
+          if (st.size > this.limits.maxFileBytes) throw tooLarge(st.size, this.limits.maxFileBytes)
+        }
+        return await files.read(handle, r.path, { offset: r.offset, length: Math.min(r.length, this.limits.maxFileBytes - r.offset) })
+      }
+      case 'mkdir': return await files.mkdir(handle, r.path, { ...(r.mode !== undefined ? { mode: r.mode } : {}), ...(r.parents === true ? { parents: true } : {}) }).then(() => true)
+      case 'remove': return await files.remove(handle, r.path, r.recursive === true ? { recursive: true } : {}).then(() => true)
+      case 'rename': return await files.rename(handle, r.path, r.to).then(() => true)
+      case 'write-begin': return await this.begin(handle, r)
+      case 'write-chunk': {
+        const up = this.uploads.get(r.upload)
+        if (up === undefined) return { received: this.endedOrMissing(r.upload).result.size }
+        return await up.chunk(r.offset, r.data)
+      }
+      case 'write-end': {
+        const up = this.uploads.get(r.upload)
+        if (up === undefined) return this.endedOrMissing(r.upload).result
+        try {
+          const result = await up.end(r.size, r.sha256)
+          this.remember(up, result)
+          return result
+        } catch (err) {
+          // A mismatch or a failed write is final: the upload is gone, and so is what it left.
+          this.uploads.delete(up.id)
+          await up.abort()
+          throw err
+        }
+      }
+      case 'write-abort': {
+        const up = this.uploads.get(r.upload)
+        this.uploads.delete(r.upload)
+        await up?.abort()
+        return true
+      }
+      case 'tar-begin': {
+        const id = transferId(r.download, 'download', this.limits)
+        if (this.downloads.has(id)) return true
+        this.sweep()
+        if (this.downloads.size >= this.limits.maxOpenDownloads) {
+          throw createError(ErrorCodes.OVERLOADED, `sandbox has ${this.downloads.size} downloads open; end one first`, { retryAfterMs: 1000 })
+        }
+        // Checked before the walk starts, so a missing path is this request's error.
+        const st = await files.stat(handle, r.path, { follow: true })
+        if (st.type !== 'dir' && st.type !== 'file') throw createError(ErrorCodes.INVALID_ARGUMENT, `${r.path} is neither a file nor a directory`, { field: 'path' })
+        this.downloads.set(id, new TarSource(files, handle, r.path, this.limits))
+        return true
+      }
+      case 'tar-read': {
+        const d = this.downloads.get(r.download)
+        if (d === undefined) throw createError(ErrorCodes.NOT_FOUND, `no download ${r.download} in this sandbox`, { field: 'download' })
+        return await d.read(r.seq)
+      }
+      case 'tar-end': {
+        this.downloads.get(r.download)?.close()
+        this.downloads.delete(r.download)
+        return true
+      }
+    }
+  }
+
+  /** Drops uploads and downloads idle past `uploadIdleMs` (an upload's temporary file goes too). */
+  sweep (now = Date.now()): void {
+    for (const [id, up] of this.uploads) {
+      if (now - up.lastAt > this.limits.uploadIdleMs) { this.uploads.delete(id); void up.abort() }
+    }
+    for (const [id, d] of this.downloads) {
+      if (now - d.lastAt > this.limits.uploadIdleMs) { this.downloads.delete(id); d.close() }
+    }
+  }
+
+  /** Ends everything open (the sandbox is going). */
+  close (): void {
+    for (const up of this.uploads.values()) void up.abort()
+    for (const d of this.downloads.values()) d.close()
+    this.uploads.clear()
+    this.downloads.clear()
+  }
+
+  private async begin (handle: SandboxHandle, r: Extract<FileRequest, { op: 'write-begin' }>): Promise<UploadState> {
+    const id = transferId(r.upload, 'upload', this.limits)
+    const state = (received: number): UploadState => ({ received, maxChunkBytes: this.limits.maxChunkBytes, maxFileBytes: this.limits.maxFileBytes })
+    const open = this.uploads.get(id)
+    const done = this.ended.get(id)
+    if (open !== undefined || done !== undefined) {
+      // A begin retried after a reconnect: the same upload, from where it got to.
+      if ((open?.path ?? done?.path) !== r.path) throw createError(ErrorCodes.INVALID_ARGUMENT, `upload ${id} is of another path`, { field: 'upload' })
+      return state(open?.offset ?? done!.result.size)
+    }
+    if (r.size !== undefined && r.size > this.limits.maxFileBytes) throw tooLarge(r.size, this.limits.maxFileBytes)
+    this.sweep()
+    if (this.uploads.size >= this.limits.maxOpenUploads) {
+      throw createError(ErrorCodes.OVERLOADED, `sandbox has ${this.uploads.size} uploads open; end one first`, { retryAfterMs: 1000 })
+    }
+    const files = this.backend.files
+    if (r.format === 'tar') {
+      const sink = new TarSink(files, handle, r.path, this.limits)
+      await sink.open()
+      this.uploads.set(id, new Upload(id, r.path, sink, this.limits))
+      return state(0)
+    }
+    const existing = await files.stat(handle, r.path, { follow: true }).catch((err: unknown) => {
+      if (isWarrenError(err, ErrorCodes.NOT_FOUND)) return undefined
+      throw err
+    })
+    if (existing?.type === 'dir') throw createError(ErrorCodes.INVALID_ARGUMENT, `${r.path} is a directory`, { field: 'path' })
+    if (posix.basename(r.path) === '' || r.path.endsWith('/')) throw createError(ErrorCodes.INVALID_ARGUMENT, `${r.path} names a directory`, { field: 'path' })
+    const sink = new FileSink(files, handle, r.path, id, r.mode)
+    await sink.open()
+    this.uploads.set(id, new Upload(id, r.path, sink, this.limits))
+    return state(0)
+  }
+
+  private endedOrMissing (id: string): { path: string, result: UploadResult } {
+    const done = this.ended.get(id)
+    if (done === undefined) throw createError(ErrorCodes.NOT_FOUND, `no upload ${id} in this sandbox (ended, given up or idle too long)`, { field: 'upload' })
+    return done
+  }
+
+  private remember (up: Upload, result: UploadResult): void {
+    this.uploads.delete(up.id)
+    this.ended.set(up.id, { path: up.path, result })
+    while (this.ended.size > this.limits.rememberedUploads) this.ended.delete(this.ended.keys().next().value!)
+  }
+}
