@@ -6,8 +6,7 @@
  */
 import type { Ref } from '../../actors/index.js'
 import { createError, ErrorCodes, isWarrenError, toWireError, type WireError } from '../../errors.js'
-import type { EndReason, SandboxInfo, SandboxMessage } from '../sandbox/index.js'
-import { SpecDefaults } from '../spec.js'
+import { checkTtl, type EndReason, type SandboxInfo, type SandboxMessage } from '../sandbox/index.js'
 import { hasEnded, type DirectoryMessage, type RecordState, type SandboxRecord } from './directory.js'
 import { toPublicError } from './public-error.js'
 import { RequestLimits } from './requests.js'
@@ -104,12 +103,7 @@ export async function killMany (d: LifecycleDeps, target: { ids: string[] } | { 
  */
 export async function setTtl (d: LifecycleDeps, record: SandboxRecord, ttlMs: number): Promise<SandboxRecord> {
   const now = Date.now()
-  const most = SpecDefaults.maxTtlMs - (now - record.createdAt)
-  if (ttlMs > most) {
-    throw createError(ErrorCodes.INVALID_ARGUMENT, `ttlMs ${ttlMs} would take sandbox ${record.id} past its longest life of ${SpecDefaults.maxTtlMs} ms; at most ${Math.max(0, most)} ms more`, {
-      field: 'ttlMs', max: Math.max(0, most)
-    })
-  }
+  const expiresAt = checkTtl(ttlMs, record.createdAt, now, record.id)
   if (hasEnded(record.state)) throw gone(record)
   const ref = d.refFor(record.address)
   if (ref === undefined) throw createError(ErrorCodes.SANDBOX_GONE, `the node of sandbox ${record.id} is not connected`, { id: record.id, state: 'lost' })
@@ -119,7 +113,6 @@ export async function setTtl (d: LifecycleDeps, record: SandboxRecord, ttlMs: nu
     if (isWarrenError(err, ErrorCodes.INVALID_ARGUMENT) || isWarrenError(err, ErrorCodes.SANDBOX_GONE)) throw err
     throw toPublicError(err, record.id)
   }
-  const expiresAt = now + ttlMs
   d.directory().tell({ type: 'set-expiry', tenant: d.tenant, id: record.id, expiresAt })
   return { ...record, expiresAt }
 }

@@ -13,3 +13,4 @@ export {
 } from './file-requests.js'
 export { SandboxFileService, TarDefaults } from './sandbox-files.js'
 export { memberPath } from './tar-sink.js'
+export { checkTtl } from './ttl.js'

@@ -9,7 +9,7 @@
 import { Actor, type ExitReason } from '../../actors/index.js'
 import { checkTimeoutBound, type Backend, type ExecResult, type SandboxHandle, type TerminalSize } from '../../backends/types.js'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
-import { parseArgv, placementRequestOf, SpecDefaults, type SandboxSpec } from '../spec.js'
+import { parseArgv, placementRequestOf, type SandboxSpec } from '../spec.js'
 import { ExecOutput } from './exec-output.js'
 import type { FileRequest, FilesLimits } from './file-requests.js'
 import { OutputPool, type ExecCredit } from './output-pool.js'
@@ -17,6 +17,7 @@ import { SandboxFileService } from './sandbox-files.js'
 import { StdinPipe } from './stdin-pipe.js'
 import { ExecTerminalControl } from './terminal.js'
 import { Trajectory, type TrajectoryRecorder } from './trajectory.js'
+import { checkTtl } from './ttl.js'
 
 export type SandboxState = 'creating' | 'ready' | 'stopping' | 'gone' | 'failed'
 
@@ -347,17 +348,12 @@ export class Sandbox extends Actor<SandboxMessage> {
 
   /**
    * Moves the sandbox's end to `ttlMs` from now.
-   * @throws WARREN_ERR_INVALID_ARGUMENT naming `ttlMs` when not a whole number of ms that keeps the life within the maximum
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `ttlMs` beyond `checkTtl`'s bound
    */
   private setTtl (ttlMs: unknown): SandboxInfo {
     this.requireReady()
-    const now = Date.now()
-    const most = SpecDefaults.maxTtlMs - (now - this.createdAt)
-    if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 1 || ttlMs > most) {
-      throw createError(ErrorCodes.INVALID_ARGUMENT, `ttlMs must be an integer from 1 to ${Math.max(1, most)} for sandbox ${this.args.id}`, { field: 'ttlMs', max: Math.max(0, most) })
-    }
-    this.expiresAt = now + ttlMs
-    this.ctx.setTimer('ttl', ttlMs, { type: 'expire', reason: 'ttl' })
+    this.expiresAt = checkTtl(ttlMs, this.createdAt, Date.now(), this.args.id)
+    this.ctx.setTimer('ttl', this.expiresAt - Date.now(), { type: 'expire', reason: 'ttl' })
     return this.info()
   }
 
