@@ -8,21 +8,21 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { containerUnavailable, SpecDefaults, startNode, type ControlPlane, type NodeOptions } from '../../src/cluster/index.js'
+import { CONTROL_PLANE, containerUnavailable, parseSandboxSpec, SpecDefaults, startNode, type ControlPlane, type DirectoryMessage, type NodeMessage, type NodeOptions, type NodeProcess, type SandboxSummary } from '../../src/cluster/index.js'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
 import { connect, type Client, type KillOutcome } from '../../src/sdk/index.js'
 import { sleep, timed, waitFor } from '../support/index.js'
 import { ALL_SCOPES, functionsDir, spawnNode, startTestControlPlane } from './harness.js'
 
 /** A control plane, one node in this process (its capacity as given) and a client of tenant `t1`. */
-async function cluster (defer: (fn: () => unknown) => void, node: Partial<NodeOptions> = {}): Promise<{ cp: ControlPlane, client: Client }> {
+async function cluster (defer: (fn: () => unknown) => void, node: Partial<NodeOptions> = {}): Promise<{ cp: ControlPlane, client: Client, node: NodeProcess }> {
   const cp = await startTestControlPlane()
   defer(() => cp.close())
   const n = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'life', functionsDir, ...node })
   defer(() => n.close())
   const client = await connect({ url: cp.url, token: await cp.createToken('t1', [...ALL_SCOPES]) })
   defer(() => client.close())
-  return { cp, client }
+  return { cp, client, node: n }
 }
 
 /** A control plane, one `warren node` process and a client of tenant `t1`. */
@@ -193,6 +193,22 @@ test('setTtl lengthens and shortens a sandbox\'s life; expiresAt in info and lis
   assert.type(beyond.details?.max, 'number')
   assert.ok(await longer.setTtl((beyond.details!.max as number) - 5_000) > Date.now())
   assert.is(longer.state, 'ready')
+}))
+
+test('a moved TTL travels with the node\'s summary of its sandboxes, which a control plane that lost its records rebuilds them from', timed(30_000, async (defer) => {
+  const { cp, client, node } = await cluster(defer)
+  const sb = await client.create({ ttlMs: 600_000 })
+  const expiresAt = await sb.setTtl(120_000)
+  const agent = node.system.lookup<NodeMessage>(`${node.nodeId}/agent`)!
+  const [summary] = await agent.ask<SandboxSummary[]>({ type: 'summaries' })
+  assert.is(summary!.id, sb.id)
+  assert.ok(Math.abs(summary!.expiresAt! - expiresAt) < 1000, `node ${summary!.expiresAt} vs control plane ${expiresAt}`)
+  // A record the directory never heard of (as after a restart) takes the summary's end, not createdAt + spec.ttlMs.
+  const directory = cp.system.lookup<DirectoryMessage>(`${CONTROL_PLANE}/directory`)!
+  const ghost: SandboxSummary = { id: 'ghostsandbox0001', tenant: 't1', address: 'ghost/sb-ghostsandbox0001', spec: parseSandboxSpec({ ttlMs: 600_000 }), createdAt: Date.now(), expiresAt: Date.now() + 5000 }
+  directory.tell({ type: 'node-sandboxes', nodeId: 'ghost', sandboxes: [ghost] })
+  const view = await waitFor(async () => (await client.list({ all: true })).find((v) => v.id === ghost.id), 5000, 'the rebuilt record')
+  assert.is(view.expiresAt, ghost.expiresAt)
 }))
 
 test('a backend no node offers (microvm, fullvm) is UNSUPPORTED naming it, at once; a full one is NO_CAPACITY; a request the SDK gives up on is TIMEOUT', timed(30_000, async (defer) => {

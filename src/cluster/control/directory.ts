@@ -218,7 +218,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
       if (r === undefined) {
         r = {
           id: s.id, tenant: s.tenant, nodeId, address: s.address, state: 'lost', backend: s.spec.backend, labels: s.spec.labels,
-          createdAt: s.createdAt, expiresAt: s.createdAt + s.spec.ttlMs, req: placementRequestOf(s.spec)
+          createdAt: s.createdAt, expiresAt: typeof s.expiresAt === 'number' ? s.expiresAt : s.createdAt + s.spec.ttlMs, req: placementRequestOf(s.spec)
         }
         this.records.set(r.id, r)
         let set = this.byNode.get(nodeId)

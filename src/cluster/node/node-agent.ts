@@ -33,6 +33,8 @@ export interface SandboxSummary {
   address: string
   spec: SandboxSpec
   createdAt: number
+  /** When it ends (`createdAt + spec.ttlMs` unless a setTtl moved it). */
+  expiresAt?: number
 }
 
 export interface NodeAgentOptions {
@@ -107,7 +109,12 @@ export class NodeAgent extends Actor<NodeMessage> {
       }
       case 'list': return this.ctx.answerLater(Promise.all([...this.live.values()].map((e) => e.ref.ask<SandboxInfo>({ type: 'info' }).catch(() => undefined))))
       case 'summaries':
-        return [...this.live].map(([id, e]): SandboxSummary => ({ id, tenant: e.tenant, address: e.ref.address, spec: e.spec, createdAt: e.createdAt }))
+        // Each sandbox says when it ends now (a setTtl may have moved it); one that cannot say is summarised without.
+        return this.ctx.answerLater(Promise.all([...this.live].map(async ([id, e]): Promise<SandboxSummary> => {
+          const summary: SandboxSummary = { id, tenant: e.tenant, address: e.ref.address, spec: e.spec, createdAt: e.createdAt }
+          const info = await e.ref.ask<SandboxInfo>({ type: 'info' }, { timeoutMs: 5000 }).catch(() => undefined)
+          return info === undefined ? summary : { ...summary, expiresAt: info.expiresAt }
+        })))
       case 'capacity': return this.o.capacity
       case 'layers': return Object.values(this.o.backends).flatMap((b) => b?.cachedLayers?.() ?? [])
     }
