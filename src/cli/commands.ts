@@ -44,15 +44,17 @@ export async function log (id: string | undefined, out: Out = std): Promise<numb
   })
 }
 
-/** `warren ps [--label k=v] [--state S]` */
-export async function ps (flags: { label?: string[], state?: string }, out: Out = std): Promise<number> {
+/** `warren ps [--label k=v] [--state S] [--all]`: live sandboxes; ended ones too with --all. */
+export async function ps (flags: { label?: string[], state?: string, all?: boolean }, out: Out = std): Promise<number> {
   const labels = parseLabels(flags.label)
   const state = flags.state
   if (state !== undefined && !(RECORD_STATES as readonly string[]).includes(state)) {
     throw createError(ErrorCodes.INVALID_ARGUMENT, `--state must be one of ${RECORD_STATES.join(', ')}, not ${JSON.stringify(state)}`, { field: 'state' })
   }
   return await withClient(async (client) => {
-    const list = await client.list({ ...(labels !== undefined ? { labels } : {}), ...(state !== undefined ? { state: state as RecordState } : {}) })
+    const list = await client.list({
+      ...(labels !== undefined ? { labels } : {}), ...(state !== undefined ? { state: state as RecordState } : {}), ...(flags.all === true ? { all: true } : {})
+    })
     const rows = [['ID', 'STATE', 'BACKEND', 'NODE', 'AGE', 'LABELS']]
     for (const s of list) {
       rows.push([s.id, s.state + (s.reason !== undefined ? `(${s.reason})` : ''), s.backend, s.nodeId, `${Math.round((Date.now() - s.createdAt) / 1000)}s`,
@@ -68,11 +70,14 @@ export async function ps (flags: { label?: string[], state?: string }, out: Out 
 export async function kill (ids: string[], out: Out = std): Promise<number> {
   if (ids.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren kill ID…')
   return await withClient(async (client) => {
-    for (const id of ids) {
-      await (await client.attach(id)).kill()
-      out.stdout.write(`${id}\n`)
+    // One request for all of them; each id's outcome is its own line.
+    let failed = 0
+    for (const o of await client.kill(ids)) {
+      if (o.ok) { out.stdout.write(`${o.id}\n`); continue }
+      failed++
+      out.stderr.write(`warren: ${o.id}: ${o.error.code}: ${o.error.message}\n`)
     }
-    return 0
+    return failed === 0 ? 0 : 1
   })
 }
 

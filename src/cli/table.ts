@@ -78,10 +78,11 @@ export const COMMANDS: readonly CommandSpec[] = [
   }),
   command({
     name: 'ps',
-    summary: 'list your sandboxes',
+    summary: 'list your live sandboxes (with --all, those ended in the last minutes too)',
     flags: {
       label: { type: 'string', multiple: true, value: 'K=V', help: 'only sandboxes with this label' },
-      state: { type: 'string', value: 'STATE', help: 'only sandboxes in this state (creating, ready, stopping, gone, failed, lost)' }
+      state: { type: 'string', value: 'STATE', help: 'only sandboxes in this state (creating, ready, stopping, gone, failed, lost)' },
+      all: { type: 'boolean', help: 'ended sandboxes too (gone, failed, lost)' }
     },
     run: async ({ values }) => await commands.ps(values)
   }),

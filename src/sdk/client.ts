@@ -9,10 +9,11 @@
  */
 import { nanoid } from 'nanoid'
 import { ActorSystem } from '../actors/index.js'
-import { CLIENT_ADDRESS, SESSION_ADDRESS, type ClientRequest, type Quotas, type SandboxStateNotice, type SandboxView } from '../cluster/index.js'
+import { CLIENT_ADDRESS, LifecycleDefaults, SESSION_ADDRESS, type ClientRequest, type KillOutcome, type Quotas, type SandboxStateNotice, type SandboxView } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { createLinkClient, type LinkClient, type LinkOptionsInput } from '../transport/index.js'
 import { resolveConfig } from './config.js'
+import { requestError } from './request-errors.js'
 import type { ExecTransport } from './exec.js'
 import { Sandbox, SandboxHandleActor, type HandleMessage } from './sandbox.js'
 import { startWorkerClient, type WorkerClient } from './worker.js'
@@ -44,6 +45,15 @@ export interface CreateSpec {
   deadlineMs?: number
 }
 
+/** What `list` shows: live sandboxes unless `all` or a `state` says otherwise. */
+export interface ListFilter {
+  labels?: Record<string, string>
+  state?: SandboxView['state']
+  /** Ended sandboxes too (the control plane keeps them a few minutes). */
+  all?: boolean
+  limit?: number
+}
+
 export const ClientDefaults = { connectTimeoutMs: 10_000, requestTimeoutMs: 30_000 }
 
 export class Client {
@@ -54,7 +64,7 @@ export class Client {
 
   private constructor (readonly link: LinkClient, private readonly requestTimeoutMs: number, private readonly config: { url: string, token: string }) {
     this.transport = {
-      request: (message, timeoutMs) => this.link.request(SESSION_ADDRESS, message, { timeoutMs }),
+      request: (message, timeoutMs) => this.send(message, timeoutMs),
       reconnected: () => new Promise((resolve) => this.reconnectWaiters.push(resolve))
     }
     link.on('open', () => {
@@ -122,9 +132,28 @@ export class Client {
     return this.handleFor(view)
   }
 
-  /** The tenant's sandboxes, filtered by labels and state. */
-  async list (filter: { labels?: Record<string, string>, state?: SandboxView['state'], limit?: number } = {}): Promise<SandboxView[]> {
+  /**
+   * The tenant's live sandboxes, filtered by labels; ended ones (gone, failed, lost, kept a few
+   * minutes) too with `all: true`, or only those in `state`.
+   */
+  async list (filter: ListFilter = {}): Promise<SandboxView[]> {
     return await this.request<SandboxView[]>({ type: 'list', ...filter })
+  }
+
+  /**
+   * Kills many sandboxes in one request: those named by id, or the live ones carrying all of
+   * `labels`; at most `LifecycleDefaults.maxKill` (1000) a request (by labels, call again while
+   * it answers that many). Resolves once each has ended and its capacity is free again.
+   * @returns one outcome per sandbox, in the order named: `ok` (and `killed`, false when it had
+   *   ended before), or an `error`: WARREN_ERR_NOT_FOUND for an id this tenant has not (another
+   *   tenant's is left alone), WARREN_ERR_TIMEOUT for one that did not end in time
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `ids` or `labels` (empty, too many)
+   */
+  async kill (target: string[] | { labels: Record<string, string> }): Promise<KillOutcome[]> {
+    const outcomes = await this.request<KillOutcome[]>({ type: 'kill', ...(Array.isArray(target) ? { ids: target } : { labels: target.labels }) },
+      LifecycleDefaults.endWaitMs + LifecycleDefaults.marginMs * 2)
+    for (const o of outcomes) if (o.ok) this.handles.get(o.id)?.ended({ state: o.state, ...(o.reason !== undefined ? { reason: o.reason } : {}) })
+    return outcomes
   }
 
   /** Admin: issues an API key for a tenant. */
@@ -152,7 +181,16 @@ export class Client {
 
   /** Sends one request to the session. */
   request<R> (message: ClientRequest, timeoutMs = this.requestTimeoutMs): Promise<R> {
-    return this.link.request<R>(SESSION_ADDRESS, message, { timeoutMs })
+    return this.send<R>(message, timeoutMs)
+  }
+
+  private async send<R> (message: unknown, timeoutMs: number): Promise<R> {
+    try {
+      return await this.link.request<R>(SESSION_ADDRESS, message, { timeoutMs })
+    } catch (err) {
+      const type = (message as { type?: unknown } | null)?.type
+      throw requestError(err, typeof type === 'string' ? type : 'unknown', this.config.url)
+    }
   }
 
   /**

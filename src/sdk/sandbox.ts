@@ -6,7 +6,7 @@
 import { nanoid } from 'nanoid'
 import { Actor, type Ref } from '../actors/index.js'
 import type { ExecResult, TerminalSize } from '../backends/types.js'
-import type { OutputPage, SandboxStateNotice, SandboxView, TrajectoryPage, WireExecOptions } from '../cluster/index.js'
+import { LifecycleDefaults, type OutputPage, type SandboxStateNotice, type SandboxView, type TrajectoryPage, type WireExecOptions } from '../cluster/index.js'
 import { createError, ErrorCodes, isWarrenError } from '../errors.js'
 import { decodeAll, ExecDefaults, ExecPump, stdinNotOpen, type ExecChunk, type ExecTransport } from './exec.js'
 import { SandboxFiles } from './files.js'
@@ -169,13 +169,33 @@ export class Sandbox {
     return await this.t.request<TrajectoryPage>({ type: 'trajectory', id: this.id, ...opts }, 10_000)
   }
 
-  /** Ends the sandbox. Killing one that has already ended is not an error. */
+  /**
+   * Ends the sandbox. Resolves once it has ended and its node's capacity is free again (a
+   * create sent next finds the room); `state` is then `gone`. Killing one that has already
+   * ended is not an error.
+   * @throws WARREN_ERR_TIMEOUT when it did not end within the cluster's wait (it still ends)
+   */
   async kill (): Promise<void> {
-    try {
-      await this.t.request({ type: 'kill', id: this.id }, 15_000)
-    } catch (err) {
-      if (!isWarrenError(err, ErrorCodes.SANDBOX_GONE)) throw err
-    }
+    const view = await this.t.request<SandboxView>({ type: 'kill', id: this.id }, LifecycleDefaults.endWaitMs + LifecycleDefaults.marginMs * 2)
+    this.ended(view)
+  }
+
+  /**
+   * Lengthens or shortens the sandbox's life: it now ends `ms` from now (as E2B's
+   * `setTimeout`). Its whole life, from its creation, stays within the cluster's maximum TTL.
+   * @returns when it will end (ms since the epoch, the control plane's clock); `info()` and `list()` say so too
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `ttlMs` (with `details.max`) beyond the maximum; WARREN_ERR_SANDBOX_GONE once it has ended
+   */
+  async setTtl (ms: number): Promise<number> {
+    const view = await this.t.request<SandboxView>({ type: 'set-ttl', id: this.id, ttlMs: ms }, 15_000)
+    this.actor.view = view
+    return view.expiresAt
+  }
+
+  /** @internal The sandbox has ended (a kill's answer): the handle says so at once, and its actor goes. */
+  ended (view: Pick<SandboxView, 'state'> & Partial<SandboxView>): void {
+    this.actor.view = { ...this.actor.view, ...view }
+    this.ref.tell({ type: 'sandbox-state', id: this.id, state: this.actor.view.state, ...(view.reason !== undefined ? { reason: view.reason as SandboxStateNotice['reason'] } : {}) })
   }
 
   /**

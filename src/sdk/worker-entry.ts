@@ -4,10 +4,12 @@ import * as Comlink from 'comlink'
 import nodeAdapter from 'comlink/dist/umd/node-adapter.js'
 import { connect } from './client.js'
 import type { WorkerClientApi } from './worker.js'
+import { keepErrorCodes } from './worker-errors.js'
 
 // The UMD module's default export is the adapter function; its typings describe a module object.
 const nodeEndpoint = nodeAdapter as unknown as (nep: unknown) => Comlink.Endpoint
 
+keepErrorCodes()
 const { url, token } = workerData as { url: string, token: string }
 const client = await connect({ url, token })
 
@@ -17,6 +19,8 @@ const api: WorkerClientApi = {
   exec: async (id, argv, opts) => await (await client.attach(id)).exec(argv, opts),
   info: async (id) => await (await client.attach(id)).info(),
   kill: async (id) => { await (await client.attach(id)).kill() },
+  killMany: async (target) => await client.kill(target),
+  setTtl: async (id, ms) => await (await client.attach(id)).setTtl(ms),
   list: async (filter) => await client.list(filter),
   close: async () => { await client.close() }
 }

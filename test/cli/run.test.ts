@@ -12,9 +12,9 @@ import { cli, exited, warren, warrenUp } from './support.js'
 const noContainers = containerUnavailable()
 const stack = /^\s+at /m
 
-/** The sandboxes `warren ps --label` lists, as [id, state] pairs. */
-async function listed (env: NodeJS.ProcessEnv, label: string): Promise<Array<[string, string]>> {
-  const ps = await warren(['ps', '--label', label], { env })
+/** The sandboxes `warren ps --label` lists (ended ones too, with `all`), as [id, state] pairs. */
+async function listed (env: NodeJS.ProcessEnv, label: string, all = true): Promise<Array<[string, string]>> {
+  const ps = await warren(['ps', '--label', label, ...(all ? ['--all'] : [])], { env })
   assert.is(ps.status, 0, ps.stderr)
   return ps.stdout.trim().split('\n').slice(1).filter((l) => l !== '').map((l) => l.split(/\s+/).slice(0, 2) as [string, string])
 }
@@ -32,6 +32,7 @@ test('warren create prints only the new sandbox\'s id, with its --ttl given as a
   assert.is(view.expiresAt - view.createdAt, 600_000, '--ttl 10m')
   assert.is((await warren(['kill', id], { env })).status, 0)
   assert.equal(await listed(env, 'made=by-create'), [[id, 'gone(killed)']])
+  assert.equal(await listed(env, 'made=by-create', false), [], 'without --all, ps lists live sandboxes')
 }))
 
 test('warren run gives the function backend its stdin up front, and refuses more than it can carry, naming stdin', timed(60_000, async (defer) => {

@@ -30,7 +30,7 @@ test('places only on nodes that offer the backend and have room under overcommit
   assert.ok(isWarrenError(err, ErrorCodes.NO_CAPACITY), String(err))
 }))
 
-test('a request larger than every node is refused at once, naming the limit; without a node of its backend it waits', timed(5000, async (defer) => {
+test('a request larger than every node is refused at once, naming the limit; one of a backend no joined node offers is UNSUPPORTED at once', timed(5000, async (defer) => {
   const system = new ActorSystem()
   defer(() => system.shutdown(0))
   const shard = system.spawn(createPlacementShard())
@@ -48,7 +48,21 @@ test('a request larger than every node is refused at once, naming the limit; wit
   // Each size fits some node, no node fits both.
   assert.is(await refused(req({ cpus: 3, memoryMiB: 1000 })), 'limits')
   assert.is(await place(shard, req({ cpus: 3, memoryMiB: 500 })), 'wide')
-  // No node offers microvm yet: one may join, so the request waits for its deadline.
+  // No joined node offers microvm: no wait brings room, so it is refused at once, naming the backend.
+  const startedAt = Date.now()
+  const unsupported = await place(shard, req({ backend: 'microvm' }), 4000).catch((e: unknown) => e)
+  assert.ok(isWarrenError(unsupported, ErrorCodes.UNSUPPORTED), String(unsupported))
+  assert.equal(unsupported.details, { field: 'backend', backend: 'microvm' })
+  assert.match(unsupported.message, /microvm/)
+  assert.ok(Date.now() - startedAt < 2000, 'refused without waiting for the deadline')
+  shard.tell({ type: 'node-up', id: 'vm', capacity: cap({ backends: ['microvm'] }) })
+  assert.is(await place(shard, req({ backend: 'microvm' })), 'vm')
+}))
+
+test('with no node joined yet a request waits: the first node to join takes it', timed(5000, async (defer) => {
+  const system = new ActorSystem()
+  defer(() => system.shutdown(0))
+  const shard = system.spawn(createPlacementShard())
   const waiting = place(shard, req({ backend: 'microvm' }), 4000)
   waiting.catch(() => {})
   await waitFor(async () => (await shard.ask<ShardStats>({ type: 'stats' })).waiting === 1, 2000, 'the request to wait')

@@ -7,10 +7,11 @@
 import { Actor, type ExitReason, type Ref } from '../../actors/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
 import type { IamMessage } from '../iam/index.js'
-import type { SandboxSummary } from '../node/index.js'
+import { withoutHostDirs, type SandboxSummary } from '../node/index.js'
 import type { NodeUsage, PlacementRequest, ShardMessage } from '../placement/index.js'
 import { placementRequestOf } from '../spec.js'
 import type { EndReason, SandboxEvent, SandboxState } from '../sandbox/index.js'
+import { EndWaits } from './end-waits.js'
 import { shardOf } from './registry.js'
 
 export type RecordState = SandboxState | 'lost'
@@ -43,7 +44,16 @@ export type DirectoryMessage =
   | { type: 'node-lost', nodeId: string }
   | { type: 'node-sandboxes', nodeId: string, sandboxes: SandboxSummary[] }
   | { type: 'get', tenant: string, id: string }
-  | { type: 'list', tenant: string, labels?: Record<string, string>, state?: RecordState, limit?: number }
+  /** Live sandboxes only, unless `state` names one or `all` asks for ended ones too. */
+  | { type: 'list', tenant: string, labels?: Record<string, string>, state?: RecordState, all?: boolean, limit?: number }
+  /**
+   * Answers once each named sandbox of the tenant has ended (its reservation and quota given
+   * back), or when `timeoutMs` is up: the records, in order, `undefined` for an id the tenant has not.
+   */
+  | { type: 'await-end', tenant: string, ids: string[], timeoutMs: number }
+  | { type: 'end-wait-expired', key: number }
+  /** A sandbox's life was lengthened or shortened (`sb.setTtl`). */
+  | { type: 'set-expiry', tenant: string, id: string, expiresAt: number }
   | { type: 'subscribe', tenant: string, ref: Ref }
   | { type: 'sweep' }
   | { type: 'count' }
@@ -55,7 +65,9 @@ export const DirectoryDefaults = {
   /** …and at most this many of them, oldest forgotten first, so memory stays flat under churn. */
   maxEnded: 20_000,
   maxList: 10_000,
-  sweepEveryMs: 10_000
+  sweepEveryMs: 10_000,
+  /** Sandbox ids kills may wait on at once (each kill names at most 1000). */
+  maxEndWaitIds: 100_000
 }
 
 export interface DirectoryOptions {
@@ -65,12 +77,18 @@ export interface DirectoryOptions {
 
 const TERMINAL = new Set<RecordState>(['gone', 'failed', 'lost'])
 
+/** True for the states a sandbox has ended in (`lost` too: a node that comes back may revive it). */
+export function hasEnded (state: RecordState): boolean {
+  return TERMINAL.has(state)
+}
+
 export class SandboxDirectory extends Actor<DirectoryMessage> {
   private readonly records = new Map<string, SandboxRecord>()
   private readonly byNode = new Map<string, Set<string>>()
   private readonly subscribers = new Map<string, Set<Ref>>()
   /** Ended sandbox ids, oldest first (FIFO; ids may repeat harmlessly if one is already gone). */
   private ended: string[] = []
+  private readonly endWaits = new EndWaits(DirectoryDefaults.maxEndWaitIds)
 
   constructor (private readonly o: DirectoryOptions) { super() }
 
@@ -93,7 +111,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
           const r = this.records.get(e.id)
           if (r === undefined || r.nodeId !== m.nodeId || TERMINAL.has(r.state)) continue
           if (e.reason !== undefined) r.reason = e.reason
-          if (e.message !== undefined) r.message = e.message
+          if (e.message !== undefined) r.message = withoutHostDirs(e.message)
           this.transition(r, e.state)
         }
         return undefined
@@ -116,12 +134,29 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         const out: SandboxRecord[] = []
         for (const r of this.records.values()) {
           if (r.tenant !== m.tenant) continue
-          if (m.state !== undefined && r.state !== m.state) continue
+          if (m.state !== undefined ? r.state !== m.state : m.all !== true && TERMINAL.has(r.state)) continue
           if (m.labels !== undefined && !Object.entries(m.labels).every(([k, v]) => r.labels[k] === v)) continue
           out.push(r)
           if (out.length >= limit) break
         }
         return out
+      }
+      case 'await-end': {
+        const own = (id: string): SandboxRecord | undefined => { const r = this.records.get(id); return r?.tenant === m.tenant ? r : undefined }
+        const answer = (): Array<SandboxRecord | undefined> => m.ids.map(own)
+        const live = [...new Set(m.ids)].filter((id) => { const r = own(id); return r !== undefined && !TERMINAL.has(r.state) })
+        if (live.length === 0) return answer()
+        const key = this.endWaits.add(live, this.ctx.defer(), answer)
+        this.ctx.setTimer(`end-wait-${key}`, m.timeoutMs, { type: 'end-wait-expired', key })
+        return undefined
+      }
+      case 'end-wait-expired':
+        this.endWaits.expire(m.key)
+        return undefined
+      case 'set-expiry': {
+        const r = this.records.get(m.id)
+        if (r !== undefined && r.tenant === m.tenant && !TERMINAL.has(r.state)) r.expiresAt = m.expiresAt
+        return undefined
       }
       case 'subscribe': {
         let set = this.subscribers.get(m.tenant)
@@ -183,7 +218,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
       if (r === undefined) {
         r = {
           id: s.id, tenant: s.tenant, nodeId, address: s.address, state: 'lost', backend: s.spec.backend, labels: s.spec.labels,
-          createdAt: s.createdAt, expiresAt: s.createdAt + s.spec.ttlMs, req: placementRequestOf(s.spec)
+          createdAt: s.createdAt, expiresAt: typeof s.expiresAt === 'number' ? s.expiresAt : s.createdAt + s.spec.ttlMs, req: placementRequestOf(s.spec)
         }
         this.records.set(r.id, r)
         let set = this.byNode.get(nodeId)
@@ -227,6 +262,8 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
       this.o.iam().tell({ type: 'release', tenant: r.tenant })
     }
     this.notify(r)
+    // After the releases above: whoever a waiting kill answers finds the room already free.
+    if (TERMINAL.has(state)) for (const key of this.endWaits.ended(r.id)) this.ctx.cancelTimer(`end-wait-${key}`)
   }
 
   private notify (r: SandboxRecord): void {

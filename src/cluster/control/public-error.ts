@@ -8,14 +8,17 @@ import { createError, ErrorCodes, isWarrenError, type ErrorCode, type WarrenErro
 
 const cannot = 'the control plane could not complete this request'
 
-/** Kernel codes, and what each becomes when nothing more specific is known (their messages name actors, so they go too). */
+/**
+ * Kernel codes, and what each becomes when nothing more specific is known (their messages name
+ * actors, so they go; what is said instead is the cause in the cluster's terms).
+ */
 const KERNEL_CODES: Partial<Record<ErrorCode, { code: ErrorCode, message: string }>> = {
   [ErrorCodes.ASK_TIMEOUT]: { code: ErrorCodes.TIMEOUT, message: 'the request was not answered in time inside the cluster' },
   [ErrorCodes.NO_SUCH_ACTOR]: { code: ErrorCodes.NOT_FOUND, message: 'what the request names does not exist' },
-  [ErrorCodes.ACTOR_STOPPED]: { code: ErrorCodes.INTERNAL, message: cannot },
-  [ErrorCodes.ACTOR_FAILED]: { code: ErrorCodes.INTERNAL, message: cannot },
-  [ErrorCodes.SUPERVISOR_INTENSITY]: { code: ErrorCodes.INTERNAL, message: cannot },
-  [ErrorCodes.DUPLICATE_NAME]: { code: ErrorCodes.INTERNAL, message: cannot }
+  [ErrorCodes.ACTOR_STOPPED]: { code: ErrorCodes.INTERNAL, message: `${cannot}: the part of the cluster serving it stopped before answering` },
+  [ErrorCodes.ACTOR_FAILED]: { code: ErrorCodes.INTERNAL, message: `${cannot}: the part of the cluster serving it failed` },
+  [ErrorCodes.SUPERVISOR_INTENSITY]: { code: ErrorCodes.INTERNAL, message: `${cannot}: the part of the cluster serving it failed too often and was stopped` },
+  [ErrorCodes.DUPLICATE_NAME]: { code: ErrorCodes.INTERNAL, message: `${cannot}: a name it needed was taken inside the cluster` }
 }
 
 /**
@@ -36,3 +39,20 @@ export function toPublicError (err: unknown, sandboxId?: string): WarrenError {
   }
   return createError(mapped.code, mapped.message)
 }
+
+/**
+ * What a create tells the trainer when the node chosen for it failed to answer: the node, and
+ * how (it did not answer in time, or it went away), never the kernel's codes.
+ */
+export function nodeCreateError (err: unknown, nodeId: string, timeoutMs: number): WarrenError {
+  if (isWarrenError(err, ErrorCodes.ASK_TIMEOUT)) {
+    return createError(ErrorCodes.TIMEOUT, `node ${nodeId} did not answer the create within ${timeoutMs} ms`, { nodeId })
+  }
+  if (isWarrenError(err) && NODE_GONE.has(err.code)) {
+    return createError(ErrorCodes.BACKEND_UNAVAILABLE, `node ${nodeId} went away during the create`, { nodeId, reason: 'node-gone' })
+  }
+  return toPublicError(err)
+}
+
+/** Codes meaning the node (its agent, or the link to it) is not there any more. */
+const NODE_GONE = new Set<ErrorCode>([ErrorCodes.NO_SUCH_ACTOR, ErrorCodes.ACTOR_STOPPED, ErrorCodes.CONNECTION_CLOSED, ErrorCodes.PEER_UNRESPONSIVE])

@@ -19,8 +19,13 @@ import { parseFileRequest } from './file-requests.js'
 export type ClientRequest =
   | { type: 'create', spec?: unknown, count?: number, deadlineMs?: number }
   | { type: 'info', id: string }
-  | { type: 'list', labels?: Record<string, string>, state?: SandboxRecord['state'], limit?: number }
+  | { type: 'list', labels?: Record<string, string>, state?: SandboxRecord['state'], all?: boolean, limit?: number }
+  /** One sandbox (`id`, answered with its view), or many (`ids`, or the live ones with `labels`; answered with one outcome each). */
   | { type: 'kill', id: string }
+  | { type: 'kill', ids: string[] }
+  | { type: 'kill', labels: Record<string, string> }
+  /** The sandbox lives `ttlMs` from now (its whole life within the spec's maximum). */
+  | { type: 'set-ttl', id: string, ttlMs: number }
   | { type: 'exec', id: string, execId: string, argv: string[], opts?: WireExecOptions }
   | { type: 'read', id: string, execId: string, fromSeq: number, maxBytes?: number, waitMs?: number }
   | { type: 'exec-kill', id: string, execId: string }
@@ -49,7 +54,9 @@ export const RequestLimits = {
   /** A user name, or `uid[:gid]`. */
   maxUserLength: 256,
   /** Columns or rows of a pseudo-terminal. */
-  maxTerminalCells: 1000
+  maxTerminalCells: 1000,
+  /** Sandboxes one kill may name (or match by labels). */
+  maxKillIds: 1000
 }
 
 type Obj = Record<string, unknown>
@@ -129,6 +136,22 @@ function execOptions (v: unknown): WireExecOptions {
 }
 
 const id = (r: Obj): string => text(r.id, 'id', RequestLimits.maxIdLength)
+
+/** A kill names exactly one of `id`, `ids` (1 to maxKillIds of them) and `labels` (at least one). */
+function kill (r: Obj): Extract<ClientRequest, { type: 'kill' }> {
+  const given = (['id', 'ids', 'labels'] as const).filter((k) => r[k] !== undefined)
+  if (given.length !== 1) invalid(given[1] ?? 'id', 'a kill names exactly one of id, ids and labels')
+  if (r.id !== undefined) return { type: 'kill', id: id(r) }
+  if (r.ids !== undefined) {
+    const ids = r.ids
+    if (!Array.isArray(ids) || ids.length === 0 || ids.length > RequestLimits.maxKillIds) invalid('ids', `must be a list of 1 to ${RequestLimits.maxKillIds} sandbox ids`)
+    return { type: 'kill', ids: ids.map((v, i) => text(v, `ids.${i}`, RequestLimits.maxIdLength)) }
+  }
+  const matched = labels(r.labels, 'labels')
+  // An empty filter would match every sandbox the tenant has: too much to mean by accident.
+  if (Object.keys(matched).length === 0) invalid('labels', 'must name at least one label')
+  return { type: 'kill', labels: matched }
+}
 const execId = (r: Obj): string => text(r.execId, 'execId', RequestLimits.maxExecIdLength)
 /** An optional field: checked when present, left out when not. */
 function opt<K extends string, T> (r: Obj, key: K, check: (v: unknown, field: string) => T): { [P in K]?: T } {
@@ -142,8 +165,9 @@ function opt<K extends string, T> (r: Obj, key: K, check: (v: unknown, field: st
 const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest, { type: T }> } = {
   create: (r) => ({ type: 'create', ...(r.spec !== undefined ? { spec: r.spec } : {}), ...opt(r, 'count', positive), ...opt(r, 'deadlineMs', count) }),
   info: (r) => ({ type: 'info', id: id(r) }),
-  list: (r) => ({ type: 'list', ...opt(r, 'labels', labels), ...opt(r, 'state', (v, f) => oneOf(v, f, RECORD_STATES)), ...opt(r, 'limit', count) }),
-  kill: (r) => ({ type: 'kill', id: id(r) }),
+  list: (r) => ({ type: 'list', ...opt(r, 'labels', labels), ...opt(r, 'state', (v, f) => oneOf(v, f, RECORD_STATES)), ...opt(r, 'all', flag), ...opt(r, 'limit', count) }),
+  kill,
+  'set-ttl': (r) => ({ type: 'set-ttl', id: id(r), ttlMs: positive(r.ttlMs, 'ttlMs') }),
   exec: (r) => ({ type: 'exec', id: id(r), execId: execId(r), argv: parseArgv(r.argv), ...(r.opts !== undefined ? { opts: execOptions(r.opts) } : {}) }),
   read: (r) => ({ type: 'read', id: id(r), execId: execId(r), fromSeq: count(r.fromSeq, 'fromSeq'), ...opt(r, 'maxBytes', count), ...opt(r, 'waitMs', count) }),
   'exec-kill': (r) => ({ type: 'exec-kill', id: id(r), execId: execId(r) }),

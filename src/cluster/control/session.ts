@@ -6,7 +6,7 @@
  */
 import { customAlphabet } from 'nanoid'
 import { Actor, type Ref } from '../../actors/index.js'
-import { createError, ErrorCodes, fromWireError, isWarrenError } from '../../errors.js'
+import { createError, ErrorCodes, fromWireError, toWireError } from '../../errors.js'
 import { authorize, type IamMessage, type Principal, type Scope } from '../iam/index.js'
 import type { CreateItem, CreateOutcome, NodeMessage } from '../node/index.js'
 import { placeBatch, type PlacementRequest, type ShardMessage } from '../placement/index.js'
@@ -15,7 +15,8 @@ import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.
 import { ImageRefDefaults, specLayers } from '../spec-image.js'
 import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
-import { toPublicError } from './public-error.js'
+import { killMany, killOne, setTtl, type LifecycleDeps } from './lifecycle.js'
+import { nodeCreateError, toPublicError } from './public-error.js'
 import { parseClientRequest, type ClientRequest } from './requests.js'
 import { shardForSandbox, shardOf, type NodeStatus, type RegistryMessage } from './registry.js'
 
@@ -123,11 +124,16 @@ export class Session extends Actor<SessionMessage> {
           type: 'list', tenant: this.tenant,
           ...(m.labels !== undefined ? { labels: m.labels } : {}),
           ...(m.state !== undefined ? { state: m.state } : {}),
+          ...(m.all !== undefined ? { all: m.all } : {}),
           ...(m.limit !== undefined ? { limit: m.limit } : {})
         })).map(toView)
       case 'kill':
         this.authorize('sandbox:exec')
-        return await this.forward(m.id, { type: 'kill' })
+        if ('id' in m) return toView(await killOne(this.lifecycle(), await this.record(m.id)))
+        return await killMany(this.lifecycle(), m)
+      case 'set-ttl':
+        this.authorize('sandbox:exec')
+        return toView(await setTtl(this.lifecycle(), await this.record(m.id), m.ttlMs))
       case 'exec':
         this.authorize('sandbox:exec')
         return await this.forward<OutputPage>(m.id, { type: 'exec', execId: m.execId, argv: m.argv, ...(m.opts !== undefined ? { opts: m.opts } : {}) }, SessionDefaults.readMarginMs + 2000)
@@ -178,6 +184,10 @@ export class Session extends Actor<SessionMessage> {
         this.authorize('sandbox:read')
         return await this.o.images().ask({ type: 'list' })
     }
+  }
+
+  private lifecycle (): LifecycleDeps {
+    return { tenant: this.tenant, directory: this.o.directory, refFor: (address) => this.ctx.system.refFor<SandboxMessage>(address) }
   }
 
   /**
@@ -261,7 +271,8 @@ export class Session extends Actor<SessionMessage> {
         if (agent === undefined) throw createError(ErrorCodes.NO_CAPACITY, `node ${nodeId} is not connected`)
         results = await agent.ask<CreateOutcome[]>({ type: 'create', items }, { timeoutMs: SessionDefaults.nodeCreateTimeoutMs })
       } catch (err) {
-        results = items.map((it) => ({ id: it.id, error: { code: isWarrenError(err) ? err.code : ErrorCodes.INTERNAL, message: (err as Error).message } }))
+        const error = toWireError(nodeCreateError(err, nodeId, SessionDefaults.nodeCreateTimeoutMs))
+        results = items.map((it) => ({ id: it.id, error }))
       }
       for (const r of results) {
         if ('error' in r) {
@@ -284,8 +295,9 @@ export class Session extends Actor<SessionMessage> {
     if (failed > 0) this.o.iam().tell({ type: 'release', tenant: this.tenant, n: failed })
     if (records.length > 0) this.o.directory().tell({ type: 'add', records })
     if (firstError !== undefined) {
-      // All or nothing: a batch that cannot be created whole is not left half made.
-      for (const r of records) this.ctx.system.refFor<SandboxMessage>(r.address)?.tell({ type: 'kill' })
+      // All or nothing: a batch that cannot be created whole is not left half made, and the
+      // error comes once what was made is gone, so a retry finds its room.
+      if (records.length > 0) await killMany(this.lifecycle(), { ids: records.map((r) => r.id) }).catch(() => {})
       throw firstError
     }
     const views = records.map(toView)

@@ -6,7 +6,7 @@
  */
 import { Actor, type Ref } from '../../actors/index.js'
 import type { Backend, BackendKind } from '../../backends/types.js'
-import { createError, ErrorCodes, toWireError, type WireError } from '../../errors.js'
+import { createError, ErrorCodes, fromWireError, isWarrenError, toWireError, type WarrenError, type WireError } from '../../errors.js'
 import { createDynamicSupervisor, type DynamicSupervisorMessage } from '../../supervisors/index.js'
 import type { NodeCapacity } from '../placement/index.js'
 import { AheadBudget, FilesDefaults, OutputPool, Sandbox, type FilesLimits, type OutputLimits, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage, type SandboxMeta } from '../sandbox/index.js'
@@ -33,6 +33,8 @@ export interface SandboxSummary {
   address: string
   spec: SandboxSpec
   createdAt: number
+  /** When it ends (`createdAt + spec.ttlMs` unless a setTtl moved it). */
+  expiresAt?: number
 }
 
 export interface NodeAgentOptions {
@@ -46,6 +48,11 @@ export interface NodeAgentOptions {
   output?: Partial<OutputLimits>
   /** Bounds of file transfers on this node (`FilesDefaults`): the largest file, the chunk size. */
   files?: Partial<FilesLimits>
+}
+
+export const NodeAgentDefaults = {
+  /** How long a backend may take to make a sandbox (a cold layer fetch included). */
+  startTimeoutMs: 60_000
 }
 
 /** Sandbox actors are named by id, so any process can address one as `${nodeId}/sb-${id}`. */
@@ -105,7 +112,12 @@ export class NodeAgent extends Actor<NodeMessage> {
       }
       case 'list': return this.ctx.answerLater(Promise.all([...this.live.values()].map((e) => e.ref.ask<SandboxInfo>({ type: 'info' }).catch(() => undefined))))
       case 'summaries':
-        return [...this.live].map(([id, e]): SandboxSummary => ({ id, tenant: e.tenant, address: e.ref.address, spec: e.spec, createdAt: e.createdAt }))
+        // Each sandbox says when it ends now (a setTtl may have moved it); one that cannot say is summarised without.
+        return this.ctx.answerLater(Promise.all([...this.live].map(async ([id, e]): Promise<SandboxSummary> => {
+          const summary: SandboxSummary = { id, tenant: e.tenant, address: e.ref.address, spec: e.spec, createdAt: e.createdAt }
+          const info = await e.ref.ask<SandboxInfo>({ type: 'info' }, { timeoutMs: 5000 }).catch(() => undefined)
+          return info === undefined ? summary : { ...summary, expiresAt: info.expiresAt }
+        })))
       case 'capacity': return this.o.capacity
       case 'layers': return Object.values(this.o.backends).flatMap((b) => b?.cachedLayers?.() ?? [])
     }
@@ -126,6 +138,9 @@ export class NodeAgent extends Actor<NodeMessage> {
   /** Starts a sandbox actor and waits until its backend sandbox is ready; returns its address. */
   private async start (item: CreateItem, backend: Backend, adopted: SandboxArgs['adopted']): Promise<string> {
     const createdAt = adopted?.createdAt ?? Date.now()
+    // Why it failed, if it does, as the sandbox reports it: its actor stops at once after, so
+    // the `info` below is answered only by the kernel's "has stopped".
+    let failure: SandboxEvent | undefined
     const args: SandboxArgs = {
       id: item.id,
       tenant: item.tenant,
@@ -135,6 +150,7 @@ export class NodeAgent extends Actor<NodeMessage> {
       fileBudget: this.fileBudget,
       ...(this.o.files !== undefined ? { files: this.o.files } : {}),
       report: (event) => {
+        if (event.state === 'failed') failure = event
         if (event.state === 'gone' || event.state === 'failed') this.live.delete(event.id)
         this.o.report(event)
       },
@@ -143,10 +159,39 @@ export class NodeAgent extends Actor<NodeMessage> {
     const ref = await this.sandboxes.ask<Ref<SandboxMessage>>({ type: 'start-child', args })
     this.live.set(item.id, { ref, tenant: item.tenant, spec: item.spec, createdAt })
     // `info` queues behind preStart: when it answers, the backend has made the sandbox.
-    const info = await ref.ask<SandboxInfo>({ type: 'info' }, { timeoutMs: 60_000 })
-    if (info.state !== 'ready') throw createError(ErrorCodes.INTERNAL, `sandbox ${item.id} failed to start: ${info.message ?? info.state}`)
+    let info: SandboxInfo
+    try {
+      info = await ref.ask<SandboxInfo>({ type: 'info' }, { timeoutMs: NodeAgentDefaults.startTimeoutMs })
+    } catch (err) {
+      if (failure !== undefined) throw startFailure(item, failure)
+      if (isWarrenError(err, ErrorCodes.ASK_TIMEOUT)) {
+        ref.tell({ type: 'kill', reason: 'failed' })
+        throw createError(ErrorCodes.TIMEOUT, `sandbox ${item.id} did not start within ${NodeAgentDefaults.startTimeoutMs} ms on node ${this.o.nodeId}`, { id: item.id })
+      }
+      throw err
+    }
+    if (info.state !== 'ready') throw startFailure(item, failure ?? { id: item.id, tenant: item.tenant, state: info.state, ...(info.message !== undefined ? { message: info.message } : {}) })
     return ref.address
   }
+}
+
+/**
+ * The error a create answers when the backend could not make the sandbox: the backend's own
+ * cause (a layer that cannot be fetched or mounted, a resource it lacks), with its code when
+ * that is a public one, so the trainer reads why and not that an actor stopped.
+ */
+function startFailure (item: CreateItem, event: SandboxEvent): WarrenError {
+  const kernel = new Set<string>([ErrorCodes.ACTOR_STOPPED, ErrorCodes.ACTOR_FAILED, ErrorCodes.NO_SUCH_ACTOR, ErrorCodes.ASK_TIMEOUT, ErrorCodes.DUPLICATE_NAME, ErrorCodes.SUPERVISOR_INTENSITY])
+  const code = event.code !== undefined && !kernel.has(event.code) ? fromWireError({ code: event.code, message: '' }).code : ErrorCodes.INTERNAL
+  return createError(code, `sandbox ${item.id} could not start on the ${item.spec.backend} backend: ${withoutHostDirs(event.message ?? event.state)}`, { id: item.id, backend: item.spec.backend })
+}
+
+/**
+ * A backend's message as a tenant may read it: the node's directories go, the file names
+ * (a layer's digest) stay — where the node keeps things is not the tenant's to learn.
+ */
+export function withoutHostDirs (message: string): string {
+  return message.replace(/(?<![\w.:/])\/(?:[^\s/:'"()]+\/)+(?=[^\s/:'"()]+)/g, '')
 }
 
 export function createNodeAgent (options: NodeAgentOptions): () => NodeAgent {

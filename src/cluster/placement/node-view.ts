@@ -48,6 +48,9 @@ export interface PlacementRequest {
 export interface Room {
   ever: boolean
   largest?: { cpus: number, memoryMiB: number, diskMiB: number }
+  /** Nodes the shard knows, live or lost, and whether any of them offers the backend at all. */
+  nodes: number
+  offered: boolean
 }
 
 export function createNodeView (id: string, capacity: NodeCapacity): NodeView {
@@ -71,12 +74,21 @@ export function fits (node: NodeView, req: PlacementRequest): boolean {
 /** The `Room` of `nodes` for `req`: sizes, not what is free, so the answer holds until nodes change. */
 export function roomFor (nodes: readonly NodeView[], req: PlacementRequest): Room {
   let largest: Room['largest']
+  const offered = nodes.some((n) => n.backends.includes(req.backend))
   for (const n of nodes) {
     if (!n.alive || !n.backends.includes(req.backend)) continue
-    if (holds(n, req)) return { ever: true }
+    if (holds(n, req)) return { ever: true, nodes: nodes.length, offered }
     largest = { cpus: Math.max(largest?.cpus ?? 0, n.cpus), memoryMiB: Math.max(largest?.memoryMiB ?? 0, n.memoryMiB), diskMiB: Math.max(largest?.diskMiB ?? 0, n.diskMiB ?? Infinity) }
   }
-  return largest === undefined ? { ever: false } : { ever: false, largest }
+  return largest === undefined ? { ever: false, nodes: nodes.length, offered } : { ever: false, largest, nodes: nodes.length, offered }
+}
+
+/**
+ * True when nodes have joined and none of them, live or lost, offers the request's backend:
+ * no amount of waiting brings one (a cluster with no node yet is still starting, and waits).
+ */
+export function offeredByNone (rooms: readonly Room[]): boolean {
+  return rooms.some((r) => r.nodes > 0) && !rooms.some((r) => r.offered)
 }
 
 /**

@@ -6,7 +6,8 @@
  * A request this shard cannot fit is offered to the other shards (no waiting there); if none
  * fits either, it waits here until capacity frees up or its deadline passes
  * (`WARREN_ERR_NO_CAPACITY`). A request larger than every joined node is refused at once, with
- * the same code: no amount of waiting makes room for it. The waiting list is bounded
+ * the same code: no amount of waiting makes room for it; one of a backend no joined node offers
+ * is `WARREN_ERR_UNSUPPORTED` (field `backend`), at once. The waiting list is bounded
  * (`WARREN_ERR_OVERLOADED` beyond it).
  *
  * The simulator drives this same class on a virtual clock: time comes from `now`, randomness
@@ -16,7 +17,7 @@ import { Actor, type Ref, type ReplyTo } from '../../actors/index.js'
 import type { BackendKind } from '../../backends/types.js'
 import { createError, ErrorCodes } from '../../errors.js'
 import { chooseNode } from './choose.js'
-import { beyondEveryNode, createNodeView, release, reserve, roomFor, type NodeCapacity, type NodeView, type PlacementRequest, type Room } from './node-view.js'
+import { beyondEveryNode, createNodeView, offeredByNone, release, reserve, roomFor, type NodeCapacity, type NodeView, type PlacementRequest, type Room } from './node-view.js'
 
 export const PlacementDefaults = {
   /** Nodes sampled per decision. */
@@ -223,7 +224,13 @@ export class PlacementShard extends Actor<ShardMessage> {
 
   /** Refuses at once what no joined node (here or at the peers, `rooms`) could ever hold; else waits. */
   private waitOrRefuse (req: PlacementRequest, deadline: number, reply: ReplyTo, rooms: Room[]): void {
-    const field = beyondEveryNode([roomFor(this.list, req), ...rooms], req)
+    const all = [roomFor(this.list, req), ...rooms]
+    if (offeredByNone(all)) {
+      this.refused++
+      reply.reject(createError(ErrorCodes.UNSUPPORTED, `no node of this cluster offers the ${req.backend} backend`, { field: 'backend', backend: req.backend }))
+      return
+    }
+    const field = beyondEveryNode(all, req)
     if (field === undefined) { this.wait(req, deadline, reply); return }
     this.refused++
     reply.reject(createError(ErrorCodes.NO_CAPACITY,

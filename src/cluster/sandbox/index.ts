@@ -14,3 +14,4 @@ export {
 export { SandboxFileService, TarDefaults } from './sandbox-files.js'
 export { AheadBudget } from './file-budget.js'
 export { memberPath } from './tar-sink.js'
+export { checkTtl } from './ttl.js'

@@ -18,6 +18,7 @@ import type { AheadBudget } from './file-budget.js'
 import { StdinPipe } from './stdin-pipe.js'
 import { ExecTerminalControl } from './terminal.js'
 import { Trajectory, type TrajectoryRecorder } from './trajectory.js'
+import { checkTtl } from './ttl.js'
 
 export type SandboxState = 'creating' | 'ready' | 'stopping' | 'gone' | 'failed'
 
@@ -43,6 +44,8 @@ export interface SandboxEvent {
   state: SandboxState
   reason?: EndReason
   message?: string
+  /** When its backend could not make it: the backend's error code (`WARREN_ERR_*`), beside `message`. */
+  code?: string
 }
 
 /** Exec options as they cross the wire (no callbacks: output is pulled). */
@@ -72,6 +75,8 @@ export type SandboxMessage =
   | { type: 'trajectory', fromSeq?: number, limit?: number }
   | { type: 'info' }
   | { type: 'kill', reason?: EndReason }
+  /** Ends the sandbox `ttlMs` from now instead (its whole life within `SpecDefaults.maxTtlMs`); answers with its info. */
+  | { type: 'set-ttl', ttlMs: number }
   /** A file operation (file-requests.ts): answered later, never holding up other messages. */
   | { type: 'files', req: FileRequest }
   | { type: 'expire', reason: 'ttl' | 'idle' }
@@ -126,9 +131,11 @@ export class Sandbox extends Actor<SandboxMessage> {
   private readonly execs = new Map<string, RunningExec>()
   private readonly trajectory = new Trajectory()
   private readonly createdAt: number
+  private expiresAt: number
   private lastExecAt = Date.now()
   private endReason: EndReason | undefined
   private endMessage: string | undefined
+  private startErrorCode: string | undefined
   private unwatch: (() => void) | undefined
   private readonly outputPool: OutputPool
   private readonly fileService: SandboxFileService
@@ -136,6 +143,7 @@ export class Sandbox extends Actor<SandboxMessage> {
   constructor (private readonly args: SandboxArgs) {
     super()
     this.createdAt = args.adopted?.createdAt ?? Date.now()
+    this.expiresAt = this.createdAt + args.spec.ttlMs
     this.outputPool = args.output ?? new OutputPool()
     this.fileService = new SandboxFileService(args.backend, args.files, args.fileBudget)
   }
@@ -151,13 +159,14 @@ export class Sandbox extends Actor<SandboxMessage> {
     } catch (err) {
       this.endReason = 'failed'
       this.endMessage = err instanceof Error ? err.message : String(err)
+      this.startErrorCode = isWarrenError(err) ? err.code : undefined
       this.setState('failed')
       this.ctx.stop('normal')
       return
     }
     this.unwatch = this.args.backend.onGone?.(this.handle, (message) => this.self.tell({ type: 'backend-gone', message }))
     this.setState('ready')
-    this.ctx.setTimer('ttl', Math.max(0, this.createdAt + spec.ttlMs - Date.now()), { type: 'expire', reason: 'ttl' })
+    this.ctx.setTimer('ttl', Math.max(0, this.expiresAt - Date.now()), { type: 'expire', reason: 'ttl' })
     const sweepMs = Math.min(60_000, spec.idleTimeoutMs > 0 ? Math.max(10, spec.idleTimeoutMs / 4) : 60_000)
     this.ctx.setTimer('sweep', sweepMs, { type: 'sweep' }, { repeat: true })
   }
@@ -203,6 +212,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       case 'kill':
         this.end(m.reason ?? 'killed')
         return true
+      case 'set-ttl': return this.setTtl(m.ttlMs)
       case 'files':
         this.requireReady()
         this.ctx.answerLater(this.fileService.handle(this.handle!, m.req))
@@ -339,6 +349,17 @@ export class Sandbox extends Actor<SandboxMessage> {
     }, (err: unknown) => { this.execs.delete(execId); exec.output.dispose(); throw err }))
   }
 
+  /**
+   * Moves the sandbox's end to `ttlMs` from now.
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `ttlMs` beyond `checkTtl`'s bound
+   */
+  private setTtl (ttlMs: unknown): SandboxInfo {
+    this.requireReady()
+    this.expiresAt = checkTtl(ttlMs, this.createdAt, Date.now(), this.args.id)
+    this.ctx.setTimer('ttl', this.expiresAt - Date.now(), { type: 'expire', reason: 'ttl' })
+    return this.info()
+  }
+
   info (): SandboxInfo {
     return {
       id: this.args.id,
@@ -347,7 +368,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       backend: this.args.spec.backend,
       labels: this.args.spec.labels,
       createdAt: this.createdAt,
-      expiresAt: this.createdAt + this.args.spec.ttlMs,
+      expiresAt: this.expiresAt,
       ...(this.endReason !== undefined ? { reason: this.endReason } : {}),
       ...(this.endMessage !== undefined ? { message: this.endMessage } : {})
     }
@@ -384,7 +405,8 @@ export class Sandbox extends Actor<SandboxMessage> {
       tenant: this.args.tenant,
       state,
       ...(this.endReason !== undefined ? { reason: this.endReason } : {}),
-      ...(this.endMessage !== undefined ? { message: this.endMessage } : {})
+      ...(this.endMessage !== undefined ? { message: this.endMessage } : {}),
+      ...(this.startErrorCode !== undefined ? { code: this.startErrorCode } : {})
     })
   }
 
