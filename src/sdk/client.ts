@@ -54,23 +54,33 @@ export interface ListFilter {
   limit?: number
 }
 
+/** A promise and the function that resolves it (Promise.withResolvers, which Node 20 lacks). */
+function openSignal (): { promise: Promise<void>, resolve: () => void } {
+  let resolve!: () => void
+  const promise = new Promise<void>((r) => { resolve = r })
+  return { promise, resolve }
+}
+
 export const ClientDefaults = { connectTimeoutMs: 10_000, requestTimeoutMs: 30_000 }
 
 export class Client {
   private readonly system = new ActorSystem({ name: `sdk-${nanoid(8)}` })
   private readonly handles = new Map<string, Sandbox>()
-  private reconnectWaiters: Array<() => void> = []
+  /** Resolved at the next 'open' of the link and then replaced: one promise however many wait (a long command's pulls would otherwise pile up a waiter each). */
+  private nextOpen = openSignal()
+  private isClosed = false
   private readonly transport: ExecTransport
 
   private constructor (readonly link: LinkClient, private readonly requestTimeoutMs: number, private readonly config: { url: string, token: string }) {
     this.transport = {
       request: (message, timeoutMs) => this.send(message, timeoutMs),
-      reconnected: () => new Promise((resolve) => this.reconnectWaiters.push(resolve))
+      reconnected: () => this.nextOpen.promise,
+      closed: () => this.isClosed
     }
     link.on('open', () => {
-      const waiters = this.reconnectWaiters
-      this.reconnectWaiters = []
-      for (const w of waiters) w()
+      const opened = this.nextOpen
+      this.nextOpen = openSignal()
+      opened.resolve()
     })
   }
 
@@ -203,6 +213,7 @@ export class Client {
 
   /** Closes the connection. Sandboxes live on until their TTL or a kill. */
   async close (): Promise<void> {
+    this.isClosed = true
     this.link.close()
     await this.system.shutdown(0)
   }

@@ -4,9 +4,10 @@
  * the consumer's credit — and survives a dropped connection: after a reconnect it asks again
  * from the next number it has not seen, so no chunk is lost or repeated.
  */
-import { createError, ErrorCodes, isWarrenError } from '../errors.js'
+import { createError, ErrorCodes } from '../errors.js'
 import type { OutputChunk, OutputPage } from '../cluster/index.js'
 import type { ExecResult } from '../backends/types.js'
+import { worthRetrying } from './request-errors.js'
 
 /** A chunk as the SDK hands it out. */
 export interface ExecChunk { stream: 'stdout' | 'stderr', data: Uint8Array }
@@ -14,8 +15,10 @@ export interface ExecChunk { stream: 'stdout' | 'stderr', data: Uint8Array }
 /** How the SDK talks to its session (kept small so exec does not depend on the client). */
 export interface ExecTransport {
   request<R> (message: unknown, timeoutMs: number): Promise<R>
-  /** Resolves at the next reconnect; outstanding pulls are then asked again. */
+  /** Resolves at the next reconnect (one promise shared by every caller until then); outstanding pulls are then asked again. */
   reconnected (): Promise<void>
+  /** True once the client was closed: nothing is retried after that. */
+  closed (): boolean
 }
 
 export const ExecDefaults = {
@@ -25,11 +28,6 @@ export const ExecDefaults = {
   marginMs: 5000,
   /** Transient failures (timeouts, a reconnecting link) a pull retries before it gives up. */
   maxRetries: 30
-}
-
-/** Errors worth asking again for: the request may simply have been lost with a socket, or timed out inside the cluster. */
-function retriable (err: unknown): boolean {
-  return isWarrenError(err) && (err.code === ErrorCodes.ASK_TIMEOUT || err.code === ErrorCodes.TIMEOUT || err.code === ErrorCodes.CONNECTION_CLOSED || err.code === ErrorCodes.OVERLOADED)
 }
 
 export class ExecPump {
@@ -128,7 +126,7 @@ export class ExecPump {
         failures = 0
         this.accept(page)
       } catch (err) {
-        if (!retriable(err) || ++failures > ExecDefaults.maxRetries) { this.abort(err); return }
+        if (!worthRetrying(err, this.t, true) || ++failures > ExecDefaults.maxRetries) { this.abort(err); return }
         await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * failures)))
       }
     }

@@ -12,6 +12,7 @@ import type { FileEntry, FileStat } from '../backends/types.js'
 import type { UploadResult, UploadState } from '../cluster/index.js'
 import { createError, ErrorCodes, isWarrenError } from '../errors.js'
 import type { ExecTransport } from './exec.js'
+import { worthRetrying } from './request-errors.js'
 import { chunksOf, knownSize, type WriteData } from './file-source.js'
 import { downloadTree, uploadTree } from './files-tree.js'
 
@@ -40,22 +41,10 @@ export interface WriteInfo { path: string, size: number, sha256: string }
 /** How `read` hands the file back. */
 export type ReadFormat = 'bytes' | 'text' | 'stream'
 
-function retriable (err: unknown): boolean {
-  return isWarrenError(err) && (err.code === ErrorCodes.ASK_TIMEOUT || err.code === ErrorCodes.TIMEOUT || err.code === ErrorCodes.CONNECTION_CLOSED || err.code === ErrorCodes.OVERLOADED)
-}
-
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
 export class SandboxFiles {
-  /** The next reconnect, one waiter shared by all requests (not one each, which would pile up). */
-  private reconnect: Promise<undefined> | undefined
-
   constructor (private readonly t: ExecTransport, private readonly sandboxId: () => string) {}
-
-  private nextReconnect (): Promise<undefined> {
-    this.reconnect ??= this.t.reconnected().then(() => { this.reconnect = undefined; return undefined })
-    return this.reconnect
-  }
 
   /**
    * Creates or replaces a file with `data` (bytes, text, a web ReadableStream, an async iterable
@@ -244,11 +233,11 @@ export class SandboxFiles {
         const ask = this.t.request<R>(message, FilesClientDefaults.requestTimeoutMs)
         if (!idempotent) return await ask
         // A reconnect means the request may have died with the old socket: send it again.
-        const answer = await Promise.race([ask.then((value) => ({ value })), this.nextReconnect()])
+        const answer = await Promise.race([ask.then((value) => ({ value })), this.t.reconnected().then(() => undefined)])
         if (answer !== undefined) return answer.value
         ask.catch(() => {})
       } catch (err) {
-        const again = idempotent ? retriable(err) : isWarrenError(err, ErrorCodes.OVERLOADED)
+        const again = idempotent ? worthRetrying(err, this.t, true) : !this.t.closed() && isWarrenError(err, ErrorCodes.OVERLOADED)
         if (!again || failures >= FilesClientDefaults.maxRetries) throw err
         const hint = isWarrenError(err) ? (err.details as { retryAfterMs?: unknown } | undefined)?.retryAfterMs : undefined
         await sleep(typeof hint === 'number' ? Math.min(hint, 1000) : Math.min(1000, 50 * (failures + 1)))

@@ -20,3 +20,17 @@ export function requestError (err: unknown, type: string, url: string): unknown 
   }
   return err
 }
+
+/** Failures after which a request may just be sent again: lost with a socket, or answered too late. */
+const LOST_OR_LATE: ReadonlySet<string> = new Set([ErrorCodes.ASK_TIMEOUT, ErrorCodes.TIMEOUT, ErrorCodes.CONNECTION_CLOSED])
+
+/**
+ * Whether a failed request is worth sending again: it was lost or late (or, with `overloaded`,
+ * refused as too busy, which means it was not done) — and never once the client is closed, so
+ * nothing keeps retrying against a link that will not come back.
+ * @param client the SDK's transport, asked whether it is closed
+ */
+export function worthRetrying (err: unknown, client: { closed (): boolean }, overloaded = false): boolean {
+  if (client.closed() || !isWarrenError(err)) return false
+  return LOST_OR_LATE.has(err.code) || (overloaded && err.code === ErrorCodes.OVERLOADED)
+}

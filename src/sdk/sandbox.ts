@@ -7,10 +7,11 @@ import { nanoid } from 'nanoid'
 import { Actor, type Ref } from '../actors/index.js'
 import type { ExecResult, TerminalSize } from '../backends/types.js'
 import { LifecycleDefaults, type OutputPage, type SandboxStateNotice, type SandboxView, type TrajectoryPage, type WireExecOptions } from '../cluster/index.js'
-import { createError, ErrorCodes, isWarrenError } from '../errors.js'
+import { createError, ErrorCodes } from '../errors.js'
 import { decodeAll, ExecDefaults, ExecPump, stdinNotOpen, type ExecChunk, type ExecTransport } from './exec.js'
 import { SandboxFiles } from './files.js'
 import { openSession, type SessionOptions, type ShellSession } from './session.js'
+import { worthRetrying } from './request-errors.js'
 import { StdinWriter } from './stdin.js'
 
 export interface ExecOptions {
@@ -227,7 +228,7 @@ export class Sandbox {
       try {
         return await this.t.request<OutputPage>(message, ExecDefaults.readWaitMs + ExecDefaults.marginMs)
       } catch (err) {
-        if (attempt < 5 && isWarrenError(err) && (err.code === ErrorCodes.ASK_TIMEOUT || err.code === ErrorCodes.TIMEOUT || err.code === ErrorCodes.CONNECTION_CLOSED)) return await send(attempt + 1)
+        if (attempt < 5 && worthRetrying(err, this.t)) return await send(attempt + 1)
         throw err
       }
     }

@@ -8,6 +8,7 @@
 import { ErrorCodes, isWarrenError } from '../errors.js'
 import type { StdinAck } from '../cluster/index.js'
 import type { ExecTransport } from './exec.js'
+import { worthRetrying } from './request-errors.js'
 
 export const StdinWriterDefaults = {
   /** Largest piece one request carries. */
@@ -72,8 +73,7 @@ export class StdinWriter {
           await new Promise((resolve) => setTimeout(resolve, Math.min(1000, Math.max(1, wait))))
           continue
         }
-        const transient = isWarrenError(err) && (err.code === ErrorCodes.ASK_TIMEOUT || err.code === ErrorCodes.TIMEOUT || err.code === ErrorCodes.CONNECTION_CLOSED)
-        if (!transient || ++lost > StdinWriterDefaults.maxRetries) throw err
+        if (!worthRetrying(err, this.t) || ++lost > StdinWriterDefaults.maxRetries) throw err
         await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * lost)))
       }
     }

@@ -32,6 +32,21 @@ test('spawn: output arrives as an async iterable, in order, then wait() gives th
   assert.is((await h.wait()).exitCode, 0)
 }))
 
+test('a command still running when its client closes fails with CONNECTION_CLOSED at once, instead of retrying against a link that will not come back', timed(8000, async (defer) => {
+  const cp = await startTestControlPlane()
+  defer(() => cp.close())
+  const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'local', functionsDir })
+  defer(() => node.close())
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
+  const sb = await client.create({}) // ended with the node
+  const h = sb.spawn(['stream', '100000', '10', '5'])
+  await h[Symbol.asyncIterator]().next()
+  await client.close()
+  // Before, the pull kept retrying for ~20 s (30 tries with backoff), past this test's timeout.
+  const err = await h.wait().then(() => undefined, (e: unknown) => e)
+  assert.ok(isWarrenError(err, ErrorCodes.CONNECTION_CLOSED), String(err))
+}))
+
 test('spawn: kill ends a running command', timed(30_000, async (defer) => {
   const client = await cluster(defer)
   const sb = await client.create({})
