@@ -34,9 +34,14 @@ export class ExecPump {
   private nextSeq = 0
   private readonly buffer: ExecChunk[] = []
   private bufferedBytes = 0
+  /** Set once every chunk has arrived after the end: iteration ends when the buffer is empty. */
   private result: ExecResult | undefined
+  /** True once wait() has its answer (the end may be known before all output has arrived). */
+  private ended = false
   private error: unknown
   private wake: (() => void) | undefined
+  /** Wakes a status read's wait when the consumer frees room in the buffer. */
+  private freed: (() => void) | undefined
   private pulling = false
   private readonly done: Promise<ExecResult>
   private settle!: (r: ExecResult) => void
@@ -66,7 +71,7 @@ export class ExecPump {
     this.wake?.()
   }
 
-  /** Resolves with how the command ended, once all its output has been taken. */
+  /** Resolves with how the command ended, whether or not its output has been read. */
   wait (): Promise<ExecResult> { return this.done }
 
   /** The next chunk, or undefined at the end. */
@@ -75,6 +80,7 @@ export class ExecPump {
       const chunk = this.buffer.shift()
       if (chunk !== undefined) {
         this.bufferedBytes -= chunk.data.byteLength
+        if (this.bufferedBytes < ExecDefaults.highWaterBytes) this.freed?.()
         this.pull()
         return chunk
       }
@@ -98,30 +104,50 @@ export class ExecPump {
       }
     }
     if (page.result !== undefined && page.nextSeq <= this.nextSeq) {
-      // The command has ended and all its output is here: wait() answers now, whether or not
-      // the buffered chunks are read (iteration still yields them, then ends).
+      // The command has ended and all its output is here: iteration yields what is buffered, then ends.
       this.result = page.result
-      this.settle(page.result)
+      this.end(page.result)
+    } else if (page.ended !== undefined) {
+      // Ended, with output still on the node: wait() answers; iteration goes on pulling it.
+      this.end(page.ended)
     }
     this.wake?.()
   }
 
+  private end (result: ExecResult): void {
+    this.ended = true
+    this.settle(result)
+  }
+
+  private full (): boolean { return this.bufferedBytes >= ExecDefaults.highWaterBytes }
+
   private pull (): void {
     if (this.pulling || this.result !== undefined || this.error !== undefined) return
-    if (this.bufferedBytes >= ExecDefaults.highWaterBytes) return // no credit: the consumer pulls us on
+    if (this.full() && this.ended) return // nothing left to learn: the consumer pulls us on
     this.pulling = true
     void this.pullLoop().finally(() => { this.pulling = false })
   }
 
+  /**
+   * Pulls pages while the buffer has room. When it is full, the consumer's credit is spent and
+   * no chunk is taken; status reads (maxBytes 0) then learn when the command ends, so wait()
+   * answers however slowly the output is read, and the node keeps holding the rest.
+   */
   private async pullLoop (): Promise<void> {
     let failures = 0
-    while (this.result === undefined && this.error === undefined && this.bufferedBytes < ExecDefaults.highWaterBytes) {
+    while (this.result === undefined && this.error === undefined) {
+      const full = this.full()
+      if (full && this.ended) return
       try {
         const ask = this.t.request<OutputPage>(
-          { type: 'read', id: this.sandboxId, execId: this.execId, fromSeq: this.nextSeq, waitMs: ExecDefaults.readWaitMs },
+          { type: 'read', id: this.sandboxId, execId: this.execId, fromSeq: this.nextSeq, waitMs: ExecDefaults.readWaitMs, ...(full ? { maxBytes: 0 } : {}) },
           ExecDefaults.readWaitMs + ExecDefaults.marginMs)
-        // A reconnect means the request may have died with the old socket: ask again at once.
-        const page = await Promise.race([ask, this.t.reconnected().then(() => undefined)])
+        // A reconnect means the request may have died with the old socket: ask again at once;
+        // room freed during a status read means chunks may be taken again: ask for them.
+        const wakeups: Array<Promise<OutputPage | undefined>> = [ask, this.t.reconnected().then(() => undefined)]
+        if (full) wakeups.push(new Promise((resolve) => { this.freed = () => resolve(undefined) }))
+        const page = await Promise.race(wakeups)
+        this.freed = undefined
         if (page === undefined) { ask.catch(() => {}); continue }
         failures = 0
         this.accept(page)

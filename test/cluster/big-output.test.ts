@@ -146,6 +146,14 @@ ctest('spawn(...).wait() resolves whether or not anyone reads the output', timed
   assert.is(bytes, 100_000 + 5)
   const quiet = sb.spawn(['sh', '-c', 'exit 4'])
   assert.is((await quiet.wait()).exitCode, 4)
+  // A command that ends leaving more than the SDK buffers unasked (4 MiB) still on the node:
+  // wait() learns its end by a status read instead of waiting for someone to read (it hung).
+  const six = 6 * 1024 * 1024
+  const over = sb.spawn(`head -c ${six} /dev/zero; exit 3`)
+  assert.is((await over.wait()).exitCode, 3)
+  let overBytes = 0
+  for await (const c of over) overBytes += c.data.byteLength
+  assert.is(overBytes, six, 'every byte is still there to read after wait()')
   assert.ok(isWarrenError(await sb.spawn('true', { cwd: '/nope' }).wait().catch((e: unknown) => e), ErrorCodes.NOT_FOUND))
 }))
 

@@ -25,6 +25,12 @@ export interface OutputPage {
   /** The seq to ask for next. */
   nextSeq: number
   result?: ExecResult
+  /**
+   * How the command ended, while output is still to be read: the answer to a status read
+   * (`maxBytes` 0), which a consumer holding all the output it will buffer sends to learn the
+   * end without taking more.
+   */
+  ended?: ExecResult
 }
 
 export const ExecOutputDefaults = {
@@ -39,6 +45,8 @@ export class ExecOutput {
   /** Why the command was refused before it ran: every read fails with it. */
   private failure: unknown
   private waiters: Array<{ fromSeq: number, maxBytes: number, resolve: (page: OutputPage) => void, reject: (err: unknown) => void }> = []
+  /** Status reads waiting for the command to end. */
+  private endWaiters: Array<() => void> = []
   /** When the consumer last pulled; finished outputs nobody reads are dropped after a while. */
   lastReadAt = Date.now()
 
@@ -74,6 +82,7 @@ export class ExecOutput {
     const waiting = this.waiters
     this.waiters = []
     for (const w of waiting) w.reject(err)
+    for (const w of [...this.endWaiters]) w()
   }
 
   /** Drops what is held and gives its space back to the node (nobody will read it any more). */
@@ -95,6 +104,7 @@ export class ExecOutput {
     this.lastReadAt = Date.now()
     if (this.failure !== undefined) return Promise.reject(this.failure)
     this.ack(fromSeq)
+    if (maxBytes === 0) return this.status(fromSeq, waitMs)
     const page = this.page(fromSeq, maxBytes)
     if (page !== undefined) return Promise.resolve(page)
     return new Promise((resolve, reject) => {
@@ -111,6 +121,28 @@ export class ExecOutput {
         resolve({ chunks: [], nextSeq: fromSeq })
       }, waitMs)
       this.waiters.push(waiter)
+    })
+  }
+
+  /**
+   * A status read: no chunks, and `ended` (or `result`, when nothing is left to read) as soon as
+   * the command has ended, or an empty page after `waitMs`.
+   */
+  private status (fromSeq: number, waitMs: number): Promise<OutputPage> {
+    const answer = (): OutputPage => {
+      if (this.result === undefined) return { chunks: [], nextSeq: fromSeq }
+      return fromSeq >= this.nextSeq ? { chunks: [], nextSeq: this.nextSeq, result: this.result } : { chunks: [], nextSeq: fromSeq, ended: this.result }
+    }
+    if (this.result !== undefined) return Promise.resolve(answer())
+    return new Promise((resolve, reject) => {
+      const done = (): void => {
+        clearTimeout(timer)
+        this.endWaiters = this.endWaiters.filter((w) => w !== done)
+        if (this.failure !== undefined) reject(this.failure)
+        else resolve(answer())
+      }
+      const timer = setTimeout(done, waitMs)
+      this.endWaiters.push(done)
     })
   }
 
@@ -147,6 +179,7 @@ export class ExecOutput {
   }
 
   private wake (): void {
+    if (this.result !== undefined || this.failure !== undefined) for (const w of [...this.endWaiters]) w()
     if (this.waiters.length === 0) return
     const still: typeof this.waiters = []
     for (const w of this.waiters) {

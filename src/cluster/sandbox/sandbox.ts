@@ -341,7 +341,8 @@ export class Sandbox extends Actor<SandboxMessage> {
     if (typeof fromSeq !== 'number' || !Number.isInteger(fromSeq) || fromSeq < 0) {
       throw createError(ErrorCodes.INVALID_ARGUMENT, 'fromSeq must be an integer >= 0', { field: 'fromSeq' })
     }
-    const limit = typeof maxBytes === 'number' && maxBytes > 0 ? Math.min(maxBytes, SandboxDefaults.maxPageBytes) : SandboxDefaults.maxPageBytes
+    // maxBytes 0 is a status read: no chunks, only whether (and how) the command has ended.
+    const limit = maxBytes === 0 ? 0 : typeof maxBytes === 'number' && maxBytes > 0 ? Math.min(maxBytes, SandboxDefaults.maxPageBytes) : SandboxDefaults.maxPageBytes
     const wait = typeof waitMs === 'number' && waitMs >= 0 ? Math.min(waitMs, SandboxDefaults.maxReadWaitMs) : SandboxDefaults.maxReadWaitMs
     this.ctx.answerLater(exec.output.read(fromSeq, limit, wait).then((page) => {
       if (exec.output.drained) { this.execs.delete(execId); exec.output.dispose() }
