@@ -9,7 +9,7 @@
  * from a directory, an archive or a suite is an operator's act (`warren image build`), never a
  * side effect of a create.
  */
-import { isImageName } from '../images/index.js'
+import { isDigest, isImageName } from '../images/index.js'
 import { bad, isPlainObject, onlyKnown } from './spec-fields.js'
 import type { SandboxSpec } from './spec.js'
 
@@ -22,11 +22,10 @@ export const ImageRefDefaults = {
 
 export type SpecImage = NonNullable<SandboxSpec['image']>
 
-const DIGEST = /^sha256:[0-9a-f]{64}$/
 
 /** True when `ref` is a layer digest (`sha256:` and 64 lowercase hex). */
 export function isLayerDigest (ref: string): boolean {
-  return DIGEST.test(ref)
+  return isDigest(ref)
 }
 
 /** Checks one reference at `field`; `base` says whether the built-in base is allowed there. */

@@ -5,6 +5,7 @@
  * transaction, on disk before it is acknowledged.
  */
 import { createError, ErrorCodes } from '../errors.js'
+import { isDigest } from './blob/index.js'
 import { checkName, isReservedWord, type Db, type Warn } from '../state/index.js'
 
 export type LayerKind = 'base' | 'workspace' | 'tools'
@@ -25,7 +26,6 @@ export const NameIndexDefaults = {
 
 const NAME = /^[a-z0-9][a-z0-9._/-]{0,127}:[A-Za-z0-9._-]{1,64}$/
 const NAME_RULE = 'name:tag (a lowercase name of [a-z0-9._/-] up to 128, a tag of [A-Za-z0-9._-] up to 64)'
-const DIGEST = /^sha256:[0-9a-f]{64}$/
 
 /** True when `ref` has the form of a `name:tag` (not a digest, not a built-in reference). */
 export function isImageName (ref: string): boolean {
@@ -38,6 +38,8 @@ export function isImageName (ref: string): boolean {
  */
 export function checkImageName (name: unknown): string {
   checkName(name, 'name', NAME, NAME_RULE)
+  // A name a create could not use as one (it would read as a digest or an old host reference) is never tagged.
+  if (!isImageName(name as string)) throw createError(ErrorCodes.INVALID_ARGUMENT, `image name ${String(name)}: names starting sha256:, dir: or debian: are not image names`, { field: 'name' })
   const [path, tag] = (name as string).split(':') as [string, string]
   const word = [...path.split('/'), tag].find(isReservedWord)
   if (word !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `image name ${String(name)}: ${word} is a reserved word`, { field: 'name' })
@@ -50,7 +52,7 @@ export function checkImageName (name: unknown): string {
  */
 export function checkTag (name: unknown, digest: unknown, kind: unknown): void {
   checkImageName(name)
-  if (typeof digest !== 'string' || !DIGEST.test(digest)) throw createError(ErrorCodes.INVALID_ARGUMENT, `bad digest ${String(digest).slice(0, 80)}`, { field: 'digest' })
+  if (!isDigest(digest)) throw createError(ErrorCodes.INVALID_ARGUMENT, `bad digest ${String(digest).slice(0, 80)}`, { field: 'digest' })
   if (!LAYER_KINDS.includes(kind as LayerKind)) throw createError(ErrorCodes.INVALID_ARGUMENT, `kind must be one of ${LAYER_KINDS.join(', ')}`, { field: 'kind' })
 }
 
@@ -137,12 +139,12 @@ export class NameIndex {
   importLegacy (data: unknown, warn: Warn): void {
     if (data === null || typeof data !== 'object' || Array.isArray(data)) { warn('images.json holds no object; nothing imported'); return }
     for (const [name, r] of Object.entries(data as Record<string, Partial<TagRecord> | null>)) {
-      let ok = r !== null && typeof r === 'object' && typeof r.digest === 'string' && DIGEST.test(r.digest) && LAYER_KINDS.includes(r.kind!)
+      let ok = r !== null && typeof r === 'object' && isDigest(r.digest) && LAYER_KINDS.includes(r.kind!)
       try { checkImageName(name) } catch { ok = false }
       if (!ok) { warn(`images.json: ${JSON.stringify(name)} is malformed; it is not imported`); continue }
       const taggedAt = typeof r!.taggedAt === 'string' ? r!.taggedAt : new Date().toISOString()
       if (this.sql.addTag.run(name, r!.digest!, r!.kind!, taggedAt).changes === 0) continue
-      const history = Array.isArray(r!.history) ? r!.history.filter((h) => typeof h?.digest === 'string' && DIGEST.test(h.digest)) : []
+      const history = Array.isArray(r!.history) ? r!.history.filter((h) => isDigest(h?.digest)) : []
       // Stored oldest first, so that seq grows towards the newest as a retag would have made it.
       history.slice(0, NameIndexDefaults.historyLength).reverse().forEach((h, i) => {
         this.sql.addHistory.run(name, i + 1, h.digest, typeof h.taggedAt === 'string' ? h.taggedAt : taggedAt)

@@ -15,6 +15,7 @@ import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { join } from 'node:path'
 import { createError, ErrorCodes } from '../errors.js'
+import { isDigest } from './blob/index.js'
 import { buildBusyboxLayer } from './busybox.js'
 
 /** Where layers named by digest come from when this node does not have them. */
@@ -25,7 +26,6 @@ export interface LayerSource {
   token: string
 }
 
-const DIGEST = /^sha256:[0-9a-f]{64}$/
 
 export class LayerStore {
   private readonly building = new Map<string, Promise<string>>()
@@ -55,7 +55,7 @@ export class LayerStore {
 
   /** True when `ref` is presented on demand (through the layer server), not a whole local file. */
   onDemand (ref: string): boolean {
-    return this.lazy !== undefined && DIGEST.test(ref) && !existsSync(join(this.dir, `${ref.slice(7)}.erofs`))
+    return this.lazy !== undefined && isDigest(ref) && !existsSync(join(this.dir, `${ref.slice(7)}.erofs`))
   }
 
   /** The image file for a layer reference (`busybox` is built here on first use). */
@@ -75,7 +75,7 @@ export class LayerStore {
     if (ref === 'busybox') return await buildBusyboxLayer(this.dir)
     if (ref.startsWith('sha256:')) {
       const hex = ref.slice(7)
-      if (!DIGEST.test(ref)) throw createError(ErrorCodes.BAD_SPEC, `bad layer digest ${ref.slice(0, 80)}`, { field: 'image' })
+      if (!isDigest(ref)) throw createError(ErrorCodes.BAD_SPEC, `bad layer digest ${String(ref).slice(0, 80)}`, { field: 'image' })
       const path = join(this.dir, `${hex}.erofs`)
       if (existsSync(path)) return path
       if (this.source === undefined) throw createError(ErrorCodes.NOT_FOUND, `layer ${ref} is not on this node`)

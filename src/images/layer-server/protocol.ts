@@ -48,4 +48,3 @@ export const LayerServerDefaults = {
   envVar: 'WARREN_LAYER_SERVER'
 }
 
-export const DIGEST = /^sha256:[0-9a-f]{64}$/

@@ -11,10 +11,11 @@
 import { rmSync } from 'node:fs'
 import { createServer } from 'node:http'
 import { createError, ErrorCodes } from '../../errors.js'
+import { isDigest } from '../blob/index.js'
 import { createLinkServer, type Link } from '../../transport/index.js'
 import { clearStaleLayerFs } from '../fuse/index.js'
 import { createLazyLayers, type LazyLayers } from '../lazy.js'
-import { DIGEST, LAYERS_ADDRESS, NODE_ADDRESS, type LayerReadFailure, type LayerServerConfig, type LayerServerRequest } from './protocol.js'
+import { LAYERS_ADDRESS, NODE_ADDRESS, type LayerReadFailure, type LayerServerConfig, type LayerServerRequest } from './protocol.js'
 
 export interface LayerServer {
   /** Resolves when the server has stopped (asked to, or idle with no user). */
@@ -23,7 +24,7 @@ export interface LayerServer {
 }
 
 function digestOf (m: { digest?: unknown }): string {
-  if (typeof m.digest !== 'string' || !DIGEST.test(m.digest)) throw createError(ErrorCodes.INVALID_ARGUMENT, 'digest must be sha256:<64 hex>', { field: 'digest' })
+  if (!isDigest(m.digest)) throw createError(ErrorCodes.INVALID_ARGUMENT, 'digest must be sha256:<64 hex>', { field: 'digest' })
   return m.digest
 }
 
@@ -55,7 +56,7 @@ export async function startLayerServer (config: LayerServerConfig): Promise<Laye
       case 'sync': {
         const users: Record<string, number> = {}
         for (const [d, n] of Object.entries(m.users ?? {})) {
-          if (DIGEST.test(d) && Number.isInteger(n) && n > 0) users[d] = n
+          if (isDigest(d) && Number.isInteger(n) && n > 0) users[d] = n
         }
         await lazy.sync(users)
         return true

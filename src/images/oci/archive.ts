@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { Transform } from 'node:stream'
 import { archiveError, type ArchiveLimits } from './defaults.js'
+import { isDigest } from '../blob/index.js'
 import { memberComponents, memberPaths, shown } from './paths.js'
 import { forEachMember, openRange, sniff } from './stream.js'
 
@@ -101,7 +102,7 @@ export function memberOf (index: ArchiveIndex, name: string): ArchiveMember | un
 
 /** Refuses a member whose bytes do not match the digest (and size) it is referred to by. */
 export function verify (index: ArchiveIndex, m: ArchiveMember, digest: unknown, size: unknown, what: string): void {
-  if (typeof digest !== 'string' || !/^sha256:[0-9a-f]{64}$/.test(digest)) {
+  if (!isDigest(digest)) {
     throw archiveError(index.field, `${what} has digest ${JSON.stringify(digest)}: only sha256:<64 hex> digests are read`)
   }
   if (m.digest !== digest) throw archiveError(index.field, `${what} does not match its digest: ${digest} is named, the bytes are ${m.digest}`, { expected: digest, actual: m.digest })

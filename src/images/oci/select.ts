@@ -5,6 +5,7 @@
  * taken (linux/amd64 unless told); none or several is a clear error naming what there is.
  */
 import { ErrorCodes } from '../../errors.js'
+import { isDigest } from '../blob/index.js'
 import { memberOf, readJson, verify, type ArchiveIndex, type ArchiveMember } from './archive.js'
 import { archiveError } from './defaults.js'
 
@@ -67,7 +68,7 @@ function required (index: ArchiveIndex, m: ArchiveMember | undefined, what: stri
 /** A config's diff_ids, one per layer. */
 function diffIds (index: ArchiveIndex, config: unknown, layers: number, what: string): string[] {
   const ids = isObject(config) && isObject(config.rootfs) ? config.rootfs.diff_ids : undefined
-  if (!Array.isArray(ids) || ids.length !== layers || !ids.every((d) => typeof d === 'string' && /^sha256:[0-9a-f]{64}$/.test(d))) {
+  if (!Array.isArray(ids) || ids.length !== layers || !ids.every((d) => isDigest(d))) {
     throw archiveError(index.field, `${what}'s config does not list one sha256 diff_id for each of its ${layers} layers`)
   }
   return ids as string[]
