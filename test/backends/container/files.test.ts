@@ -132,4 +132,14 @@ sandboxTest('mkdir (with parents or not), rename and symlink do what their names
 }))
 
 registerLeftoverCheck()
+
+sandboxTest('a file the kernel refuses to read (EIO) is an error a caller can act on, not INTERNAL', timed(10_000, async (defer) => {
+  const { client } = await startSandbox(defer)
+  // Reading /proc/self/mem from offset 0 is EIO: nothing is mapped at address 0.
+  const err = await client.files.read('/proc/self/mem', { offset: 0, length: 16 }).then(() => undefined, (e: unknown) => e)
+  assert.ok(isWarrenError(err), String(err))
+  assert.is.not((err as { code: string }).code, ErrorCodes.INTERNAL, String(err))
+  assert.is((err as { code: string }).code, ErrorCodes.BACKEND_UNAVAILABLE, String(err))
+}))
+
 test.run()

@@ -91,6 +91,10 @@ const char *errno_code(int err)
 	case ENOSPC: case EDQUOT: case EFBIG: case ENOMEM: case EMFILE: case ENFILE: case EAGAIN: return ERR_NO_CAPACITY;
 	case EEXIST: case EISDIR: case ENOTEMPTY: case EINVAL: case ENAMETOOLONG: case ELOOP:
 	case EBUSY: case EXDEV: case ENOEXEC: case E2BIG: case ENXIO: return ERR_INVALID;
+	case ENOTSUP: case ENOSYS: case ENOTTY: return ERR_UNSUPPORTED;
+	/* The sandbox's file system failed the call (a layer chunk that cannot be fetched, a
+	 * kernel file that refuses reads): the sandbox's fault or its storage's, not a bug here. */
+	case EIO: return ERR_UNAVAILABLE;
 	default: return ERR_INTERNAL;
 	}
 }
