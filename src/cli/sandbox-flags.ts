@@ -10,7 +10,7 @@ import { createError, ErrorCodes } from '../errors.js'
 import type { FlagValues } from './command.js'
 import { buildAndPush, pushTarget } from './image.js'
 import { createProgress } from './progress.js'
-import { parseMilliseconds } from './units.js'
+import { parseMilliseconds, parsePairs } from './units.js'
 
 export const SANDBOX_FLAGS = {
   backend: { type: 'string', value: 'B', help: 'function or container (container when an image is named, else function)' },
@@ -27,14 +27,7 @@ export type SandboxFlagValues = FlagValues<typeof SANDBOX_FLAGS>
 
 /** `--label k=v` pairs as a map; a pair without `=` or with an empty key is refused. */
 export function parseLabels (pairs: string[] | undefined): Record<string, string> | undefined {
-  if (pairs === undefined || pairs.length === 0) return undefined
-  const out: Record<string, string> = {}
-  for (const p of pairs) {
-    const eq = p.indexOf('=')
-    if (eq <= 0) throw createError(ErrorCodes.INVALID_ARGUMENT, `--label takes key=value, got ${p}`, { field: 'label' })
-    out[p.slice(0, eq)] = p.slice(eq + 1)
-  }
-  return out
+  return parsePairs(pairs, 'label')
 }
 
 /**

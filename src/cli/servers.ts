@@ -10,6 +10,7 @@ import { ControlPlaneDefaults, defaultNodeId, startControlPlane, startNode, type
 import { createError, ErrorCodes } from '../errors.js'
 import { configPath, writeConfig } from '../sdk/index.js'
 import { systemCause } from './failure.js'
+import { parsePairs } from './units.js'
 
 function waitForSignal (): Promise<string> {
   return new Promise((resolve) => {
@@ -80,18 +81,6 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
 
 export interface NodeFlags { join?: string, token?: string, 'node-id'?: string, 'data-dir'?: string, 'functions-dir'?: string, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, 'egress-host'?: string[] }
 
-/** `--egress-host name=address:port`, repeated: names the operator lets sandboxes reach inside. */
-function egressHosts (flags: string[] | undefined): Record<string, string> | undefined {
-  if (flags === undefined || flags.length === 0) return undefined
-  const out: Record<string, string> = {}
-  for (const f of flags) {
-    const at = f.indexOf('=')
-    if (at <= 0) throw createError(ErrorCodes.INVALID_ARGUMENT, `--egress-host ${f}: expected name=address:port`, { field: 'egress-host' })
-    out[f.slice(0, at)] = f.slice(at + 1)
-  }
-  return out
-}
-
 /** `warren node --join URL --token T`: joins and runs until a signal. */
 export async function node (flags: NodeFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
   if (flags.join === undefined || flags.token === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren node --join URL --token JOIN_TOKEN [--node-id ID]', { field: flags.join === undefined ? 'join' : 'token' })
@@ -103,7 +92,7 @@ export async function node (flags: NodeFlags, until: Promise<unknown> = waitForS
     functionsDir: flags['functions-dir'] ?? null,
     dataDir,
     lazyLayers: flags['no-lazy-layers'] !== true,
-    ...(flags['egress-host'] !== undefined ? { egress: { hosts: egressHosts(flags['egress-host']) ?? {} } } : {})
+    ...(flags['egress-host'] !== undefined ? { egress: { hosts: parsePairs(flags['egress-host'], 'egress-host', 'name=address:port') ?? {} } } : {})
   })
   process.stdout.write(`warren node ${n.nodeId} joined ${flags.join}\n`)
   try { await until } finally { await n.close() }

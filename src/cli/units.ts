@@ -1,6 +1,6 @@
 /**
- * Durations and sizes as a person types them in a flag (`24h`, `90m`, `1.5TiB`). Each refusal is
- * INVALID_ARGUMENT naming the flag.
+ * Durations, sizes and `key=value` pairs as a person types them in a flag (`24h`, `90m`,
+ * `1.5TiB`, `run=r1`). Each refusal is INVALID_ARGUMENT naming the flag.
  */
 import { createError, ErrorCodes } from '../errors.js'
 
@@ -38,4 +38,21 @@ export function parseMemory (text: string, field?: string): number {
     throw createError(ErrorCodes.INVALID_ARGUMENT, `${field !== undefined ? `--${field}: ` : ''}memory looks like 1.5TiB or 512GiB, not ${text}`, field !== undefined ? { field } : undefined)
   }
   return Math.round(Number(m[1]) * MEMORY_UNITS[m[2] as keyof typeof MEMORY_UNITS])
+}
+
+/**
+ * Repeated `--flag key=value` as a map (`--label run=r1`, `--egress-host pypi=10.0.0.5:3141`).
+ * @param field the flag, named in the refusal of a pair without `=` or with an empty key
+ * @param shape how a pair looks, for that refusal (`key=value`)
+ * @returns undefined when the flag was not given
+ */
+export function parsePairs (pairs: string[] | undefined, field: string, shape = 'key=value'): Record<string, string> | undefined {
+  if (pairs === undefined || pairs.length === 0) return undefined
+  const out: Record<string, string> = {}
+  for (const p of pairs) {
+    const eq = p.indexOf('=')
+    if (eq <= 0) throw createError(ErrorCodes.INVALID_ARGUMENT, `--${field} takes ${shape}, got ${p}`, { field })
+    out[p.slice(0, eq)] = p.slice(eq + 1)
+  }
+  return out
 }

@@ -29,10 +29,14 @@ function migrate (db: Db, file: string): void {
   if (current > SCHEMA_VERSION) throw unreadable(file, `it has schema version ${current}, newer than this warren's ${SCHEMA_VERSION}`)
   for (const m of MIGRATIONS) {
     if (m.version <= current) continue
-    db.transaction(() => {
-      db.exec(m.sql)
-      db.pragma(`user_version = ${m.version}`)
-    })()
+    try {
+      db.transaction(() => {
+        db.exec(m.sql)
+        db.pragma(`user_version = ${m.version}`)
+      })()
+    } catch (err) {
+      throw unreadable(file, `migration ${m.version} (${m.what}) failed: ${(err as Error).message}`)
+    }
   }
 }
 

@@ -25,10 +25,9 @@ export const shown = (p: BytePath): string => JSON.stringify(Buffer.from(p, 'lat
  */
 export function memberPaths (header: Header): { name: BytePath, linkname: BytePath } {
   const pax = (header.pax ?? {}) as Record<string, string | undefined>
-  const utf8 = (s: string): BytePath => Buffer.from(s, 'utf8').toString('latin1')
   return {
-    name: pax.path !== undefined ? utf8(pax.path) : header.name,
-    linkname: pax.linkpath !== undefined ? utf8(pax.linkpath) : (header.linkname ?? '')
+    name: pax.path !== undefined ? bytePath(pax.path) : header.name,
+    linkname: pax.linkpath !== undefined ? bytePath(pax.linkpath) : (header.linkname ?? '')
   }
 }
 
