@@ -48,9 +48,10 @@ class SandboxRef:
         self.id = id
         self.url = url
 
-    async def attach(self, client: "AsyncClient") -> "Sandbox":
-        """The live handle through ``client`` (the worker's own key)."""
-        return await client.attach(self.id)
+    def attach(self, client: Any) -> Any:
+        """The live handle through ``client`` (the worker's own key): a coroutine of a ``Sandbox``
+        for an ``AsyncClient``, a ``SyncSandbox`` for a ``Client``."""
+        return client.attach(self.id)
 
     def __repr__(self) -> str:
         return f"SandboxRef(id={self.id!r}, url={self.url!r})"
