@@ -117,3 +117,25 @@ def test_a_key_without_the_scope_is_forbidden(cluster):
                 await reader.create(backend="container")
             assert e.value.details.get("scope") == "sandbox:create"
     run(body)
+
+
+def test_an_unreachable_cluster_is_connection_closed_within_the_connect_timeout(cluster):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, never listening: connections are refused
+
+        async def body():
+            with pytest.raises(warren.ConnectionClosedError) as e:
+                await warren.AsyncClient.connect(f"ws://127.0.0.1:{port}", "wrn_x", connect_timeout_s=1)
+            assert e.value.details.get("timeoutMs") == 1000
+        run(body, 10)
+
+
+def test_an_unknown_spec_key_is_a_bad_spec(cluster):
+    async def body():
+        async with await connect(cluster) as c:
+            with pytest.raises(warren.BadSpecError) as e:
+                await c.create(backend="container", colour="red")
+            assert e.value.field == "colour"
+    run(body)

@@ -194,8 +194,8 @@ class Link:
     def drop_socket(self) -> None:
         """Closes the current socket without closing the link (it reconnects): what a network fault does."""
         ws = self._ws
-        if ws is not None:
-            ws.transport.abort() if hasattr(ws, "transport") and ws.transport else None
+        if ws is not None and getattr(ws, "transport", None) is not None:
+            ws.transport.abort()  # no close handshake: the peer sees the connection vanish
 
     # -- the socket's life --------------------------------------------------------------
 
