@@ -14,15 +14,15 @@ from test_client_exec import with_sandbox
 def test_write_and_read_a_file_larger_than_a_chunk_byte_exact(cluster):
     async def fn(c, sb):
         data = os.urandom(3 * 1024 * 1024 + 17)
-        info = await sb.files.write("/work/dir/blob.bin", data, mode=0o640)
+        info = await sb.files.write("/srv/dir/blob.bin", data, mode=0o640)
         assert (info.size, info.sha256) == (len(data), hashlib.sha256(data).hexdigest())
-        assert await sb.files.read("/work/dir/blob.bin") == data
-        st = await sb.files.stat("/work/dir/blob.bin")
+        assert await sb.files.read("/srv/dir/blob.bin") == data
+        st = await sb.files.stat("/srv/dir/blob.bin")
         assert (st.type, st.size, st.mode & 0o777) == ("file", len(data), 0o640)
-        await sb.files.write("/work/t.txt", "héllo")
-        assert await sb.files.read_text("/work/t.txt") == "héllo"
-        await sb.files.write("/work/empty", b"")
-        assert await sb.files.read("/work/empty") == b""
+        await sb.files.write("/srv/t.txt", "héllo")
+        assert await sb.files.read_text("/srv/t.txt") == "héllo"
+        await sb.files.write("/srv/empty", b"")
+        assert await sb.files.read("/srv/empty") == b""
     with_sandbox(cluster, fn)
 
 
@@ -58,11 +58,11 @@ def test_upload_and_download_a_tree_keep_modes_and_symlinks(cluster):
             with open(os.path.join(src, "pkg", "sub", "data"), "wb") as f:
                 f.write(os.urandom(100_000))
             os.symlink("run.sh", os.path.join(src, "pkg", "link"))
-            await sb.files.upload(src, "/work/tree")
-            assert (await sb.exec("/work/tree/pkg/link")).stdout == "ran\n"
-            assert (await sb.files.stat("/work/tree/pkg/link")).type == "symlink"
+            await sb.files.upload(src, "/srv/tree")
+            assert (await sb.exec("/srv/tree/pkg/link")).stdout == "ran\n"
+            assert (await sb.files.stat("/srv/tree/pkg/link")).type == "symlink"
             out = os.path.join(dst, "copy")
-            await sb.files.download("/work/tree", out)
+            await sb.files.download("/srv/tree", out)
             assert os.readlink(os.path.join(out, "pkg", "link")) == "run.sh"
             assert os.stat(os.path.join(out, "pkg", "run.sh")).st_mode & 0o777 == 0o755
             with open(os.path.join(src, "pkg", "sub", "data"), "rb") as a, open(os.path.join(out, "pkg", "sub", "data"), "rb") as b:
