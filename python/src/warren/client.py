@@ -1,0 +1,167 @@
+"""The async client: one reconnecting link to a control plane and a handle per sandbox.
+
+    async with await warren.AsyncClient.connect() as client:
+        sb = await client.create(backend="container")
+        r = await sb.exec("echo hi")
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Mapping, Sequence, Union
+
+from .config import resolve_config
+from .errors import invalid
+from .link import CLIENT_ADDRESS, DEFAULTS, Link, LinkDefaults
+from .sandbox import KILL_TIMEOUT_S, Sandbox, SandboxRef
+from .views import ENDED_STATES, KillOutcome, SandboxView, camel_spec
+
+CREATE_DEADLINE_MS = 10_000
+
+
+class AsyncClient:
+    """A connection to one control plane with one API key."""
+
+    def __init__(self, link: Link) -> None:
+        self._link = link
+        # Handles are weak: a handle the caller dropped needs no more notices.
+        self._handles: "weakref.WeakValueDictionary[str, Sandbox]" = weakref.WeakValueDictionary()
+
+    @classmethod
+    async def connect(cls, url: str | None = None, token: str | None = None, *, connect_timeout_s: float = 10.0,
+                      defaults: LinkDefaults = DEFAULTS) -> "AsyncClient":
+        """Connects (url/token default to WARREN_URL/WARREN_TOKEN, then ~/.warren/config.json)."""
+        cfg = resolve_config(url, token)
+        client: AsyncClient | None = None
+
+        def on_tell(to: str, m: Any) -> None:
+            if to == CLIENT_ADDRESS and client is not None:
+                client._notice(m)
+
+        link = Link(cfg.url, cfg.token, on_tell, defaults)
+        client = cls(link)
+        await link.connect(connect_timeout_s)
+        return client
+
+    @property
+    def url(self) -> str:
+        return self._link.url
+
+    @property
+    def link(self) -> Link:
+        """The underlying link (for tests and tools)."""
+        return self._link
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Closes the connection; sandboxes live on until their TTL or a kill."""
+        await self._link.close()
+
+    async def request(self, message: Mapping[str, Any], timeout_s: float | None = None, retry: bool = False) -> Any:
+        """Sends one raw session request (docs/protocol.md) and returns its reply."""
+        return await self._link.request(dict(message), timeout_s, retry)
+
+    async def create(self, *, deadline_ms: int | None = None, **spec: Any) -> Sandbox:
+        """Creates one sandbox and waits until it is ready (spec keys in snake_case: ``backend``, ``ttl_ms``, ``limits``...)."""
+        view = await self._link.request(self._create_message(spec, None, deadline_ms), self._create_timeout(deadline_ms))
+        return self._handle(SandboxView.from_wire(view))
+
+    async def create_many(self, n: int, *, deadline_ms: int | None = None, **spec: Any) -> list[Sandbox]:
+        """Creates ``n`` sandboxes of one spec in one request; all or nothing (the first error is raised)."""
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1000:
+            raise invalid("count", "n must be an integer from 1 to 1000")
+        views = await self._link.request(self._create_message(spec, n, deadline_ms), self._create_timeout(deadline_ms) * 2)
+        return [self._handle(SandboxView.from_wire(v)) for v in views]
+
+    async def attach(self, target: Union[str, SandboxRef, Sandbox]) -> Sandbox:
+        """The handle of an existing sandbox, by id or by a (possibly unpickled) handle."""
+        sid = target if isinstance(target, str) else target.id
+        view = await self._link.request({"type": "info", "id": sid}, 10.0, retry=True)
+        known = self._handles.get(sid)
+        if known is not None:
+            known.view = SandboxView.from_wire(view)
+            return known
+        return self._handle(SandboxView.from_wire(view))
+
+    async def list(self, *, labels: Mapping[str, str] | None = None, state: str | None = None, all: bool = False,
+                   limit: int | None = None) -> list[SandboxView]:
+        """The tenant's live sandboxes (ended ones too with ``all``, or only those in ``state``)."""
+        msg: dict[str, Any] = {"type": "list"}
+        if labels is not None:
+            msg["labels"] = dict(labels)
+        if state is not None:
+            msg["state"] = state
+        if all:
+            msg["all"] = True
+        if limit is not None:
+            msg["limit"] = limit
+        return [SandboxView.from_wire(v) for v in await self._link.request(msg, None, retry=True)]
+
+    async def kill(self, ids: Sequence[str | Sandbox] | None = None, *, labels: Mapping[str, str] | None = None) -> list[KillOutcome]:
+        """Kills sandboxes by id (or handle) or by labels; one outcome each, once each has ended."""
+        if (ids is None) == (labels is None):
+            raise invalid("ids", "kill takes ids or labels, not both and not neither")
+        if ids is not None:
+            if isinstance(ids, (str, Sandbox)):
+                ids = [ids]
+            msg: dict[str, Any] = {"type": "kill", "ids": [i if isinstance(i, str) else i.id for i in ids]}
+        else:
+            msg = {"type": "kill", "labels": dict(labels or {})}
+        outcomes = [KillOutcome.from_wire(o) for o in await self._link.request(msg, KILL_TIMEOUT_S + 10, retry=True)]
+        for o in outcomes:
+            h = self._handles.get(o.id)
+            if h is not None and o.ok and o.state is not None:
+                h._notice(o.state, o.reason, None)
+        return outcomes
+
+    async def create_token(self, tenant: str, scopes: Sequence[str]) -> str:
+        """Admin: issues an API key for ``tenant`` (shown once)."""
+        key: str = await self._link.request({"type": "token-create", "tenant": tenant, "scopes": list(scopes)})
+        return key
+
+    async def quotas(self, tenant: str, **quotas: int) -> dict[str, Any]:
+        """Admin: a tenant's quotas (``maxSandboxes``, ``createsPerSecond``, ``createBurst``); sets those given."""
+        msg: dict[str, Any] = {"type": "tenant-quotas", "tenant": tenant}
+        if quotas:
+            msg["quotas"] = quotas
+        r: dict[str, Any] = await self._link.request(msg)
+        return r
+
+    async def nodes(self) -> list[Any]:
+        """Admin: the nodes and their health."""
+        r: list[Any] = await self._link.request({"type": "nodes"})
+        return r
+
+    def _create_message(self, spec: Mapping[str, Any], count: int | None, deadline_ms: int | None) -> dict[str, Any]:
+        msg: dict[str, Any] = {"type": "create", "spec": camel_spec(spec)}
+        if count is not None:
+            msg["count"] = count
+        if deadline_ms is not None:
+            msg["deadlineMs"] = deadline_ms
+        return msg
+
+    def _create_timeout(self, deadline_ms: int | None) -> float:
+        d = deadline_ms if isinstance(deadline_ms, int) and deadline_ms >= 0 else CREATE_DEADLINE_MS
+        return d / 1000 + self._link.d.request_timeout_s
+
+    def _handle(self, view: SandboxView) -> Sandbox:
+        known = self._handles.get(view.id)
+        if known is not None:
+            known.view = view
+            return known
+        sb = Sandbox(self._link, view)
+        self._handles[view.id] = sb
+        return sb
+
+    def _notice(self, m: Any) -> None:
+        if not isinstance(m, dict) or m.get("type") != "sandbox-state":
+            return
+        h = self._handles.get(str(m.get("id")))
+        if h is not None:
+            h._notice(str(m.get("state")), m.get("reason"), m.get("message"))
+            if h.state in ENDED_STATES:
+                self._handles.pop(h.id, None)

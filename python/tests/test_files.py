@@ -1,0 +1,70 @@
+"""sandbox.files against a real container sandbox: round trips, directory ops, trees, refusals."""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+
+import pytest
+
+import warren
+from test_client_exec import with_sandbox
+
+
+def test_write_and_read_a_file_larger_than_a_chunk_byte_exact(cluster):
+    async def fn(c, sb):
+        data = os.urandom(3 * 1024 * 1024 + 17)
+        info = await sb.files.write("/srv/dir/blob.bin", data, mode=0o640)
+        assert (info.size, info.sha256) == (len(data), hashlib.sha256(data).hexdigest())
+        assert await sb.files.read("/srv/dir/blob.bin") == data
+        st = await sb.files.stat("/srv/dir/blob.bin")
+        assert (st.type, st.size, st.mode & 0o777) == ("file", len(data), 0o640)
+        await sb.files.write("/srv/t.txt", "héllo")
+        assert await sb.files.read_text("/srv/t.txt") == "héllo"
+        await sb.files.write("/srv/empty", b"")
+        assert await sb.files.read("/srv/empty") == b""
+    with_sandbox(cluster, fn)
+
+
+def test_directory_operations(cluster):
+    async def fn(c, sb):
+        await sb.files.mkdir("/w/a/b", parents=True)
+        await sb.files.write("/w/a/b/f", b"1")
+        assert [e.path for e in await sb.files.list("/w/a/b")] == ["/w/a/b/f"]
+        await sb.files.rename("/w/a/b/f", "/w/a/g")
+        assert await sb.files.exists("/w/a/g") and not await sb.files.exists("/w/a/b/f")
+        with pytest.raises(warren.WarrenError):
+            await sb.files.remove("/w/a")  # not empty
+        await sb.files.remove("/w/a", recursive=True)
+        assert not await sb.files.exists("/w/a")
+        with pytest.raises(warren.NotFoundError):
+            await sb.files.stat("/nope")
+        with pytest.raises(warren.InvalidArgumentError) as e:
+            await sb.files.read("/w")
+        assert e.value.field == "path"
+        with pytest.raises(warren.InvalidArgumentError) as e:
+            await sb.files.stat("a\0b")
+        assert e.value.field == "path"
+    with_sandbox(cluster, fn)
+
+
+def test_upload_and_download_a_tree_keep_modes_and_symlinks(cluster):
+    async def fn(c, sb):
+        with tempfile.TemporaryDirectory() as src, tempfile.TemporaryDirectory() as dst:
+            os.makedirs(os.path.join(src, "pkg", "sub"))
+            with open(os.path.join(src, "pkg", "run.sh"), "w") as f:
+                f.write("#!/bin/sh\necho ran\n")
+            os.chmod(os.path.join(src, "pkg", "run.sh"), 0o755)
+            with open(os.path.join(src, "pkg", "sub", "data"), "wb") as f:
+                f.write(os.urandom(100_000))
+            os.symlink("run.sh", os.path.join(src, "pkg", "link"))
+            await sb.files.upload(src, "/srv/tree")
+            assert (await sb.exec("/srv/tree/pkg/link")).stdout == "ran\n"
+            assert (await sb.files.stat("/srv/tree/pkg/link")).type == "symlink"
+            out = os.path.join(dst, "copy")
+            await sb.files.download("/srv/tree", out)
+            assert os.readlink(os.path.join(out, "pkg", "link")) == "run.sh"
+            assert os.stat(os.path.join(out, "pkg", "run.sh")).st_mode & 0o777 == 0o755
+            with open(os.path.join(src, "pkg", "sub", "data"), "rb") as a, open(os.path.join(out, "pkg", "sub", "data"), "rb") as b:
+                assert a.read() == b.read()
+    with_sandbox(cluster, fn)
