@@ -83,7 +83,7 @@ def start_cluster() -> Cluster:
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [node_binary(), str(CLI), "up", "--port", "0", "--data-dir", str(data_dir), "--functions-dir", str(FUNCTIONS_DIR)],
-            cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         )
     deadline = time.monotonic() + UP_TIMEOUT_S
     while True:
