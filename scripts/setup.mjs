@@ -33,7 +33,11 @@ const DEBIAN_PACKAGES = [
   { name: 'libclang-rt-14-dev', provides: '/usr/lib/llvm-14/lib/clang/14.0.6/include/fuzzer/FuzzedDataProvider.h' },
   // better-sqlite3 (the control plane's state) compiles its addon when no prebuilt one can be fetched
   { name: 'g++', provides: '/usr/bin/g++' },
-  { name: 'make', provides: '/usr/bin/make' }
+  { name: 'make', provides: '/usr/bin/make' },
+  // the Python SDK (python/) and its pytest suite run under Debian's python3, with no package index
+  { name: 'python3-websockets', provides: '/usr/lib/python3/dist-packages/websockets/__init__.py' },
+  { name: 'python3-msgpack', provides: '/usr/lib/python3/dist-packages/msgpack/__init__.py' },
+  { name: 'python3-pytest', provides: '/usr/lib/python3/dist-packages/pytest/__init__.py' }
 ]
 
 function log (line) { process.stderr.write(`setup: ${line}\n`) }

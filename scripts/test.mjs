@@ -1,16 +1,19 @@
 #!/usr/bin/env node
 // Runs every compiled test file (dist/test/**/*.test.js) in its own Node process, one after the
-// other, and ends with the line CI reads: `N passed, N failed`.
+// other, then the Python SDK's pytest suite (python/tests, see test-python.mjs), and ends with
+// the line CI reads: `N passed, N failed`.
 //
 // Each file is one uvu program; its summary gives the counts. A file that dies before printing
 // a summary, or outlives FILE_TIMEOUT_MS, counts as one failed test, so a crash is never silent.
 //
 //   npm test                 all files
-//   npm test -- actors ws    files whose path contains "actors" or "ws"
+//   npm test -- actors ws    files whose path contains "actors" or "ws" (dist/test/…, python/tests/…)
+//   npm test -- python       only the Python tests
 import { spawn } from 'node:child_process'
 import { readdirSync, statSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { findPythonTests, runPython } from './test-python.mjs'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const testRoot = join(root, 'dist', 'test')
@@ -62,7 +65,11 @@ function runFile (file) {
 }
 
 const filters = process.argv.slice(2)
-const files = findTests(testRoot).filter((f) => filters.length === 0 || filters.some((w) => f.includes(w)))
+// Filters match the path from the repository (dist/test/sdk/files.test.js, python/tests/test_cli.py),
+// never the checkout's own location.
+const selected = (path) => filters.length === 0 || filters.some((w) => path.includes(w))
+const files = findTests(testRoot).filter((f) => selected(relative(root, f)))
+const pythonFiles = findPythonTests(root).filter(selected)
 let passed = 0; let failed = 0; let skipped = 0
 const rows = []
 for (const file of files) {
@@ -72,6 +79,13 @@ for (const file of files) {
   passed += r.passed; failed += r.failed; skipped += r.skipped
   rows.push(`${r.failed ? 'FAIL' : 'ok  '} ${name} (${r.passed} passed, ${r.failed} failed, ${(r.ms / 1000).toFixed(1)} s)${r.note ? ' ' + r.note : ''}`)
 }
+if (pythonFiles.length > 0) {
+  const name = pythonFiles.length === findPythonTests(root).length ? 'python/tests' : pythonFiles.join(' ')
+  process.stdout.write(`\n# ${name} (pytest)\n`)
+  const r = await runPython(root, pythonFiles.length === findPythonTests(root).length ? ['python/tests'] : pythonFiles)
+  passed += r.passed; failed += r.failed; skipped += r.skipped
+  rows.push(`${r.failed ? 'FAIL' : 'ok  '} ${name} (${r.passed} passed, ${r.failed} failed, ${(r.ms / 1000).toFixed(1)} s)${r.note ? ' ' + r.note : ''}`)
+}
 process.stdout.write(`\n${rows.join('\n')}\n\n`)
 process.stdout.write(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`)
-process.exitCode = failed === 0 && files.length > 0 ? 0 : 1
+process.exitCode = failed === 0 && files.length + pythonFiles.length > 0 ? 0 : 1
