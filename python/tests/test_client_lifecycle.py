@@ -59,9 +59,9 @@ def test_attach_finds_a_sandbox_by_id_and_refuses_an_unknown_one(cluster):
 
 def test_another_tenants_sandbox_is_not_found(cluster):
     async def body():
-        async with await connect(cluster) as admin:
+        async with await connect(cluster) as mine, await connect(cluster, cluster.admin_token) as admin:
             key = await admin.create_token("py-other", ["sandbox:create", "sandbox:exec", "sandbox:read"])
-            sb = await admin.create(backend="container", labels=label())
+            sb = await mine.create(backend="container", labels=label())
             try:
                 async with await connect(cluster, key) as other:
                     with pytest.raises(warren.NotFoundError):
@@ -110,7 +110,7 @@ def test_a_refused_token_is_unauthenticated_and_not_retried(cluster):
 
 def test_a_key_without_the_scope_is_forbidden(cluster):
     async def body():
-        async with await connect(cluster) as admin:
+        async with await connect(cluster, cluster.admin_token) as admin:
             key = await admin.create_token("py-reader", ["sandbox:read"])
         async with await connect(cluster, key) as reader:
             with pytest.raises(warren.ForbiddenError) as e:

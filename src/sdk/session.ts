@@ -235,7 +235,7 @@ export class ShellSession {
       if (this.active !== run) return
       interrupted = true
       // SIGINT to the shell's group: the command ends, the shell (it traps INT) and jobs live.
-      this.runner(['/bin/sh', '-c', 'kill -INT -- "-$1"', 'sh', String(this.pid)]).catch(() => {})
+      this.runner(['/bin/sh', '-c', 'kill -INT "-$1"', 'sh', String(this.pid)]).catch(() => {})
       const grace = setTimeout(() => {
         if (this.active !== run) return
         this.finish(run, { exitCode: 137, reason: 'timeout', message: `the command did not end on SIGINT after ${timeoutMs} ms: the session was killed` })

@@ -169,7 +169,7 @@ class ShellSession:
                 except asyncio.TimeoutError:
                     interrupted = True
                     # SIGINT to the shell's group: the command ends, the shell (it traps INT) and jobs live.
-                    await self._sb.exec(["/bin/sh", "-c", 'kill -INT -- "-$1"', "sh", str(self._pid)])
+                    await self._sb.exec(["/bin/sh", "-c", 'kill -INT "-$1"', "sh", str(self._pid)])
                     try:
                         code, reason, message = await asyncio.wait_for(asyncio.shield(run.done), INTERRUPT_GRACE_S)
                     except asyncio.TimeoutError:
