@@ -37,7 +37,10 @@ const DEBIAN_PACKAGES = [
   // the Python SDK (python/) and its pytest suite run under Debian's python3, with no package index
   { name: 'python3-websockets', provides: '/usr/lib/python3/dist-packages/websockets/__init__.py' },
   { name: 'python3-msgpack', provides: '/usr/lib/python3/dist-packages/msgpack/__init__.py' },
-  { name: 'python3-pytest', provides: '/usr/lib/python3/dist-packages/pytest/__init__.py' }
+  { name: 'python3-pytest', provides: '/usr/lib/python3/dist-packages/pytest/__init__.py' },
+  // `pip install ./python` is tested offline: Debian's pip and the setuptools build backend
+  { name: 'python3-pip', provides: '/usr/lib/python3/dist-packages/pip/__init__.py' },
+  { name: 'python3-setuptools', provides: '/usr/lib/python3/dist-packages/setuptools/__init__.py' }
 ]
 
 function log (line) { process.stderr.write(`setup: ${line}\n`) }
