@@ -126,3 +126,44 @@ def test_bad_command_input_is_refused_naming_the_field(cluster):
         with pytest.raises(warren.FrameTooLargeError):
             await sb.exec("cat", stdin=b"x" * (2 * 1024 * 1024))
     with_sandbox(cluster, fn)
+
+
+def test_a_pty_spawn_runs_on_a_terminal_of_the_asked_size_and_follows_resize(cluster):
+    async def fn(c, sb):
+        p = sb.spawn("tty; stty size; read go; stty size", pty=(100, 30), open_stdin=True)
+        seen = b""
+
+        async def until(text: bytes) -> None:
+            nonlocal seen
+            async for chunk in p:
+                seen += chunk.data
+                if text in seen:
+                    return
+            raise AssertionError(f"ended before {text!r}: {seen!r}")
+
+        await until(b"30 100")
+        assert b"/dev/pts/" in seen
+        await p.resize(120, 40)
+        await p.write("go\n")
+        await until(b"40 120")
+        assert (await p.wait()).exit_code == 0
+        plain = sb.spawn("sleep 30")
+        with pytest.raises(warren.InvalidArgumentError) as e:
+            await plain.resize(80, 24)
+        assert e.value.field == "pty"
+        await plain.kill()
+    with_sandbox(cluster, fn)
+
+
+def test_list_filters_by_state(cluster):
+    async def fn(c, sb):
+        lab = label()
+        other = await c.create(backend="container", labels=lab)
+        await other.kill()
+        assert [v.id for v in await c.list(labels=lab)] == []
+        assert [v.id for v in await c.list(labels=lab, state="gone")] == [other.id]
+        assert other.id not in [v.id for v in await c.list(labels=lab, state="ready")]
+        with pytest.raises(warren.InvalidArgumentError) as e:
+            await c.list(state="bogus")
+        assert e.value.field == "state"
+    with_sandbox(cluster, fn)
