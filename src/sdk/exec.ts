@@ -7,7 +7,7 @@
 import { createError, ErrorCodes } from '../errors.js'
 import type { OutputChunk, OutputPage } from '../cluster/index.js'
 import type { ExecResult } from '../backends/types.js'
-import { worthRetrying } from './request-errors.js'
+import { retryPause, worthRetrying } from './request-errors.js'
 
 /** A chunk as the SDK hands it out. */
 export interface ExecChunk { stream: 'stdout' | 'stderr', data: Uint8Array }
@@ -153,7 +153,7 @@ export class ExecPump {
         this.accept(page)
       } catch (err) {
         if (!worthRetrying(err, this.t, true) || ++failures > ExecDefaults.maxRetries) { this.abort(err); return }
-        await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * failures)))
+        await retryPause(err, failures)
       }
     }
   }

@@ -12,7 +12,7 @@ import type { FileEntry, FileStat } from '../backends/types.js'
 import type { UploadResult, UploadState } from '../cluster/index.js'
 import { createError, ErrorCodes, isWarrenError } from '../errors.js'
 import type { ExecTransport } from './exec.js'
-import { worthRetrying } from './request-errors.js'
+import { retryPause, worthRetrying } from './request-errors.js'
 import { chunksOf, knownSize, type WriteData } from './file-source.js'
 import { downloadTree, uploadTree } from './files-tree.js'
 
@@ -41,7 +41,6 @@ export interface WriteInfo { path: string, size: number, sha256: string }
 /** How `read` hands the file back. */
 export type ReadFormat = 'bytes' | 'text' | 'stream'
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
 export class SandboxFiles {
   constructor (private readonly t: ExecTransport, private readonly sandboxId: () => string) {}
@@ -239,8 +238,7 @@ export class SandboxFiles {
       } catch (err) {
         const again = idempotent ? worthRetrying(err, this.t, true) : !this.t.closed() && isWarrenError(err, ErrorCodes.OVERLOADED)
         if (!again || failures >= FilesClientDefaults.maxRetries) throw err
-        const hint = isWarrenError(err) ? (err.details as { retryAfterMs?: unknown } | undefined)?.retryAfterMs : undefined
-        await sleep(typeof hint === 'number' ? Math.min(hint, 1000) : Math.min(1000, 50 * (failures + 1)))
+        await retryPause(err, failures + 1)
       }
     }
   }

@@ -34,3 +34,14 @@ export function worthRetrying (err: unknown, client: { closed (): boolean }, ove
   if (client.closed() || !isWarrenError(err)) return false
   return LOST_OR_LATE.has(err.code) || (overloaded && err.code === ErrorCodes.OVERLOADED)
 }
+
+/**
+ * The pause before sending a failed request again: the cluster's `retryAfterMs` hint when it gave
+ * one (at most 1 s), else 50 ms per attempt so far, at most 1 s.
+ * @param attempt how many times it has failed, from 1
+ */
+export function retryPause (err: unknown, attempt: number): Promise<void> {
+  const hint = isWarrenError(err) ? err.details?.retryAfterMs : undefined
+  const ms = typeof hint === 'number' ? Math.min(1000, Math.max(1, hint)) : Math.min(1000, 50 * attempt)
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}

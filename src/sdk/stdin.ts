@@ -8,7 +8,7 @@
 import { ErrorCodes, isWarrenError } from '../errors.js'
 import type { StdinAck } from '../cluster/index.js'
 import type { ExecTransport } from './exec.js'
-import { worthRetrying } from './request-errors.js'
+import { retryPause, worthRetrying } from './request-errors.js'
 
 export const StdinWriterDefaults = {
   /** Largest piece one request carries. */
@@ -68,13 +68,9 @@ export class StdinWriter {
         // The command started (writes wait for that), so an unknown command is one that ended
         // and whose output was all read: like a closed pipe.
         if (isWarrenError(err, ErrorCodes.NOT_FOUND)) { this.closed = true; return }
-        if (isWarrenError(err, ErrorCodes.OVERLOADED)) {
-          const wait = Number(err.details?.retryAfterMs ?? 20)
-          await new Promise((resolve) => setTimeout(resolve, Math.min(1000, Math.max(1, wait))))
-          continue
-        }
+        if (isWarrenError(err, ErrorCodes.OVERLOADED)) { await retryPause(err, 1); continue }
         if (!worthRetrying(err, this.t) || ++lost > StdinWriterDefaults.maxRetries) throw err
-        await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * lost)))
+        await retryPause(err, lost)
       }
     }
   }

@@ -15,7 +15,7 @@ from .exec import Chunk, CommandResult, ExecResult
 from .files import FileInfo, FileStat, SandboxFiles, WriteInfo
 from .process import Process
 from .sandbox import Command, Sandbox, SandboxRef
-from .session import ShellSession
+from .session import MAX_OUTPUT_BYTES, ShellSession
 from .views import KillOutcome, SandboxView
 
 T = TypeVar("T")
@@ -124,7 +124,7 @@ class SyncSession:
     def closed(self) -> bool:
         return self._s.closed
 
-    def run(self, command: str, *, timeout_ms: int | None = None, max_output_bytes: int = 16 * 1024 * 1024) -> CommandResult:
+    def run(self, command: str, *, timeout_ms: int | None = None, max_output_bytes: int = MAX_OUTPUT_BYTES) -> CommandResult:
         return self._lt.run(self._s.run(command, timeout_ms=timeout_ms, max_output_bytes=max_output_bytes))
 
     def close(self) -> None:
