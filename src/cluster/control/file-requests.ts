@@ -11,6 +11,8 @@ type Obj = Record<string, unknown>
 /** The field checks of requests.ts: each returns the value or throws INVALID_ARGUMENT naming the field. */
 export interface FieldChecks {
   text (v: unknown, field: string, max: number): string
+  /** `text` that a C string can hold (no NUL). */
+  cText (v: unknown, field: string, max: number): string
   count (v: unknown, field: string): number
   flag (v: unknown, field: string): boolean
   bytes (v: unknown, field: string): Uint8Array
@@ -36,9 +38,8 @@ const SHA256_HEX = 64
  */
 export function parseFileRequest (r: Obj, c: FieldChecks, maxPath: number): FileRequest {
   const path = (key = 'path'): string => {
-    const p = c.text(r[key], key, maxPath)
-    // Refused here, naming the field: the sandbox's agent refuses both too, but without a field.
-    if (p.includes('\0')) c.invalid(key, 'must not hold NUL')
+    // Refused here, naming the field: the sandbox's agent refuses NUL and length too, but without a field.
+    const p = c.cText(r[key], key, maxPath)
     if (Buffer.byteLength(p) > maxPath) c.invalid(key, `must be at most ${maxPath} bytes in UTF-8`)
     return p
   }

@@ -174,7 +174,7 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
   'exec-resize': (r) => ({ type: 'exec-resize', id: id(r), execId: execId(r), cols: cells(r.cols, 'cols'), rows: cells(r.rows, 'rows') }),
   stdin: (r) => ({ type: 'stdin', id: id(r), execId: execId(r), offset: count(r.offset, 'offset'), ...opt(r, 'data', bytes), ...opt(r, 'eof', flag) }),
   trajectory: (r) => ({ type: 'trajectory', id: id(r), ...opt(r, 'fromSeq', count), ...opt(r, 'limit', count) }),
-  files: (r) => ({ type: 'files', id: id(r), req: parseFileRequest(r, { text, count, flag, bytes, oneOf, invalid }, RequestLimits.maxPathLength) }),
+  files: (r) => ({ type: 'files', id: id(r), req: parseFileRequest(r, { text, cText, count, flag, bytes, oneOf, invalid }, RequestLimits.maxPathLength) }),
   'token-create': (r) => {
     const scopes = r.scopes
     if (!Array.isArray(scopes) || scopes.length === 0 || !scopes.every(isScope)) invalid('scopes', 'must be a non-empty list of known scopes')
