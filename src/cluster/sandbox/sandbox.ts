@@ -186,15 +186,13 @@ export class Sandbox extends Actor<SandboxMessage> {
         return true
       }
       case 'exec-resize': {
-        const exec = this.execs.get(m.execId)
-        if (exec === undefined) throw createError(ErrorCodes.NOT_FOUND, `no command ${m.execId} in sandbox ${this.args.id}`)
+        const exec = this.running(m.execId)
         if (exec.terminal === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `command ${m.execId} was not started with pty`, { field: 'pty' })
         exec.terminal.resize({ cols: m.cols, rows: m.rows })
         return true
       }
       case 'stdin': {
-        const exec = this.execs.get(m.execId)
-        if (exec === undefined) throw createError(ErrorCodes.NOT_FOUND, `no command ${m.execId} in sandbox ${this.args.id}`)
+        const exec = this.running(m.execId)
         if (exec.stdin === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `command ${m.execId} was not started with openStdin`, { field: 'openStdin' })
         const before = exec.stdin.received
         const ack = exec.stdin.write(m.offset, m.data, m.eof)
@@ -334,10 +332,19 @@ export class Sandbox extends Actor<SandboxMessage> {
     return credit
   }
 
-  /** Answers (deferred) with an OutputPage; waiting for output never blocks other messages. */
-  private read (execId: string, fromSeq: unknown, maxBytes: unknown, waitMs: unknown): void {
+  /**
+   * A command of this sandbox, running or with output still held.
+   * @throws WARREN_ERR_NOT_FOUND for one it does not know (never started here, or read to its end)
+   */
+  private running (execId: string): RunningExec {
     const exec = this.execs.get(execId)
     if (exec === undefined) throw createError(ErrorCodes.NOT_FOUND, `no command ${execId} in sandbox ${this.args.id}`)
+    return exec
+  }
+
+  /** Answers (deferred) with an OutputPage; waiting for output never blocks other messages. */
+  private read (execId: string, fromSeq: unknown, maxBytes: unknown, waitMs: unknown): void {
+    const exec = this.running(execId)
     if (typeof fromSeq !== 'number' || !Number.isInteger(fromSeq) || fromSeq < 0) {
       throw createError(ErrorCodes.INVALID_ARGUMENT, 'fromSeq must be an integer >= 0', { field: 'fromSeq' })
     }
