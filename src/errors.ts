@@ -37,6 +37,8 @@ export const ErrorCodes = {
   UNSUPPORTED: 'WARREN_ERR_UNSUPPORTED',
   TIMEOUT: 'WARREN_ERR_TIMEOUT',
   SANDBOX_GONE: 'WARREN_ERR_SANDBOX_GONE',
+  /** The sandbox is paused or hibernated (`details.state`): resume it first. */
+  SANDBOX_PAUSED: 'WARREN_ERR_SANDBOX_PAUSED',
   /** A backend cannot run work right now (its worker pool is restarting, broken or closed); see `details`. */
   BACKEND_UNAVAILABLE: 'WARREN_ERR_BACKEND_UNAVAILABLE',
   /** The control plane's state database cannot be read (corrupt, or from a newer warren); `details.file` names it. */

@@ -26,6 +26,8 @@ export interface SandboxSpec {
   layers?: string[]
   /** Hosts the sandbox may reach through its egress proxy (container backend); none: no way out. */
   egress?: string[]
+  /** The hostname inside (backends with `snapshots`); default the sandbox's id. */
+  hostname?: string
   /**
    * Opaque data the backend keeps with a durable sandbox and hands back from `adopt` after a
    * node restart (the node stores the tenant and spec there).
@@ -38,6 +40,26 @@ export interface AdoptedSandbox {
   handle: SandboxHandle
   /** What was passed as `spec.meta` when it was created. */
   meta: unknown
+  /** True when it was paused (frozen) and still is. */
+  paused?: boolean
+}
+
+/** One connection a sandbox's egress proxy was asked for, and whether the allow-list let it through. */
+export interface EgressEvent {
+  host: string
+  port: number
+  allowed: boolean
+  /** When it was asked for (ms since the epoch). */
+  at: number
+}
+
+/** A sandbox's file system cut into a read-only layer (`Backend.snapshot`). */
+export interface SnapshotLayer {
+  /** `sha256:<hex>` of the image file. */
+  digest: string
+  /** The image file, in the backend's layer store (so this node can stack it at once). */
+  path: string
+  bytes: number
 }
 
 /** A created sandbox, as its backend hands it out. Opaque apart from these fields. */
@@ -192,6 +214,8 @@ export interface Backend {
   readonly terminal?: boolean
   /** Longest `timeoutMs` a command may ask for, when the backend bounds it; more is INVALID_ARGUMENT. */
   readonly maxTimeoutMs?: number
+  /** True when `pause`, `resume` and `snapshot` work. */
+  readonly snapshots?: boolean
   /** Makes a ready sandbox. */
   create (spec?: SandboxSpec): Promise<SandboxHandle>
   /**
@@ -216,6 +240,25 @@ export interface Backend {
    * calls `listener` once with why, and the caller ends the sandbox. Returns the unsubscribe.
    */
   onGone? (handle: SandboxHandle, listener: (message: string) => void): () => void
+  /**
+   * Freezes every process of the sandbox, its agent included (cgroup freezer); memory is kept,
+   * and a kill still ends it. Idempotent.
+   */
+  pause? (handle: SandboxHandle): Promise<void>
+  /** Thaws a paused sandbox. Idempotent. */
+  resume? (handle: SandboxHandle): Promise<void>
+  /**
+   * Cuts the sandbox's writable layer into a read-only EROFS layer, in the backend's layer
+   * store: its processes are frozen while it is cut (so it is consistent) and thawed after,
+   * unless the sandbox was paused. With `flatten`, the whole file system the sandbox sees (its
+   * layers and its writes) becomes one layer that stands alone.
+   */
+  snapshot? (handle: SandboxHandle, opts?: { flatten?: boolean }): Promise<SnapshotLayer>
+  /**
+   * Backends with egress: calls `listener` for each connection the sandbox's proxy is asked
+   * for. Returns the unsubscribe.
+   */
+  onEgress? (handle: SandboxHandle, listener: (event: EgressEvent) => void): () => void
   /** Kills every sandbox and releases the backend's resources. Later calls reject. */
   close (): Promise<void>
 }

@@ -3,7 +3,7 @@ export { BuildDefaults, buildLayerFromDir, debootstrapTree, digestFile, makeErof
 export { ArchiveDefaults, parsePlatform, unpackImage, unpackTar, type UnpackOptions } from './oci/index.js'
 export { LayerStore, type LayerSource } from './store.js'
 export { buildBusyboxLayer, buildErofsLayer } from './busybox.js'
-export { checkImageName, checkTag, isImageName, LAYER_KINDS, NameIndex, NameIndexDefaults, type LayerKind, type TagRecord } from './names.js'
+export { BLOB_KINDS, checkImageName, checkTag, isImageName, LAYER_KINDS, NameIndex, NameIndexDefaults, NODE_BLOB_KINDS, type BlobKind, type LayerKind, type TagRecord } from './names.js'
 export { describeKind, kindForField, LayerKinds } from './layer-kinds.js'
 export { isDigest } from './blob/index.js'
 export { createLazyLayers, type LazyLayers, type LazyLayersOptions } from './lazy.js'

@@ -11,6 +11,17 @@ import { checkName, isReservedWord, type Db, type Warn } from '../state/index.js
 export type LayerKind = 'base' | 'workspace' | 'tools'
 export const LAYER_KINDS: readonly LayerKind[] = ['base', 'workspace', 'tools']
 
+/**
+ * What the blob store holds: the layers operators build (LayerKind), and what nodes push:
+ * `snapshot` (a sandbox's file system cut into a layer: stacked only as a snapshot's diff) and
+ * `record` (bytes a trajectory keeps: outputs, file contents; never stacked). A blob keeps the
+ * kind it was first recorded with, so one kind can never be stacked as another.
+ */
+export type BlobKind = LayerKind | 'snapshot' | 'record'
+export const BLOB_KINDS: readonly BlobKind[] = [...LAYER_KINDS, 'snapshot', 'record']
+/** The kinds a node may push with its join token (operators' keys push layer kinds). */
+export const NODE_BLOB_KINDS: readonly BlobKind[] = ['snapshot', 'record']
+
 export interface TagRecord {
   digest: string
   kind: LayerKind

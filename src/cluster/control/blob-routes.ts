@@ -10,7 +10,11 @@ import { createError, ErrorCodes } from '../../errors.js'
 import { createBlobHandler } from '../../images/blob/index.js'
 import { createUploadHandler, isUploadPath, type UploadTunables } from '../../images/upload/index.js'
 import { authorize, type IamMessage, type Principal } from '../iam/index.js'
+import { LAYER_KINDS, NODE_BLOB_KINDS } from '../../images/index.js'
 import type { ImageIndexMessage } from './image-index.js'
+
+/** The uploader nodes' pushes are staged and counted under (no tenant is named so: tenant names start with a letter or digit). */
+export const NODE_UPLOADER = '_nodes'
 
 export interface BlobRoutesOptions {
   /** The blob store's root; without one there is nothing to read and uploads are refused. */
@@ -39,9 +43,13 @@ export function createBlobRoutes (o: BlobRoutesOptions): BlobRoutes {
       ...(o.upload !== undefined ? { tunables: o.upload } : {}),
       authenticate: async (token) => {
         const principal = await o.iam().ask<Principal | null>({ type: 'authenticate', token })
-        if (principal === null) throw createError(ErrorCodes.UNAUTHENTICATED, 'the token is not a live API key')
-        authorize(principal, 'image:push')
-        return { tenant: principal.tenant }
+        if (principal !== null) {
+          authorize(principal, 'image:push')
+          return { tenant: principal.tenant, kinds: LAYER_KINDS }
+        }
+        // A node pushes what it makes (snapshot layers, trajectory records) with its join token.
+        if (await o.iam().ask<boolean>({ type: 'check-join', token })) return { tenant: NODE_UPLOADER, kinds: NODE_BLOB_KINDS }
+        throw createError(ErrorCodes.UNAUTHENTICATED, 'the token is not a live API key')
       },
       recordLayer: async (digest, kind) => { await o.images().ask({ type: 'layer-stored', digest, kind }) }
     })

@@ -10,7 +10,7 @@ import { existsSync } from 'node:fs'
 import { Actor } from '../../actors/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
 import { storePaths } from '../../images/blob/index.js'
-import { checkTag, describeKind, kindForField, type LayerKind, type LayerKinds, type NameIndex } from '../../images/index.js'
+import { checkTag, describeKind, kindForField, type BlobKind, type LayerKind, type LayerKinds, type NameIndex } from '../../images/index.js'
 import { ImageRefDefaults } from '../spec-image.js'
 
 export type ImageIndexMessage =
@@ -19,7 +19,7 @@ export type ImageIndexMessage =
   | { type: 'resolve', refs: Array<{ ref: string, field: string }> }
   | { type: 'list' }
   /** An upload stored a layer (or found it stored): its kind is recorded, or checked. */
-  | { type: 'layer-stored', digest: string, kind: LayerKind }
+  | { type: 'layer-stored', digest: string, kind: BlobKind }
 
 export class ImageIndex extends Actor<ImageIndexMessage> {
   /** Digests found in the blob store: layers are immutable, so a hit is remembered. */

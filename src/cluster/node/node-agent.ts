@@ -11,6 +11,7 @@ import { createDynamicSupervisor, type DynamicSupervisorMessage } from '../../su
 import type { NodeCapacity } from '../placement/index.js'
 import { AheadBudget, FilesDefaults, OutputPool, Sandbox, type FilesLimits, type OutputLimits, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage, type SandboxMeta } from '../sandbox/index.js'
 import type { SandboxSpec } from '../spec.js'
+import type { BlobPusher } from './blob-push.js'
 
 /** One sandbox to create: the id and tenant come from the control plane. */
 export interface CreateItem { id: string, tenant: string, spec: SandboxSpec }
@@ -48,6 +49,8 @@ export interface NodeAgentOptions {
   output?: Partial<OutputLimits>
   /** Bounds of file transfers on this node (`FilesDefaults`): the largest file, the chunk size. */
   files?: Partial<FilesLimits>
+  /** Puts what sandboxes make (snapshot layers, trajectory records) into the control plane's blob store. */
+  pushBlob?: BlobPusher
 }
 
 export const NodeAgentDefaults = {
@@ -149,6 +152,7 @@ export class NodeAgent extends Actor<NodeMessage> {
       output: this.output,
       fileBudget: this.fileBudget,
       ...(this.o.files !== undefined ? { files: this.o.files } : {}),
+      ...(this.o.pushBlob !== undefined ? { pushBlob: this.o.pushBlob } : {}),
       report: (event) => {
         if (event.state === 'failed') failure = event
         if (event.state === 'gone' || event.state === 'failed') this.live.delete(event.id)

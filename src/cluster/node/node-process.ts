@@ -20,6 +20,7 @@ import { createSupervisor } from '../../supervisors/index.js'
 import type { LinkOptionsInput } from '../../transport/index.js'
 import type { NodeCapacity } from '../placement/index.js'
 import { createControlLink, type ControlLinkMessage } from './control-link.js'
+import { createBlobPusher } from './blob-push.js'
 import { createNodeAgent, type NodeAgentOptions } from './node-agent.js'
 import { cpus, totalmem } from 'node:os'
 
@@ -131,6 +132,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
         id: 'agent',
         start: createNodeAgent({
           nodeId, capacity, backends, report: (event) => control()?.tell({ type: 'event', event }),
+          pushBlob: createBlobPusher(options.url, options.joinToken),
           ...(options.output !== undefined ? { output: options.output } : {}),
           ...(options.files !== undefined ? { files: options.files } : {})
         }),

@@ -9,6 +9,7 @@
 import { Actor, type ExitReason } from '../../actors/index.js'
 import { checkTimeoutBound, type Backend, type ExecResult, type SandboxHandle, type TerminalSize } from '../../backends/types.js'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
+import type { BlobKind } from '../../images/index.js'
 import { parseArgv, placementRequestOf, type SandboxSpec } from '../spec.js'
 import { ExecOutput } from './exec-output.js'
 import type { FileRequest, FilesLimits } from './file-requests.js'
@@ -109,6 +110,8 @@ export interface SandboxArgs {
   files?: Partial<FilesLimits>
   /** The node's memory for upload chunks held ahead of gaps, shared by all its sandboxes (without it, one of this sandbox's own). */
   fileBudget?: AheadBudget
+  /** Puts a file into the control plane's blob store (snapshot layers, trajectory records); without it the sandbox cannot snapshot. */
+  pushBlob?: (file: string, kind: BlobKind) => Promise<{ digest: string, bytes: number }>
 }
 
 /** What a durable backend keeps for the node, to rebuild the sandbox actor after a restart. */

@@ -10,7 +10,7 @@ import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
 import { createError, ErrorCodes, fromWireError, type WarrenError } from '../../errors.js'
 import { BlobDefaults, chunkSpan, hashFileChunks, type ChunkManifest } from '../blob/index.js'
-import type { LayerKind } from '../names.js'
+import type { BlobKind } from '../names.js'
 import type { UploadStatus } from './uploads.js'
 
 export interface HttpPushOptions {
@@ -18,7 +18,7 @@ export interface HttpPushOptions {
   url: string
   /** An API key that may push (admin or `image:push`). */
   token: string
-  kind: LayerKind
+  kind: BlobKind
   /** Bytes per manifest chunk (default `BlobDefaults.chunkBytes`). */
   chunkBytes?: number
   /** Told after each request that stored bytes. */

@@ -12,16 +12,17 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { createError, ErrorCodes } from '../../errors.js'
 import { bearerToken, parseManifest } from '../blob/index.js'
-import { LAYER_KINDS, type LayerKind } from '../names.js'
+import { BLOB_KINDS, type BlobKind } from '../names.js'
 import { readBody, sendError, sendJson } from './http.js'
 import { Uploads, type UploadsOptions } from './uploads.js'
 
 /**
- * Who an API key belongs to, when it may push layers.
+ * Who a token belongs to, when it may push, and the kinds it may push (an operator's key the
+ * layer kinds; a node's join token what nodes make: snapshots and trajectory records).
  * @throws WARREN_ERR_UNAUTHENTICATED for a token that is no live key; WARREN_ERR_FORBIDDEN for
  *   a key without the scope to push
  */
-export type UploadAuth = (token: string) => Promise<{ tenant: string }>
+export type UploadAuth = (token: string) => Promise<{ tenant: string, kinds: readonly BlobKind[] }>
 
 export interface UploadHandlerOptions extends UploadsOptions {
   authenticate: UploadAuth
@@ -49,7 +50,7 @@ export function createUploadHandler (options: UploadHandlerOptions): UploadHandl
   async function route (req: IncomingMessage, res: ServerResponse): Promise<void> {
     const token = bearerToken(req.headers.authorization)
     if (token === undefined) throw createError(ErrorCodes.UNAUTHENTICATED, 'an upload needs Authorization: Bearer <API key>')
-    const { tenant } = await options.authenticate(token)
+    const { tenant, kinds } = await options.authenticate(token)
     const m = PATH.exec(req.url ?? '')
     if (m === null) throw createError(ErrorCodes.NOT_FOUND, 'no such upload path: /uploads/sha256/<hex>[/commit]', { field: 'path' })
     const digest = `sha256:${m[1]!}`
@@ -61,6 +62,7 @@ export function createUploadHandler (options: UploadHandlerOptions): UploadHandl
     switch (method) {
       case 'POST': {
         const { kind, manifest } = parseBegin(await readBody(req, t.maxRequestBytes, t.requestTimeoutMs), digest)
+        if (!kinds.includes(kind)) throw createError(ErrorCodes.FORBIDDEN, `this token may push ${kinds.join(', ')}, not ${kind}`, { field: 'kind' })
         return sendJson(res, 200, await uploads.begin(tenant, manifest, kind))
       }
       case 'PATCH': {
@@ -100,11 +102,11 @@ export function createUploadHandler (options: UploadHandlerOptions): UploadHandl
 }
 
 /** The body of a begin: `{ "kind": …, "manifest": { digest, size, chunkBytes, chunks } }` for this digest. */
-function parseBegin (body: Buffer, digest: string): { kind: LayerKind, manifest: ReturnType<typeof parseManifest> } {
+function parseBegin (body: Buffer, digest: string): { kind: BlobKind, manifest: ReturnType<typeof parseManifest> } {
   let raw: unknown
   try { raw = JSON.parse(body.toString('utf8')) } catch { throw createError(ErrorCodes.INVALID_ARGUMENT, 'a begin\'s body is JSON: {"kind", "manifest"}', { field: 'body' }) }
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw createError(ErrorCodes.INVALID_ARGUMENT, 'a begin\'s body is a JSON object {"kind", "manifest"}', { field: 'body' })
   const { kind, manifest } = raw as { kind?: unknown, manifest?: unknown }
-  if (typeof kind !== 'string' || !(LAYER_KINDS as readonly string[]).includes(kind)) throw createError(ErrorCodes.INVALID_ARGUMENT, `kind must be one of ${LAYER_KINDS.join(', ')}`, { field: 'kind' })
-  return { kind: kind as LayerKind, manifest: parseManifest(JSON.stringify(manifest ?? null), digest) }
+  if (typeof kind !== 'string' || !(BLOB_KINDS as readonly string[]).includes(kind)) throw createError(ErrorCodes.INVALID_ARGUMENT, `kind must be one of ${BLOB_KINDS.join(', ')}`, { field: 'kind' })
+  return { kind: kind as BlobKind, manifest: parseManifest(JSON.stringify(manifest ?? null), digest) }
 }

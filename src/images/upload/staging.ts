@@ -17,20 +17,20 @@ import { mkdir, open, readFile, rename, rm, utimes, writeFile } from 'node:fs/pr
 import { dirname, join } from 'node:path'
 import { createError, ErrorCodes } from '../../errors.js'
 import { chunkSpan, packChunkHashes, parseManifest, serializeManifest, type ChunkManifest } from '../blob/index.js'
-import { LAYER_KINDS, type LayerKind } from '../names.js'
+import { BLOB_KINDS, type BlobKind } from '../names.js'
 
 /** `[start, end)` runs of chunk indices. */
 export type ChunkRuns = Array<[number, number]>
 
 export class StagedUpload {
-  private constructor (readonly dir: string, readonly manifest: ChunkManifest, readonly kind: LayerKind, private readonly hashes: Buffer, private readonly present: Uint8Array) {}
+  private constructor (readonly dir: string, readonly manifest: ChunkManifest, readonly kind: BlobKind, private readonly hashes: Buffer, private readonly present: Uint8Array) {}
 
   /** The staged upload in `dir`, or undefined when there is none (or it is unreadable). */
   static async open (dir: string): Promise<StagedUpload | undefined> {
     try {
       const manifest = parseManifest(await readFile(join(dir, 'manifest.json'), 'utf8'))
-      const kind = (await readFile(join(dir, 'kind'), 'utf8')) as LayerKind
-      if (!LAYER_KINDS.includes(kind)) return undefined
+      const kind = (await readFile(join(dir, 'kind'), 'utf8')) as BlobKind
+      if (!BLOB_KINDS.includes(kind)) return undefined
       const present = new Uint8Array(manifest.chunks.length)
       present.set((await readFile(join(dir, 'present'))).subarray(0, present.length))
       return new StagedUpload(dir, manifest, kind, packChunkHashes(manifest), present)
@@ -43,7 +43,7 @@ export class StagedUpload {
    * Stages a new upload in `dir` (replacing whatever was there). The directory appears whole:
    * it is made under a temporary name and renamed into place.
    */
-  static async create (dir: string, manifest: ChunkManifest, kind: LayerKind): Promise<StagedUpload> {
+  static async create (dir: string, manifest: ChunkManifest, kind: BlobKind): Promise<StagedUpload> {
     const tmp = join(dirname(dir), `.new-${randomUUID()}`)
     await mkdir(tmp, { recursive: true, mode: 0o700 })
     try {
@@ -64,7 +64,7 @@ export class StagedUpload {
   get dataPath (): string { return join(this.dir, 'data') }
 
   /** True when this upload is of exactly `manifest` as `kind` (a begin that resumes it). */
-  sameAs (manifest: ChunkManifest, kind: LayerKind): boolean {
+  sameAs (manifest: ChunkManifest, kind: BlobKind): boolean {
     return kind === this.kind && serializeManifest(manifest) === serializeManifest(this.manifest)
   }
 

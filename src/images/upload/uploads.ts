@@ -8,7 +8,7 @@ import { mkdir, readdir, rm, stat, statfs } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createError, ErrorCodes } from '../../errors.js'
 import { installLayer, storePaths, type ChunkManifest } from '../blob/index.js'
-import type { LayerKind } from '../names.js'
+import type { BlobKind } from '../names.js'
 import { uploadTunables, type UploadTunables } from './defaults.js'
 import { StagedUpload, type ChunkRuns } from './staging.js'
 
@@ -26,11 +26,12 @@ export interface UploadsOptions {
    * Records (or checks) a layer's kind once its bytes are in the store or found there.
    * @throws a WarrenError when the store knows the layer as another kind
    */
-  recordLayer: (digest: string, kind: LayerKind) => Promise<void>
+  recordLayer: (digest: string, kind: BlobKind) => Promise<void>
   tunables?: Partial<UploadTunables>
 }
 
-const TENANT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/
+// A tenant's name, or `_nodes`: the uploader nodes push as (no tenant's name starts with `_`).
+const TENANT = /^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,62}|_nodes)$/
 
 export class Uploads {
   readonly tunables: UploadTunables
@@ -52,7 +53,7 @@ export class Uploads {
    * @throws INVALID_ARGUMENT naming `size` (over maxLayerBytes) or `chunkBytes`; QUOTA
    *   (`quota: 'uploads'`) when the tenant has its maximum open; OVERLOADED when the cluster has
    */
-  async begin (tenant: string, manifest: ChunkManifest, kind: LayerKind): Promise<UploadStatus> {
+  async begin (tenant: string, manifest: ChunkManifest, kind: BlobKind): Promise<UploadStatus> {
     const t = this.tunables
     if (manifest.size > t.maxLayerBytes) {
       throw createError(ErrorCodes.INVALID_ARGUMENT, `a layer of ${manifest.size} bytes is over this cluster's maximum of ${t.maxLayerBytes}`, { field: 'size', reason: 'too-large', max: t.maxLayerBytes })
@@ -65,7 +66,7 @@ export class Uploads {
     return await run
   }
 
-  private async beginNow (tenant: string, manifest: ChunkManifest, kind: LayerKind): Promise<UploadStatus> {
+  private async beginNow (tenant: string, manifest: ChunkManifest, kind: BlobKind): Promise<UploadStatus> {
     const { digest, size } = manifest
     if (await this.stored(manifest)) {
       await this.o.recordLayer(digest, kind)

@@ -88,18 +88,28 @@ test('bytes that do not match the manifest are refused on arrival, and a manifes
   assert.is((await call(c, 'POST', `${uploadPath(lie.digest)}/commit`, c.keys.builder)).body.code, ErrorCodes.NOT_FOUND, 'the refused upload is gone with its bytes')
 }))
 
-test('only a key that may push uploads: no token or the join token is UNAUTHENTICATED, a sandbox key FORBIDDEN; another tenant cannot touch an upload', timed(30_000, async (defer) => {
+test('only a key that may push uploads layers: no token is UNAUTHENTICATED, a sandbox key or the join token FORBIDDEN; another tenant cannot touch an upload', timed(30_000, async (defer) => {
   const c = await uploadCluster(defer)
   const layer = await layerFile(c.dir, 'layer.img', SIZE, 5)
   const body = JSON.stringify({ kind: 'base', manifest: layer.manifest })
-  for (const [token, code, status] of [[undefined, ErrorCodes.UNAUTHENTICATED, 401], [c.cp.joinToken, ErrorCodes.UNAUTHENTICATED, 401],
+  // The join token pushes what nodes make (snapshots, records), never a layer operators build.
+  for (const [token, code, status] of [[undefined, ErrorCodes.UNAUTHENTICATED, 401], [c.cp.joinToken, ErrorCodes.FORBIDDEN, 403],
     ['wrn_aaaaaaaaaaaa_' + 'b'.repeat(43), ErrorCodes.UNAUTHENTICATED, 401], [c.keys.tenant, ErrorCodes.FORBIDDEN, 403]] as const) {
     const r = await call(c, 'POST', uploadPath(layer.manifest.digest), token, body)
     assert.equal([r.status, r.body.code], [status, code], String(token).slice(0, 12))
   }
   const viaSdk = await pushLayerOverHttp(layer.file, { url: c.cp.url, token: c.keys.tenant, kind: 'base' }).catch((e: unknown) => e)
   assert.is((viaSdk as { code?: string }).code, ErrorCodes.FORBIDDEN)
+  for (const kind of ['snapshot', 'record'] as const) {
+    const r = await call(c, 'POST', uploadPath(layer.manifest.digest), c.keys.builder, JSON.stringify({ kind, manifest: layer.manifest }))
+    assert.equal([r.status, r.body.code, r.body.details?.field], [403, ErrorCodes.FORBIDDEN, 'kind'], `an operator's key does not push ${kind} blobs`)
+  }
   assert.not.ok(existsSync(c.staging) && readdirSync(c.staging).length > 0, 'a refused begin stages nothing')
+
+  // A node's join token pushes a record, which can then never be stacked as a layer.
+  const record = await layerFile(c.dir, 'record.bin', CHUNK + 7, 9)
+  const pushed = await pushLayerOverHttp(record.file, { url: c.cp.url, token: c.cp.joinToken, kind: 'record', chunkBytes: CHUNK })
+  assert.ok(existsSync(storePaths(c.blobs, pushed.digest).blob), 'the join token pushes a record')
 
   // The admin key may push; builder's upload is builder's alone.
   assert.is((await begin(c, c.keys.admin, layer.manifest)).status, 200)
