@@ -93,7 +93,7 @@ export async function launchVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm
     ...(opts.tscKhz !== undefined ? { tscKhz: opts.tscKhz } : {}),
     agentSocket: join(dir, 'agent.sock'),
     qmpSocket: join(dir, 'qmp.sock'),
-    consoleSocket: join(dir, 'console.sock'),
+    consoleSocket: join(dir, 'con.sock'),
     pidFile: join(dir, 'qemu.pid'),
     ...(opts.extraCmdline !== undefined ? { extraCmdline: opts.extraCmdline } : {})
   }
