@@ -68,6 +68,8 @@ export interface MicrovmBackend extends Backend {
   status (): { live: number, accel: 'kvm' | 'tcg' }
   /** The guest's files, made on first call (creates wait for it too). */
   guest (): Promise<GuestImage>
+  /** The QEMU process and host directory of a live VM, for inspection; undefined once it is gone. */
+  vm (handle: SandboxHandle): LaunchedVm | undefined
 }
 
 type Limits = NonNullable<SandboxSpec['limits']>
@@ -281,6 +283,8 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     status () {
       return { live: live.size, accel }
     },
+
+    vm: (handle) => live.get(handle.id)?.vm,
 
     guest
   }

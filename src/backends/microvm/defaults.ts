@@ -32,8 +32,8 @@ export const MicrovmDefaults = {
   qemuPids: 128,
   /** From starting QEMU to it having its sockets up (it daemonizes then). */
   startTimeoutMs: 15_000,
-  /** From starting QEMU to the agent answering inside (TCG boots in seconds, slower when loaded). */
-  bootTimeoutMs: 90_000,
+  /** From starting QEMU to the agent answering inside (TCG boots in seconds, slower when loaded); under the node's 60 s for a start. */
+  bootTimeoutMs: 55_000,
   /** How long a QMP quit is given before SIGKILL. */
   quitTimeoutMs: 3_000,
   /** How long destroy waits for QEMU to end and its cgroup to empty. */
