@@ -15,7 +15,7 @@ export const MicrovmDefaults = {
   /** The Debian package whose kernel the guest runs (its dependency names the real one). */
   kernelPackage: 'linux-image-cloud-amd64',
   /** Modules the guest needs to boot (with their dependencies); built-in ones are skipped. */
-  bootModules: ['virtio_mmio', 'virtio_blk', 'virtio_console', 'erofs', 'overlay'] as readonly string[],
+  bootModules: ['virtio_mmio', 'virtio_blk', 'virtio_console', 'virtio_balloon', 'erofs', 'overlay'] as readonly string[],
   /** A guest below this cannot boot the kernel and the agent with room to run anything. */
   minMemoryMiB: 128,
   /** Guest memory, writable layer and process limit when a spec names no limits. */
