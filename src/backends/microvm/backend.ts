@@ -235,7 +235,8 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       for (const name of await readdir(runDir).catch(() => [] as string[])) {
         if (!keep.has(name)) await rm(join(runDir, name), { recursive: true, force: true }).catch(() => {})
       }
-      await options.cgroups?.reclaimOrphans?.(keep)
+      // A group that will not go is no reason to keep the node from starting.
+      await options.cgroups?.reclaimOrphans?.(keep).catch(() => {})
       return adopted
     },
 

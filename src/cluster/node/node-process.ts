@@ -117,10 +117,9 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     const guestDir = MicrovmDefaults.guestDir ?? join(dataDir, 'guest')
     const why = microvmUnavailable(guestDir, options.microvm?.kernel)
     if (why === undefined) {
+      // The guest kernel is fetched and unpacked at the first microvm create (once per data dir).
       const progress = (line: string): void => { process.stderr.write(`warren node ${nodeId}: ${line}\n`) }
-      const microvm = backends.microvm = createMicrovmBackend({ dataDir, guestDir, layerSource, runDir: join(MicrovmDefaults.runDir, nodeId), cgroups: createCgroupProvider(`warren-${nodeId}-vm`), ...options.microvm, onProgress: progress })
-      // Made now, not at the first create: fetching and unpacking the kernel takes a while.
-      microvm.guest().catch((err: unknown) => progress(`microVMs cannot boot yet: ${(err as Error).message}`))
+      backends.microvm = createMicrovmBackend({ dataDir, guestDir, layerSource, runDir: join(MicrovmDefaults.runDir, nodeId), cgroups: createCgroupProvider(`warren-${nodeId}-vm`), ...options.microvm, onProgress: progress })
     }
   }
   const capacity: NodeCapacity = {
