@@ -11,7 +11,7 @@ import * as assert from 'uvu/assert'
 import type { MicrovmBackend } from '../../../src/backends/microvm/index.js'
 import type { SandboxHandle } from '../../../src/backends/types.js'
 import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
-import { timed } from '../../support/index.js'
+import { timed, waitFor } from '../../support/index.js'
 import { assertGone, bytes, newBackend, p50, registerLeftoverCheck, run, sh, text, vmTest } from './helpers.js'
 
 const dataDir = mkdtempSync(join(tmpdir(), 'warren-vm-'))
@@ -156,6 +156,20 @@ vmTest('diskMiB is enforced: writing past 32 MiB gives ENOSPC inside, the VM goe
   assert.match(r.stdout, /No space left on device/)
   await sh(b, h, 'rm /big')
   assert.is((await sh(b, h, 'echo still')).trim(), 'still')
+}))
+
+vmTest('limits.pids bounds the guest\'s processes: a burst of 80 background sleeps meets the limit of 64', timed(60_000, async () => {
+  const { b, h } = await vm()
+  // The burst runs in a subshell, which ash ends when a fork fails; the outer shell only runs builtins after it.
+  const r = await run(b, h, ['sh', '-c', '(for i in $(seq 80); do sleep 2 & done) 2>&1; echo burst ended'])
+  assert.match(r.stdout, /can't fork|Resource temporarily unavailable/i)
+  assert.match(r.stdout, /burst ended/)
+  assert.is(r.exitCode, 0)
+  // Once the sleeps end the guest has room again (a read of the group's count needs no process).
+  const current = async (): Promise<number> => Number(text(await b.files.read(h, '/sys/fs/cgroup/sandbox/pids.current', { offset: 0, length: 64 })))
+  assert.ok(await current() > 32, 'the sleeps that did start hold their pids')
+  await waitFor(async () => await current() <= 2, 20_000, 'the sleeps to end')
+  assert.is((await sh(b, h, 'echo room')).trim(), 'room')
 }))
 
 vmTest('a memory hog ends with reason oom (the guest kernel kills it); the VM and the node live on', timed(90_000, async () => {
