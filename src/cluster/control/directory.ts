@@ -3,20 +3,24 @@
  * where tenant isolation is enforced: a lookup with the wrong tenant answers exactly like an id
  * that never existed (`WARREN_ERR_NOT_FOUND`). When a sandbox ends (or its node is lost) the
  * directory frees its placement reservation and its quota, and tells the owner's sessions.
+ *
+ * A hibernated sandbox (snapshotted, then ended on its node) keeps its record, state
+ * `hibernated`, with the snapshot it resumes from: it holds no node, reservation or quota, and
+ * ends only when its TTL does or it is killed.
  */
 import { Actor, type ExitReason, type Ref } from '../../actors/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
 import type { IamMessage } from '../iam/index.js'
 import { withoutHostDirs, type SandboxSummary } from '../node/index.js'
 import type { NodeUsage, PlacementRequest, ShardMessage } from '../placement/index.js'
-import { placementRequestOf } from '../spec.js'
+import { placementRequestOf, type SandboxSpec } from '../spec.js'
 import type { EndReason, SandboxEvent, SandboxState } from '../sandbox/index.js'
 import { EndWaits } from './end-waits.js'
 import { shardOf } from './registry.js'
 
-export type RecordState = SandboxState | 'lost'
+export type RecordState = SandboxState | 'lost' | 'hibernated'
 /** Every state a sandbox's record can be in, in the order of its life. */
-export const RECORD_STATES: readonly RecordState[] = ['creating', 'ready', 'stopping', 'gone', 'failed', 'lost']
+export const RECORD_STATES: readonly RecordState[] = ['creating', 'ready', 'stopping', 'hibernated', 'gone', 'failed', 'lost']
 
 export interface SandboxRecord {
   id: string
@@ -32,7 +36,13 @@ export interface SandboxRecord {
   message?: string
   /** What placement reserved, to give back when the sandbox ends. */
   req: PlacementRequest
+  /** The spec it was created with, as resolved (digests; a snapshot's layers in `image.diffs`). */
+  spec: SandboxSpec
   endedAt?: number
+  /** Hibernated: the snapshot it resumes from. */
+  snapshot?: string
+  /** Set while a hibernate is ending it on its node: its end makes it `hibernated`, not `gone`. */
+  hibernating?: string
 }
 
 /** Told to subscribed sessions when one of their tenant's sandboxes changes state. */
@@ -55,6 +65,17 @@ export type DirectoryMessage =
   /** A sandbox's life was lengthened or shortened (`sb.setTtl`). */
   | { type: 'set-expiry', tenant: string, id: string, expiresAt: number }
   | { type: 'subscribe', tenant: string, ref: Ref }
+  /**
+   * A hibernate cut `snapshot` of the sandbox and is about to end it: its end makes the record
+   * `hibernated` instead. Refused (QUOTA) when the tenant has `maxHibernatedPerTenant` already.
+   */
+  | { type: 'hibernating', tenant: string, id: string, snapshot: string }
+  /** A hibernated sandbox runs again (same id) at `address`: answers false when it is no longer hibernated (killed meanwhile). */
+  | { type: 'resumed', tenant: string, id: string, nodeId: string, address: string, spec: SandboxSpec, req: PlacementRequest }
+  /** A kill of these is on its way: a hibernated one ends (`killed`), a hibernating one ends instead of hibernating. */
+  | { type: 'killing', tenant: string, ids: string[] }
+  /** What live and hibernated sandboxes use: their layers and the snapshots they resume from (the snapshot GC keeps them). */
+  | { type: 'in-use' }
   | { type: 'sweep' }
   | { type: 'count' }
   | { type: 'usage', nodeIds: string[] }
@@ -67,7 +88,9 @@ export const DirectoryDefaults = {
   maxList: 10_000,
   sweepEveryMs: 10_000,
   /** Sandbox ids kills may wait on at once (each kill names at most 1000). */
-  maxEndWaitIds: 100_000
+  maxEndWaitIds: 100_000,
+  /** Hibernated sandboxes a tenant may keep (they hold no quota, so this bounds their records). */
+  maxHibernatedPerTenant: 10_000
 }
 
 export interface DirectoryOptions {
@@ -89,6 +112,8 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
   /** Ended sandbox ids, oldest first (FIFO; ids may repeat harmlessly if one is already gone). */
   private ended: string[] = []
   private readonly endWaits = new EndWaits(DirectoryDefaults.maxEndWaitIds)
+  /** Hibernated sandbox ids by tenant: swept for their TTL, counted for the bound. */
+  private readonly hibernated = new Map<string, Set<string>>()
 
   constructor (private readonly o: DirectoryOptions) { super() }
 
@@ -101,18 +126,18 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
       case 'add':
         for (const r of m.records) {
           this.records.set(r.id, r)
-          let set = this.byNode.get(r.nodeId)
-          if (set === undefined) { set = new Set(); this.byNode.set(r.nodeId, set) }
-          set.add(r.id)
+          this.index(r)
         }
         return undefined
       case 'events':
         for (const e of m.events) {
           const r = this.records.get(e.id)
-          if (r === undefined || r.nodeId !== m.nodeId || TERMINAL.has(r.state)) continue
+          // A hibernated one is on no node: a late event of its old actor is not news.
+          if (r === undefined || r.nodeId !== m.nodeId || TERMINAL.has(r.state) || r.state === 'hibernated') continue
           if (e.reason !== undefined) r.reason = e.reason
           if (e.message !== undefined) r.message = withoutHostDirs(e.message)
-          this.transition(r, e.state)
+          if (r.hibernating !== undefined && TERMINAL.has(e.state)) this.hibernate(r)
+          else this.transition(r, e.state)
         }
         return undefined
       case 'node-lost':
@@ -144,7 +169,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
       case 'await-end': {
         const own = (id: string): SandboxRecord | undefined => { const r = this.records.get(id); return r?.tenant === m.tenant ? r : undefined }
         const answer = (): Array<SandboxRecord | undefined> => m.ids.map(own)
-        const live = [...new Set(m.ids)].filter((id) => { const r = own(id); return r !== undefined && !TERMINAL.has(r.state) })
+        const live = [...new Set(m.ids)].filter((id) => { const r = own(id); return r !== undefined && !TERMINAL.has(r.state) && r.state !== 'hibernated' })
         if (live.length === 0) return answer()
         const key = this.endWaits.add(live, this.ctx.defer(), answer)
         this.ctx.setTimer(`end-wait-${key}`, m.timeoutMs, { type: 'end-wait-expired', key })
@@ -175,7 +200,53 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
           drop++
         }
         this.ended = this.ended.slice(drop)
+        const now = Date.now()
+        for (const ids of [...this.hibernated.values()]) {
+          for (const id of [...ids]) {
+            const r = this.records.get(id)
+            if (r !== undefined && r.expiresAt <= now) { r.reason = 'ttl'; this.transition(r, 'gone') }
+          }
+        }
         return undefined
+      }
+      case 'hibernating': {
+        const r = this.records.get(m.id)
+        if (r === undefined || r.tenant !== m.tenant || TERMINAL.has(r.state) || r.state === 'hibernated') throw createError(ErrorCodes.NOT_FOUND, `no live sandbox ${m.id}`)
+        if ((this.hibernated.get(m.tenant)?.size ?? 0) >= DirectoryDefaults.maxHibernatedPerTenant) {
+          throw createError(ErrorCodes.QUOTA, `tenant ${m.tenant} has ${DirectoryDefaults.maxHibernatedPerTenant} hibernated sandboxes: resume or kill some first`, { max: DirectoryDefaults.maxHibernatedPerTenant })
+        }
+        r.hibernating = m.snapshot
+        return true
+      }
+      case 'resumed': {
+        const r = this.records.get(m.id)
+        if (r === undefined || r.tenant !== m.tenant || r.state !== 'hibernated') return false
+        delete r.snapshot
+        delete r.reason
+        delete r.message
+        Object.assign(r, { nodeId: m.nodeId, address: m.address, spec: m.spec, req: m.req })
+        this.index(r)
+        this.transition(r, 'ready')
+        return true
+      }
+      case 'killing':
+        for (const id of m.ids) {
+          const r = this.records.get(id)
+          if (r === undefined || r.tenant !== m.tenant) continue
+          delete r.hibernating
+          if (r.state === 'hibernated') { r.reason = 'killed'; this.transition(r, 'gone') }
+        }
+        return undefined
+      case 'in-use': {
+        const layers = new Set<string>()
+        const snapshots = new Set<string>()
+        for (const r of this.records.values()) {
+          if (TERMINAL.has(r.state)) continue
+          for (const l of r.req.layers) layers.add(l)
+          if (r.snapshot !== undefined) snapshots.add(r.snapshot)
+          if (r.hibernating !== undefined) snapshots.add(r.hibernating)
+        }
+        return { layers: [...layers], snapshots: [...snapshots] }
       }
       case 'count':
         return this.records.size
@@ -218,12 +289,10 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
       if (r === undefined) {
         r = {
           id: s.id, tenant: s.tenant, nodeId, address: s.address, state: 'lost', backend: s.spec.backend, labels: s.spec.labels,
-          createdAt: s.createdAt, expiresAt: typeof s.expiresAt === 'number' ? s.expiresAt : s.createdAt + s.spec.ttlMs, req: placementRequestOf(s.spec)
+          createdAt: s.createdAt, expiresAt: typeof s.expiresAt === 'number' ? s.expiresAt : s.createdAt + s.spec.ttlMs, req: placementRequestOf(s.spec), spec: s.spec
         }
         this.records.set(r.id, r)
-        let set = this.byNode.get(nodeId)
-        if (set === undefined) { set = new Set(); this.byNode.set(nodeId, set) }
-        set.add(r.id)
+        this.index(r)
       }
       if (TERMINAL.has(r.state)) {
         shards[shardOf(nodeId, shards.length)]!.tell({ type: 'reserve', nodeId, req: r.req })
@@ -241,14 +310,54 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
     }
   }
 
-  private forget (r: SandboxRecord): void {
-    this.records.delete(r.id)
+  /** Files a record under its node. */
+  private index (r: SandboxRecord): void {
+    let set = this.byNode.get(r.nodeId)
+    if (set === undefined) { set = new Set(); this.byNode.set(r.nodeId, set) }
+    set.add(r.id)
+  }
+
+  /** Drops a record from its node's set (a hibernated or forgotten one is on no node). */
+  private unindex (r: SandboxRecord): void {
     const onNode = this.byNode.get(r.nodeId)
     onNode?.delete(r.id)
     if (onNode?.size === 0) this.byNode.delete(r.nodeId)
   }
 
+  /**
+   * A hibernating sandbox ended on its node: it gives back its reservation and quota as an
+   * ended one does, but its record stays, `hibernated`, until it resumes, is killed or its TTL ends.
+   */
+  private hibernate (r: SandboxRecord): void {
+    const shards = this.o.shards()
+    shards[shardOf(r.nodeId, shards.length)]!.tell({ type: 'release', nodeId: r.nodeId, req: r.req })
+    this.o.iam().tell({ type: 'release', tenant: r.tenant })
+    this.unindex(r)
+    r.snapshot = r.hibernating!
+    delete r.hibernating
+    delete r.reason
+    delete r.message
+    let set = this.hibernated.get(r.tenant)
+    if (set === undefined) { set = new Set(); this.hibernated.set(r.tenant, set) }
+    set.add(r.id)
+    r.state = 'hibernated'
+    this.notify(r)
+    for (const key of this.endWaits.ended(r.id)) this.ctx.cancelTimer(`end-wait-${key}`)
+  }
+
+  private forget (r: SandboxRecord): void {
+    this.records.delete(r.id)
+    this.unindex(r)
+  }
+
   private transition (r: SandboxRecord, state: RecordState): void {
+    // A hibernated sandbox gave its reservation and quota back when it hibernated.
+    const held = r.state !== 'hibernated'
+    if (!held) {
+      const set = this.hibernated.get(r.tenant)
+      set?.delete(r.id)
+      if (set?.size === 0) this.hibernated.delete(r.tenant)
+    }
     r.state = state
     if (TERMINAL.has(state)) {
       r.endedAt = Date.now()
@@ -257,9 +366,11 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         const oldest = this.records.get(this.ended.shift()!)
         if (oldest !== undefined) this.forget(oldest)
       }
-      const shards = this.o.shards()
-      shards[shardOf(r.nodeId, shards.length)]!.tell({ type: 'release', nodeId: r.nodeId, req: r.req })
-      this.o.iam().tell({ type: 'release', tenant: r.tenant })
+      if (held) {
+        const shards = this.o.shards()
+        shards[shardOf(r.nodeId, shards.length)]!.tell({ type: 'release', nodeId: r.nodeId, req: r.req })
+        this.o.iam().tell({ type: 'release', tenant: r.tenant })
+      }
     }
     this.notify(r)
     // After the releases above: whoever a waiting kill answers finds the room already free.
