@@ -12,6 +12,7 @@ import type { CreateItem, CreateOutcome, NodeMessage } from '../node/index.js'
 import { placeBatch, type PlacementRequest, type ShardMessage } from '../placement/index.js'
 import { DATA_FILE_OPS, FilesDefaults, READ_ONLY_FILE_OPS, SandboxDefaults, type FileRequest, type OutputPage, type SandboxMessage } from '../sandbox/index.js'
 import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.js'
+import { resolveDeterminism } from '../spec-determinism.js'
 import { ImageRefDefaults, specLayers } from '../spec-image.js'
 import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
@@ -244,7 +245,8 @@ export class Session extends Actor<SessionMessage> {
     if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > SessionDefaults.maxPlacementDeadlineMs) {
       throw createError(ErrorCodes.INVALID_ARGUMENT, `deadlineMs must be an integer in [0, ${SessionDefaults.maxPlacementDeadlineMs}]`, { field: 'deadlineMs' })
     }
-    const spec = await this.resolveImages(parseSandboxSpec(m.spec))
+    // Resolved once for the whole batch: its sandboxes share one seed, as they share the spec.
+    const spec = resolveDeterminism(await this.resolveImages(parseSandboxSpec(m.spec)))
     const deadline = Date.now() + waitMs
     await this.o.iam().ask({ type: 'admit', tenant: this.tenant, n: count })
     const req = placementRequestOf(spec)
