@@ -17,6 +17,7 @@ import { ImageRefDefaults, specLayers } from '../spec-image.js'
 import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
 import { killMany, killOne, setTtl, type LifecycleDeps } from './lifecycle.js'
+import { pauseOrResume } from './pause-requests.js'
 import { nodeCreateError, toPublicError } from './public-error.js'
 import { parseClientRequest, type ClientRequest } from './requests.js'
 import { shardForSandbox, shardOf, type NodeStatus, type RegistryMessage } from './registry.js'
@@ -135,6 +136,10 @@ export class Session extends Actor<SessionMessage> {
       case 'set-ttl':
         this.authorize('sandbox:exec')
         return toView(await setTtl(this.lifecycle(), await this.record(m.id), m.ttlMs))
+      case 'pause':
+      case 'resume':
+        this.authorize('sandbox:exec')
+        return toView(await pauseOrResume(this.lifecycle(), await this.record(m.id), m.type))
       case 'exec':
         this.authorize('sandbox:exec')
         return await this.forward<OutputPage>(m.id, { type: 'exec', execId: m.execId, argv: m.argv, ...(m.opts !== undefined ? { opts: m.opts } : {}) }, SessionDefaults.readMarginMs + 2000)
