@@ -7,6 +7,8 @@
  * A hibernated sandbox (snapshotted, then ended on its node) keeps its record, state
  * `hibernated`, with the snapshot it resumes from: it holds no node, reservation or quota, and
  * ends only when its TTL does or it is killed.
+ * While a sandbox is paused its CPU share is given back to placement (it runs nothing), and
+ * taken again when it resumes; its memory and its slot stay reserved.
  */
 import { Actor, type ExitReason, type Ref } from '../../actors/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
@@ -15,12 +17,13 @@ import { withoutHostDirs, type SandboxSummary } from '../node/index.js'
 import type { NodeUsage, PlacementRequest, ShardMessage } from '../placement/index.js'
 import { placementRequestOf, type SandboxSpec } from '../spec.js'
 import type { EndReason, SandboxEvent, SandboxState } from '../sandbox/index.js'
+import { HibernatedSet, IdSets, usedBy } from './directory-hibernation.js'
 import { EndWaits } from './end-waits.js'
 import { shardOf } from './registry.js'
 
 export type RecordState = SandboxState | 'lost' | 'hibernated'
 /** Every state a sandbox's record can be in, in the order of its life. */
-export const RECORD_STATES: readonly RecordState[] = ['creating', 'ready', 'stopping', 'hibernated', 'gone', 'failed', 'lost']
+export const RECORD_STATES: readonly RecordState[] = ['creating', 'ready', 'paused', 'stopping', 'hibernated', 'gone', 'failed', 'lost']
 
 export interface SandboxRecord {
   id: string
@@ -43,6 +46,10 @@ export interface SandboxRecord {
   snapshot?: string
   /** Set while a hibernate is ending it on its node: its end makes it `hibernated`, not `gone`. */
   hibernating?: string
+  /** True while its CPU share is given back to placement (it is paused). */
+  cpuFree?: boolean
+  /** The newest pause or resume heard of (`SandboxInfo.pauseSeq`): an older report of one is ignored. */
+  pauseSeq?: number
 }
 
 /** Told to subscribed sessions when one of their tenant's sandboxes changes state. */
@@ -64,6 +71,8 @@ export type DirectoryMessage =
   | { type: 'end-wait-expired', key: number }
   /** A sandbox's life was lengthened or shortened (`sb.setTtl`). */
   | { type: 'set-expiry', tenant: string, id: string, expiresAt: number }
+  /** A session paused or resumed a sandbox (its node reports the same change, numbered alike). */
+  | { type: 'pause-state', tenant: string, id: string, state: 'ready' | 'paused', pauseSeq: number, expiresAt: number }
   | { type: 'subscribe', tenant: string, ref: Ref }
   /**
    * A hibernate cut `snapshot` of the sandbox and is about to end it: its end makes the record
@@ -107,13 +116,13 @@ export function hasEnded (state: RecordState): boolean {
 
 export class SandboxDirectory extends Actor<DirectoryMessage> {
   private readonly records = new Map<string, SandboxRecord>()
-  private readonly byNode = new Map<string, Set<string>>()
+  private readonly byNode = new IdSets()
   private readonly subscribers = new Map<string, Set<Ref>>()
   /** Ended sandbox ids, oldest first (FIFO; ids may repeat harmlessly if one is already gone). */
   private ended: string[] = []
   private readonly endWaits = new EndWaits(DirectoryDefaults.maxEndWaitIds)
-  /** Hibernated sandbox ids by tenant: swept for their TTL, counted for the bound. */
-  private readonly hibernated = new Map<string, Set<string>>()
+  /** Hibernated sandboxes: swept for their TTL, counted for the bound. */
+  private readonly hibernated = new HibernatedSet(DirectoryDefaults.maxHibernatedPerTenant)
 
   constructor (private readonly o: DirectoryOptions) { super() }
 
@@ -126,7 +135,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
       case 'add':
         for (const r of m.records) {
           this.records.set(r.id, r)
-          this.index(r)
+          this.byNode.add(r.nodeId, r.id)
         }
         return undefined
       case 'events':
@@ -134,6 +143,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
           const r = this.records.get(e.id)
           // A hibernated one is on no node: a late event of its old actor is not news.
           if (r === undefined || r.nodeId !== m.nodeId || TERMINAL.has(r.state) || r.state === 'hibernated') continue
+          if (e.pauseSeq !== undefined && (e.state === 'paused' || e.state === 'ready')) { this.follow(r, e.state, e.pauseSeq, e.expiresAt); continue }
           if (e.reason !== undefined) r.reason = e.reason
           if (e.message !== undefined) r.message = withoutHostDirs(e.message)
           if (r.hibernating !== undefined && TERMINAL.has(e.state)) this.hibernate(r)
@@ -141,7 +151,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         }
         return undefined
       case 'node-lost':
-        for (const id of this.byNode.get(m.nodeId) ?? []) {
+        for (const id of this.byNode.of(m.nodeId)) {
           const r = this.records.get(id)
           if (r !== undefined && !TERMINAL.has(r.state)) { r.reason = 'lost'; this.transition(r, 'lost') }
         }
@@ -183,6 +193,11 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         if (r !== undefined && r.tenant === m.tenant && !TERMINAL.has(r.state)) r.expiresAt = m.expiresAt
         return undefined
       }
+      case 'pause-state': {
+        const r = this.records.get(m.id)
+        if (r !== undefined && r.tenant === m.tenant) this.follow(r, m.state, m.pauseSeq, m.expiresAt)
+        return undefined
+      }
       case 'subscribe': {
         let set = this.subscribers.get(m.tenant)
         if (set === undefined) { set = new Set(); this.subscribers.set(m.tenant, set) }
@@ -201,21 +216,15 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         }
         this.ended = this.ended.slice(drop)
         const now = Date.now()
-        for (const ids of [...this.hibernated.values()]) {
-          for (const id of [...ids]) {
-            const r = this.records.get(id)
-            if (r !== undefined && r.expiresAt <= now) { r.reason = 'ttl'; this.transition(r, 'gone') }
-          }
+        for (const id of this.hibernated.ids()) {
+          const r = this.records.get(id)
+          if (r !== undefined && r.expiresAt <= now) { r.reason = 'ttl'; this.transition(r, 'gone') }
         }
         return undefined
       }
       case 'hibernating': {
         const r = this.records.get(m.id)
-        if (r === undefined || r.tenant !== m.tenant || TERMINAL.has(r.state) || r.state === 'hibernated') throw createError(ErrorCodes.NOT_FOUND, `no live sandbox ${m.id}`)
-        if ((this.hibernated.get(m.tenant)?.size ?? 0) >= DirectoryDefaults.maxHibernatedPerTenant) {
-          throw createError(ErrorCodes.QUOTA, `tenant ${m.tenant} has ${DirectoryDefaults.maxHibernatedPerTenant} hibernated sandboxes: resume or kill some first`, { max: DirectoryDefaults.maxHibernatedPerTenant })
-        }
-        r.hibernating = m.snapshot
+        this.hibernated.admit(r, m.tenant, m.id, r !== undefined && TERMINAL.has(r.state)).hibernating = m.snapshot
         return true
       }
       case 'resumed': {
@@ -225,7 +234,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         delete r.reason
         delete r.message
         Object.assign(r, { nodeId: m.nodeId, address: m.address, spec: m.spec, req: m.req })
-        this.index(r)
+        this.byNode.add(r.nodeId, r.id)
         this.transition(r, 'ready')
         return true
       }
@@ -237,17 +246,8 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
           if (r.state === 'hibernated') { r.reason = 'killed'; this.transition(r, 'gone') }
         }
         return undefined
-      case 'in-use': {
-        const layers = new Set<string>()
-        const snapshots = new Set<string>()
-        for (const r of this.records.values()) {
-          if (TERMINAL.has(r.state)) continue
-          for (const l of r.req.layers) layers.add(l)
-          if (r.snapshot !== undefined) snapshots.add(r.snapshot)
-          if (r.hibernating !== undefined) snapshots.add(r.hibernating)
-        }
-        return { layers: [...layers], snapshots: [...snapshots] }
-      }
+      case 'in-use':
+        return usedBy(this.records.values(), (r) => TERMINAL.has(r.state))
       case 'count':
         return this.records.size
       case 'usage': {
@@ -255,10 +255,10 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         const out: Record<string, NodeUsage> = {}
         for (const nodeId of m.nodeIds) {
           const usage: NodeUsage = { cpus: 0, memoryMiB: 0, sandboxes: {} }
-          for (const id of this.byNode.get(nodeId) ?? []) {
+          for (const id of this.byNode.of(nodeId)) {
             const r = this.records.get(id)
             if (r === undefined || TERMINAL.has(r.state)) continue
-            usage.cpus += r.req.cpus
+            usage.cpus += held(r).cpus
             usage.memoryMiB += r.req.memoryMiB
             usage.sandboxes[r.req.backend] = (usage.sandboxes[r.req.backend] ?? 0) + 1
           }
@@ -292,36 +292,38 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
           createdAt: s.createdAt, expiresAt: typeof s.expiresAt === 'number' ? s.expiresAt : s.createdAt + s.spec.ttlMs, req: placementRequestOf(s.spec), spec: s.spec
         }
         this.records.set(r.id, r)
-        this.index(r)
+        this.byNode.add(r.nodeId, r.id)
       }
+      // The node's word on pauses is the truth now (a restarted agent numbers them afresh).
+      const state = s.paused === true ? 'paused' : 'ready'
+      r.pauseSeq = s.pauseSeq ?? 0
       if (TERMINAL.has(r.state)) {
-        shards[shardOf(nodeId, shards.length)]!.tell({ type: 'reserve', nodeId, req: r.req })
+        r.cpuFree = state === 'paused'
+        shards[shardOf(nodeId, shards.length)]!.tell({ type: 'reserve', nodeId, req: held(r) })
         this.o.iam().tell({ type: 'adopt', tenant: r.tenant })
         delete r.reason
         delete r.endedAt
         r.address = s.address
-        r.state = 'ready'
+        r.state = state
+        this.notify(r)
+      } else if ((r.state === 'ready' || r.state === 'paused') && r.state !== state) {
+        // A pause or resume whose report was lost with the link.
+        this.shiftCpu(r, state === 'paused')
+        r.state = state
         this.notify(r)
       }
     }
-    for (const id of this.byNode.get(nodeId) ?? []) {
+    for (const id of this.byNode.of(nodeId)) {
       const r = this.records.get(id)
       if (r !== undefined && !running.has(id) && !TERMINAL.has(r.state)) { r.reason = 'lost'; this.transition(r, 'lost') }
     }
   }
 
-  /** Files a record under its node. */
-  private index (r: SandboxRecord): void {
-    let set = this.byNode.get(r.nodeId)
-    if (set === undefined) { set = new Set(); this.byNode.set(r.nodeId, set) }
-    set.add(r.id)
-  }
-
-  /** Drops a record from its node's set (a hibernated or forgotten one is on no node). */
-  private unindex (r: SandboxRecord): void {
-    const onNode = this.byNode.get(r.nodeId)
-    onNode?.delete(r.id)
-    if (onNode?.size === 0) this.byNode.delete(r.nodeId)
+  /** Gives back what a record holds: its reservation on its node and its quota. */
+  private release (r: SandboxRecord): void {
+    const shards = this.o.shards()
+    shards[shardOf(r.nodeId, shards.length)]!.tell({ type: 'release', nodeId: r.nodeId, req: held(r) })
+    this.o.iam().tell({ type: 'release', tenant: r.tenant })
   }
 
   /**
@@ -329,17 +331,15 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
    * ended one does, but its record stays, `hibernated`, until it resumes, is killed or its TTL ends.
    */
   private hibernate (r: SandboxRecord): void {
-    const shards = this.o.shards()
-    shards[shardOf(r.nodeId, shards.length)]!.tell({ type: 'release', nodeId: r.nodeId, req: r.req })
-    this.o.iam().tell({ type: 'release', tenant: r.tenant })
-    this.unindex(r)
+    this.release(r)
+    this.byNode.delete(r.nodeId, r.id)
+    delete r.cpuFree
+    delete r.pauseSeq
     r.snapshot = r.hibernating!
     delete r.hibernating
     delete r.reason
     delete r.message
-    let set = this.hibernated.get(r.tenant)
-    if (set === undefined) { set = new Set(); this.hibernated.set(r.tenant, set) }
-    set.add(r.id)
+    this.hibernated.add(r)
     r.state = 'hibernated'
     this.notify(r)
     for (const key of this.endWaits.ended(r.id)) this.ctx.cancelTimer(`end-wait-${key}`)
@@ -347,17 +347,13 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
 
   private forget (r: SandboxRecord): void {
     this.records.delete(r.id)
-    this.unindex(r)
+    this.byNode.delete(r.nodeId, r.id)
   }
 
   private transition (r: SandboxRecord, state: RecordState): void {
     // A hibernated sandbox gave its reservation and quota back when it hibernated.
-    const held = r.state !== 'hibernated'
-    if (!held) {
-      const set = this.hibernated.get(r.tenant)
-      set?.delete(r.id)
-      if (set?.size === 0) this.hibernated.delete(r.tenant)
-    }
+    const holds = r.state !== 'hibernated'
+    if (!holds) this.hibernated.delete(r)
     r.state = state
     if (TERMINAL.has(state)) {
       r.endedAt = Date.now()
@@ -366,21 +362,41 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         const oldest = this.records.get(this.ended.shift()!)
         if (oldest !== undefined) this.forget(oldest)
       }
-      if (held) {
-        const shards = this.o.shards()
-        shards[shardOf(r.nodeId, shards.length)]!.tell({ type: 'release', nodeId: r.nodeId, req: r.req })
-        this.o.iam().tell({ type: 'release', tenant: r.tenant })
-      }
+      if (holds) this.release(r)
     }
     this.notify(r)
     // After the releases above: whoever a waiting kill answers finds the room already free.
     if (TERMINAL.has(state)) for (const key of this.endWaits.ended(r.id)) this.ctx.cancelTimer(`end-wait-${key}`)
   }
 
+  /** A pause or resume, from the sandbox's node or the session that asked for it: the newest (by `pauseSeq`) wins. */
+  private follow (r: SandboxRecord, state: 'ready' | 'paused', pauseSeq: number, expiresAt: number | undefined): void {
+    if ((r.state !== 'ready' && r.state !== 'paused') || pauseSeq <= (r.pauseSeq ?? 0)) return
+    r.pauseSeq = pauseSeq
+    if (expiresAt !== undefined) r.expiresAt = expiresAt
+    if (r.state === state) return
+    this.shiftCpu(r, state === 'paused')
+    r.state = state
+    this.notify(r)
+  }
+
+  /** Gives a paused sandbox's CPU share back to placement (`free`), or takes it again at its resume. */
+  private shiftCpu (r: SandboxRecord, free: boolean): void {
+    if ((r.cpuFree === true) === free) return
+    r.cpuFree = free
+    const shards = this.o.shards()
+    shards[shardOf(r.nodeId, shards.length)]!.tell({ type: 'shift-cpu', nodeId: r.nodeId, cpus: free ? -r.req.cpus : r.req.cpus })
+  }
+
   private notify (r: SandboxRecord): void {
     const notice: SandboxStateNotice = { type: 'sandbox-state', id: r.id, state: r.state, ...(r.reason !== undefined ? { reason: r.reason } : {}), ...(r.message !== undefined ? { message: r.message } : {}) }
     for (const ref of this.subscribers.get(r.tenant) ?? []) ref.tell(notice)
   }
+}
+
+/** What a record holds on its node now: all it was given, but its CPU while paused. */
+function held (r: SandboxRecord): PlacementRequest {
+  return r.cpuFree === true ? { ...r.req, cpus: 0 } : r.req
 }
 
 export function createDirectory (options: DirectoryOptions): () => SandboxDirectory {

@@ -11,3 +11,4 @@ export { createSnapshotIndex, SnapshotDefaults, SnapshotIndex, type SnapshotInde
 export { isSnapshotId, SnapshotStore, type SnapshotRecord, type SnapshotView } from './snapshot-store.js'
 export { CreateDefaults } from './create.js'
 export type { ForkOutcome } from './snapshots.js'
+export { pauseOrResume, PauseRequestDefaults } from './pause-requests.js'

@@ -26,6 +26,9 @@ export type ClientRequest =
   | { type: 'kill', labels: Record<string, string> }
   /** The sandbox lives `ttlMs` from now (its whole life within the spec's maximum). */
   | { type: 'set-ttl', id: string, ttlMs: number }
+  /** Freezes a sandbox, or thaws it (answered with its view). */
+  | { type: 'pause', id: string }
+  | { type: 'resume', id: string }
   | { type: 'exec', id: string, execId: string, argv: string[], opts?: WireExecOptions }
   | { type: 'read', id: string, execId: string, fromSeq: number, maxBytes?: number, waitMs?: number }
   | { type: 'exec-kill', id: string, execId: string }
@@ -48,8 +51,6 @@ export type ClientRequest =
   /** One snapshot of the sandbox, then `count` sandboxes from it (`spec` laid over the sandbox's). */
   | { type: 'fork', id: string, count: number, spec?: unknown, deadlineMs?: number }
   | { type: 'hibernate', id: string }
-  /** A paused sandbox thaws; a hibernated one is created again from its snapshot (same id). */
-  | { type: 'resume', id: string }
 
 /** Bounds of the fields a request carries (not of the work it asks for). */
 export const RequestLimits = {
@@ -180,6 +181,8 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
   list: (r) => ({ type: 'list', ...opt(r, 'labels', labels), ...opt(r, 'state', (v, f) => oneOf(v, f, RECORD_STATES)), ...opt(r, 'all', flag), ...opt(r, 'limit', count) }),
   kill,
   'set-ttl': (r) => ({ type: 'set-ttl', id: id(r), ttlMs: positive(r.ttlMs, 'ttlMs') }),
+  pause: (r) => ({ type: 'pause', id: id(r) }),
+  resume: (r) => ({ type: 'resume', id: id(r) }),
   exec: (r) => ({ type: 'exec', id: id(r), execId: execId(r), argv: parseArgv(r.argv), ...(r.opts !== undefined ? { opts: execOptions(r.opts) } : {}) }),
   read: (r) => ({ type: 'read', id: id(r), execId: execId(r), fromSeq: count(r.fromSeq, 'fromSeq'), ...opt(r, 'maxBytes', count), ...opt(r, 'waitMs', count) }),
   'exec-kill': (r) => ({ type: 'exec-kill', id: id(r), execId: execId(r) }),
@@ -208,8 +211,7 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
     if (positive(r.count, 'count') > RequestLimits.maxFork) invalid('count', `must be an integer from 1 to ${RequestLimits.maxFork}`)
     return { type: 'fork', id: id(r), count: r.count as number, ...(r.spec !== undefined ? { spec: r.spec } : {}), ...opt(r, 'deadlineMs', count) }
   },
-  hibernate: (r) => ({ type: 'hibernate', id: id(r) }),
-  resume: (r) => ({ type: 'resume', id: id(r) })
+  hibernate: (r) => ({ type: 'hibernate', id: id(r) })
 }
 
 const hasOwn = Object.prototype.hasOwnProperty

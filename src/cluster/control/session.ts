@@ -11,17 +11,19 @@ import type { ShardMessage } from '../placement/index.js'
 import { DATA_FILE_OPS, FilesDefaults, READ_ONLY_FILE_OPS, SandboxDefaults, type FileRequest, type OutputPage, type SandboxMessage } from '../sandbox/index.js'
 import { isPlainObject } from '../spec-fields.js'
 import { parseSandboxSpec, type SandboxSpec } from '../spec.js'
+import { resolveDeterminism } from '../spec-determinism.js'
 import { ImageRefDefaults, specLayers } from '../spec-image.js'
 import { createRecords, newSandboxIds } from './create.js'
 import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
 import { killMany, killOne, setTtl, type LifecycleDeps } from './lifecycle.js'
+import { pauseOrResume } from './pause-requests.js'
 import { toPublicError } from './public-error.js'
 import { parseClientRequest, type ClientRequest } from './requests.js'
 import type { NodeStatus, RegistryMessage } from './registry.js'
 import type { SnapshotIndexMessage } from './snapshot-index.js'
 import { toSnapshotView } from './snapshot-store.js'
-import { fork, hibernate, resumeHibernated, specFromSnapshot, takeSnapshot, type SnapshotDeps } from './snapshots.js'
+import { fork, hibernate, hibernatedError, resumeHibernated, specFromSnapshot, takeSnapshot, type SnapshotDeps } from './snapshots.js'
 import { toView, type SandboxView } from './views.js'
 
 export { toView, type SandboxView } from './views.js'
@@ -116,6 +118,19 @@ export class Session extends Actor<SessionMessage> {
       case 'set-ttl':
         this.authorize('sandbox:exec')
         return toView(await setTtl(this.lifecycle(), await this.record(m.id), m.ttlMs))
+      case 'pause': {
+        this.authorize('sandbox:exec')
+        const r = await this.record(m.id)
+        if (r.state === 'hibernated') throw hibernatedError(r)
+        return toView(await pauseOrResume(this.lifecycle(), r, 'pause'))
+      }
+      case 'resume': {
+        this.authorize('sandbox:exec')
+        const r = await this.record(m.id)
+        // A hibernated sandbox is created again from its snapshot; a paused one thaws.
+        if (r.state === 'hibernated') return await resumeHibernated(this.deps(), r, this.deadline(undefined))
+        return toView(await pauseOrResume(this.lifecycle(), r, 'resume'))
+      }
       case 'exec':
         this.authorize('sandbox:exec')
         return await this.forward<OutputPage>(m.id, { type: 'exec', execId: m.execId, argv: m.argv, ...(m.opts !== undefined ? { opts: m.opts } : {}) }, SessionDefaults.readMarginMs + 2000)
@@ -180,12 +195,6 @@ export class Session extends Actor<SessionMessage> {
       case 'hibernate':
         this.authorize('sandbox:exec')
         return await hibernate(this.deps(), m.id)
-      case 'resume': {
-        this.authorize('sandbox:exec')
-        const r = await this.record(m.id)
-        if (r.state === 'hibernated') return await resumeHibernated(this.deps(), r, this.deadline(undefined))
-        return await this.forward(m.id, { type: 'resume' } as unknown as SandboxMessage)
-      }
     }
   }
 
@@ -245,7 +254,7 @@ export class Session extends Actor<SessionMessage> {
     if (r.state === 'gone' || r.state === 'failed' || r.state === 'lost') {
       throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${id} is ${r.state}${r.reason !== undefined ? ` (${r.reason})` : ''}`, { id, state: r.state, ...(r.reason !== undefined ? { reason: r.reason } : {}) })
     }
-    if (r.state === 'hibernated') throw createError(ErrorCodes.SANDBOX_PAUSED, `sandbox ${id} is hibernated: resume it first`, { id, state: r.state })
+    if (r.state === 'hibernated') throw hibernatedError(r)
     const ref = this.ctx.system.refFor<SandboxMessage>(r.address)
     if (ref === undefined) throw createError(ErrorCodes.SANDBOX_GONE, `the node of sandbox ${id} is not connected`, { id, state: 'lost' })
     try {
@@ -263,9 +272,10 @@ export class Session extends Actor<SessionMessage> {
       throw createError(ErrorCodes.INVALID_ARGUMENT, `count must be an integer in [1, ${SessionDefaults.maxBatch}]`, { field: 'count' })
     }
     const deadline = this.deadline(m.deadlineMs)
-    const spec = isPlainObject(m.spec) && m.spec.snapshot !== undefined
+    // Resolved once for the whole batch: its sandboxes share one seed, as they share the spec.
+    const spec = resolveDeterminism(isPlainObject(m.spec) && m.spec.snapshot !== undefined
       ? await specFromSnapshot(this.deps(), m.spec)
-      : await this.resolveImages(parseSandboxSpec(m.spec))
+      : await this.resolveImages(parseSandboxSpec(m.spec)))
     await this.o.iam().ask({ type: 'admit', tenant: this.tenant, n: count })
     const outcomes = await createRecords(this.deps(), spec, newSandboxIds(count), deadline)
     const records = outcomes.filter((o): o is SandboxRecord => !(o instanceof Error))

@@ -8,7 +8,7 @@
  */
 import type { Ref } from '../../actors/index.js'
 import { createError, ErrorCodes, toWireError, type WireError } from '../../errors.js'
-import type { SandboxMessage } from '../sandbox/index.js'
+import type { SandboxMessage, SnapshotResult } from '../sandbox/index.js'
 import { isPlainObject, bad } from '../spec-fields.js'
 import { ImageRefDefaults } from '../spec-image.js'
 import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.js'
@@ -27,14 +27,16 @@ export interface SnapshotDeps extends CreateDeps {
   forward: <R>(id: string, message: SandboxMessage, timeoutMs: number) => Promise<R>
 }
 
-/** What the sandbox actor answers a snapshot with, once the layer is in the blob store. */
-interface SnapshotLayerAnswer { layer: string, bytes: number, flattened: boolean }
-
 /** One sandbox of a fork: made, or why not. */
 export type ForkOutcome = { ok: true, sandbox: SandboxView } | { ok: false, error: WireError }
 
 /** Spec fields that are maps: a create from a snapshot merges them key by key; any other field it gives replaces the snapshot's. */
 const MERGED_FIELDS = ['labels', 'env', 'limits']
+
+/** The refusal of what a hibernated sandbox cannot do before it resumes (exec, files, pause, snapshot). */
+export function hibernatedError (r: SandboxRecord): Error {
+  return createError(ErrorCodes.SANDBOX_PAUSED, `sandbox ${r.id} is hibernated: resume it first`, { id: r.id, state: r.state })
+}
 
 /**
  * Lays the fields a client gave over a sandbox's spec: the snapshot's spec for a create from it,
@@ -82,7 +84,7 @@ export async function specFromSnapshot (d: SnapshotDeps, raw: Record<string, unk
 export async function takeSnapshot (d: SnapshotDeps, r: SandboxRecord, name?: string): Promise<SnapshotRecord> {
   if (r.backend === 'function') throw createError(ErrorCodes.UNSUPPORTED, 'a function sandbox has no file system to snapshot', { field: 'backend', backend: r.backend })
   const { flatten } = await d.snapshots().ask<{ flatten: boolean }>({ type: 'plan', tenant: d.tenant, spec: r.spec })
-  const cut = await d.forward<SnapshotLayerAnswer>(r.id, { type: 'snapshot', ...(flatten ? { flatten } : {}) } as unknown as SandboxMessage, SnapshotDefaults.snapshotTimeoutMs)
+  const cut = await d.forward<SnapshotResult>(r.id, { type: 'snapshot', ...(flatten ? { flatten } : {}) }, SnapshotDefaults.snapshotTimeoutMs)
   const image = r.spec.image ?? { base: ImageRefDefaults.builtinBase }
   const stacked = { ...image, diffs: [...(image.diffs ?? []), cut.layer] }
   const stack = cut.flattened ? { base: cut.layer } : stacked
