@@ -3,7 +3,7 @@
  * (e.g. `warren-<nodeId>`), sandbox groups named by sandbox id below it.
  */
 import { existsSync } from 'node:fs'
-import type { CgroupProvider } from '../backend.js'
+import type { CgroupProvider } from '../cgroup-types.js'
 import { CgroupDefaults } from './defaults.js'
 import { detectLayout } from './detect.js'
 import { createSandboxCgroup, openSandboxCgroup } from './group.js'
