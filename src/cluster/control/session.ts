@@ -10,7 +10,7 @@ import { authorize, type IamMessage, type Principal, type Scope } from '../iam/i
 import type { ShardMessage } from '../placement/index.js'
 import { DATA_FILE_OPS, FilesDefaults, READ_ONLY_FILE_OPS, SandboxDefaults, type FileRequest, type OutputPage, type SandboxMessage } from '../sandbox/index.js'
 import { isPlainObject } from '../spec-fields.js'
-import { parseSandboxSpec, type SandboxSpec } from '../spec.js'
+import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.js'
 import { resolveDeterminism } from '../spec-determinism.js'
 import { ImageRefDefaults, specLayers } from '../spec-image.js'
 import { createRecords, newSandboxIds } from './create.js'
@@ -276,8 +276,14 @@ export class Session extends Actor<SessionMessage> {
     const spec = resolveDeterminism(isPlainObject(m.spec) && m.spec.snapshot !== undefined
       ? await specFromSnapshot(this.deps(), m.spec)
       : await this.resolveImages(parseSandboxSpec(m.spec)))
-    await this.o.iam().ask({ type: 'admit', tenant: this.tenant, n: count })
-    const outcomes = await createRecords(this.deps(), spec, newSandboxIds(count), deadline)
+    let outcomes: Awaited<ReturnType<typeof createRecords>>
+    try {
+      await this.o.iam().ask({ type: 'admit', tenant: this.tenant, n: count })
+      outcomes = await createRecords(this.deps(), spec, newSandboxIds(count), deadline)
+    } finally {
+      // Its sandboxes are in the directory now (or were not made): the collector may look again.
+      if (spec.snapshot !== undefined) this.o.snapshots().tell({ type: 'unlease', layers: placementRequestOf(spec).layers })
+    }
     const records = outcomes.filter((o): o is SandboxRecord => !(o instanceof Error))
     const firstError = outcomes.find((o): o is Error => o instanceof Error)
     if (firstError !== undefined) {

@@ -49,6 +49,8 @@ export type SnapshotIndexMessage =
   | { type: 'put', record: SnapshotRecord }
   /** A live snapshot of the tenant by id or name, its layers leased for a create; BAD_SPEC naming `snapshot` when there is none. */
   | { type: 'resolve', tenant: string, ref: string }
+  /** The create that resolved a snapshot is done (its sandboxes are in the directory, or were not made): its lease ends. */
+  | { type: 'unlease', layers: string[] }
   /** A snapshot by id, deleted or not (a hibernated sandbox's own); undefined when purged. */
   | { type: 'get-any', id: string }
   | { type: 'list', tenant: string, sandboxId?: string, limit?: number }
@@ -67,8 +69,11 @@ export interface SnapshotIndexOptions {
 
 export class SnapshotIndex extends Actor<SnapshotIndexMessage> {
   private readonly t: SnapshotTunables
-  /** Layer → until when a create may still be stacking it. One entry per layer, so bounded by the layers that exist. */
-  private readonly leases = new Map<string, number>()
+  /**
+   * Layer → creates on their way that stack it, and until when the newest may still be (a create
+   * that never says it is done lets go then). One entry per layer: bounded by the layers that exist.
+   */
+  private readonly leases = new Map<string, { n: number, until: number }>()
   private collecting: Promise<string[]> | undefined
   private again = false
 
@@ -99,9 +104,15 @@ export class SnapshotIndex extends Actor<SnapshotIndexMessage> {
         // Another tenant's snapshot answers exactly like one that never was.
         if (r === undefined) throw createError(ErrorCodes.BAD_SPEC, `spec.snapshot: no snapshot ${m.ref}`, { field: 'snapshot' })
         const until = Date.now() + SnapshotDefaults.leaseMs
-        for (const l of r.layers) this.leases.set(l, until)
+        for (const l of r.layers) this.leases.set(l, { n: (this.leases.get(l)?.n ?? 0) + 1, until })
         return r
       }
+      case 'unlease':
+        for (const l of m.layers) {
+          const lease = this.leases.get(l)
+          if (lease !== undefined && --lease.n <= 0) this.leases.delete(l)
+        }
+        return undefined
       case 'get-any':
         return store.getAny(m.id)
       case 'list': {
@@ -144,7 +155,7 @@ export class SnapshotIndex extends Actor<SnapshotIndexMessage> {
     // Read after the directory answered: a snapshot made meanwhile is counted.
     const live = store.liveLayers()
     const now = Date.now()
-    for (const [l, until] of this.leases) if (until <= now) this.leases.delete(l)
+    for (const [l, lease] of this.leases) if (lease.until <= now) this.leases.delete(l)
     const removed: string[] = []
     for (const d of deleted) {
       // A hibernated sandbox resumes from it: its row and layers stay.
