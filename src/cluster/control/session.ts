@@ -203,7 +203,10 @@ export class Session extends Actor<SessionMessage> {
       tenant: this.tenant, iam: this.o.iam, shards: this.o.shards, directory: this.o.directory, snapshots: this.o.snapshots,
       refFor: (address) => this.ctx.system.refFor(address),
       record: (id) => this.record(id),
-      forward: (id, message, timeoutMs) => this.forward(id, message, timeoutMs)
+      forward: (id, message, timeoutMs) => this.forward(id, message, timeoutMs),
+      // A resumed sandbox's trajectory goes on where it stopped, when the control plane keeps them.
+      nextSeq: async (id) => await this.ctx.system.lookup(`${this.ctx.system.name}/trajectories`)
+        ?.ask<number>({ type: 'next-seq', sandboxId: id }, { timeoutMs: 10_000 }).catch(() => undefined)
     }
   }
 

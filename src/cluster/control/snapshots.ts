@@ -25,6 +25,8 @@ export interface SnapshotDeps extends CreateDeps {
   record: (id: string) => Promise<SandboxRecord>
   /** A message to the sandbox's actor, once the record says it can take one (the session's forward). */
   forward: <R>(id: string, message: SandboxMessage, timeoutMs: number) => Promise<R>
+  /** The seq a sandbox's trajectory goes on from, when the cluster keeps trajectories. */
+  nextSeq?: (id: string) => Promise<number | undefined>
 }
 
 /** One sandbox of a fork: made, or why not. */
@@ -159,8 +161,9 @@ export async function resumeHibernated (d: SnapshotDeps, r: SandboxRecord, deadl
   const snap = await d.snapshots().ask<SnapshotRecord | undefined>({ type: 'get-any', id: r.snapshot! })
   if (snap === undefined) throw createError(ErrorCodes.INTERNAL, `the snapshot ${String(r.snapshot)} of hibernated sandbox ${r.id} is missing`)
   const spec = onSnapshot({ ...r.spec, ttlMs: Math.max(1, r.expiresAt - Date.now()) }, snap)
+  const nextSeq = await d.nextSeq?.(r.id)
   await d.iam().ask({ type: 'admit', tenant: d.tenant, n: 1 })
-  const [made] = await placeAndCreate(d, spec, [r.id], deadline)
+  const [made] = await placeAndCreate(d, spec, [r.id], deadline, nextSeq !== undefined ? { trajectory: { nextSeq } } : {})
   if (made instanceof Error || made === undefined) {
     d.iam().tell({ type: 'release', tenant: d.tenant, n: 1 })
     throw made ?? new Error('lost outcome')
