@@ -81,7 +81,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: 'list your live sandboxes (with --all, those ended in the last minutes too)',
     flags: {
       label: { type: 'string', multiple: true, value: 'K=V', help: 'only sandboxes with this label' },
-      state: { type: 'string', value: 'STATE', help: 'only sandboxes in this state (creating, ready, stopping, gone, failed, lost)' },
+      state: { type: 'string', value: 'STATE', help: 'only sandboxes in this state (creating, ready, paused, stopping, gone, failed, lost)' },
       all: { type: 'boolean', help: 'ended sandboxes too (gone, failed, lost)' }
     },
     run: async ({ values }) => await commands.ps(values)
@@ -118,6 +118,22 @@ export const COMMANDS: readonly CommandSpec[] = [
     positionals: { min: 1, max: Infinity },
     flags: {},
     run: async ({ positionals }) => await commands.kill(positionals)
+  }),
+  command({
+    name: 'pause',
+    summary: 'freeze a sandbox (container): its processes stop, its memory is kept, its CPU is free',
+    args: 'ID',
+    positionals: { min: 1, max: 1 },
+    flags: {},
+    run: async ({ positionals }) => await commands.freeze('pause', positionals[0])
+  }),
+  command({
+    name: 'resume',
+    summary: 'thaw a paused sandbox: its processes go on where they stopped',
+    args: 'ID',
+    positionals: { min: 1, max: 1 },
+    flags: {},
+    run: async ({ positionals }) => await commands.freeze('resume', positionals[0])
   }),
   command({
     name: 'token create',

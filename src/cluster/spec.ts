@@ -6,6 +6,7 @@ import type { BackendKind } from '../backends/types.js'
 import { parseEgressRules } from '../backends/container/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import type { PlacementRequest } from './placement/index.js'
+import { parseDeterminism, type Determinism } from './spec-determinism.js'
 import { bad, badEnvName, boundedNumber, isPlainObject, onlyKnown, stringMap } from './spec-fields.js'
 import { specLayers, parseImage } from './spec-image.js'
 import { parseLimits } from './spec-limits.js'
@@ -36,6 +37,10 @@ export interface SandboxSpec {
    * (`pypi.org`, `*.pythonhosted.org`, `host:port`). Without it, loopback only.
    */
   network?: { egress: string[] }
+  /** False: time paused does not count against `ttlMs` (its end moves on at resume). Absent: true. */
+  pausedTtl?: boolean
+  /** A fixed hostname, time zone, locale, build epoch and seed (spec-determinism.ts); the seed is drawn at create. */
+  deterministic?: Determinism
 }
 
 /** Defaults and bounds of a spec, in one place. */
@@ -67,7 +72,7 @@ export const SpecDefaults = {
   maxEnvValue: 32 * 1024
 }
 
-const KNOWN_FIELDS = ['backend', 'ttlMs', 'idleTimeoutMs', 'labels', 'limits', 'env', 'image', 'network'] as const
+const KNOWN_FIELDS = ['backend', 'ttlMs', 'idleTimeoutMs', 'labels', 'limits', 'env', 'image', 'network', 'pausedTtl', 'deterministic'] as const
 
 /**
  * Checks a spec from the wire and fills in defaults.
@@ -103,6 +108,11 @@ export function parseSandboxSpec (input: unknown): SandboxSpec {
       if (egress.length > 0) spec.network = { egress }
     }
   }
+  if (input.pausedTtl !== undefined) {
+    if (typeof input.pausedTtl !== 'boolean') bad('pausedTtl', 'must be true or false')
+    spec.pausedTtl = input.pausedTtl
+  }
+  if (input.deterministic !== undefined) spec.deterministic = parseDeterminism(input.deterministic)
   return spec
 }
 

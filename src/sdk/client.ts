@@ -41,6 +41,13 @@ export interface CreateSpec {
   image?: { base: string, workspace?: string, tools?: string[] }
   /** Hosts the sandbox may reach through its egress proxy (container; `pypi.org`, `*.pythonhosted.org`, `host:port`). */
   network?: { egress: string[] }
+  /** False: time spent paused does not count against `ttlMs` (the end moves on at resume). Default true. */
+  pausedTtl?: boolean
+  /**
+   * The same world in every sandbox of this spec: hostname, TZ, LANG/LC_ALL, SOURCE_DATE_EPOCH,
+   * WARREN_SEED and PYTHONHASHSEED (`true`: sandbox, UTC, C.UTF-8, 0 and a seed drawn at create).
+   */
+  deterministic?: true | { hostname?: string, tz?: string, lang?: string, sourceDateEpoch?: number, seed?: number }
   /** How long to wait for capacity before WARREN_ERR_NO_CAPACITY. */
   deadlineMs?: number
 }

@@ -6,7 +6,7 @@
 import { nanoid } from 'nanoid'
 import { Actor, type Ref } from '../actors/index.js'
 import type { ExecResult, TerminalSize } from '../backends/types.js'
-import { LifecycleDefaults, type OutputPage, type SandboxStateNotice, type SandboxView, type TrajectoryPage, type WireExecOptions } from '../cluster/index.js'
+import { LifecycleDefaults, PauseRequestDefaults, type OutputPage, type SandboxStateNotice, type SandboxView, type TrajectoryPage, type WireExecOptions } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { decodeAll, ExecDefaults, ExecPump, stdinNotOpen, type ExecChunk, type ExecTransport } from './exec.js'
 import { SandboxFiles } from './files.js'
@@ -191,6 +191,33 @@ export class Sandbox {
     const view = await this.t.request<SandboxView>({ type: 'set-ttl', id: this.id, ttlMs: ms }, 15_000)
     this.actor.view = view
     return view.expiresAt
+  }
+
+  /**
+   * Freezes the sandbox (container sandboxes): its processes stop where they are, its memory is
+   * kept, and its CPU is free for other sandboxes. While paused, commands and file operations are
+   * refused with WARREN_ERR_SANDBOX_PAUSED; `info`, `setTtl` and `kill` work. Pausing a paused
+   * sandbox is not an error. Its TTL keeps counting unless the spec says `pausedTtl: false`.
+   * @returns its view, `state` `paused`
+   * @throws WARREN_ERR_UNSUPPORTED naming `backend` for a backend that cannot pause
+   */
+  async pause (): Promise<SandboxView> {
+    return await this.freeze('pause')
+  }
+
+  /**
+   * Thaws a paused sandbox: its processes go on where they stopped. Resuming a running sandbox is
+   * not an error. With `pausedTtl: false` its `expiresAt` has moved on by the time it was paused.
+   * @returns its view, `state` `ready`
+   */
+  async resume (): Promise<SandboxView> {
+    return await this.freeze('resume')
+  }
+
+  private async freeze (type: 'pause' | 'resume'): Promise<SandboxView> {
+    const view = await this.t.request<SandboxView>({ type, id: this.id }, PauseRequestDefaults.sandboxAskMs + LifecycleDefaults.marginMs)
+    this.actor.view = view
+    return view
   }
 
   /** @internal The sandbox has ended (a kill's answer): the handle says so at once, and its actor goes. */

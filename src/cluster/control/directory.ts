@@ -3,6 +3,8 @@
  * where tenant isolation is enforced: a lookup with the wrong tenant answers exactly like an id
  * that never existed (`WARREN_ERR_NOT_FOUND`). When a sandbox ends (or its node is lost) the
  * directory frees its placement reservation and its quota, and tells the owner's sessions.
+ * While a sandbox is paused its CPU share is given back to placement (it runs nothing), and
+ * taken again when it resumes; its memory and its slot stay reserved.
  */
 import { Actor, type ExitReason, type Ref } from '../../actors/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
@@ -16,7 +18,7 @@ import { shardOf } from './registry.js'
 
 export type RecordState = SandboxState | 'lost'
 /** Every state a sandbox's record can be in, in the order of its life. */
-export const RECORD_STATES: readonly RecordState[] = ['creating', 'ready', 'stopping', 'gone', 'failed', 'lost']
+export const RECORD_STATES: readonly RecordState[] = ['creating', 'ready', 'paused', 'stopping', 'gone', 'failed', 'lost']
 
 export interface SandboxRecord {
   id: string
@@ -33,6 +35,10 @@ export interface SandboxRecord {
   /** What placement reserved, to give back when the sandbox ends. */
   req: PlacementRequest
   endedAt?: number
+  /** True while its CPU share is given back to placement (it is paused). */
+  cpuFree?: boolean
+  /** The newest pause or resume heard of (`SandboxInfo.pauseSeq`): an older report of one is ignored. */
+  pauseSeq?: number
 }
 
 /** Told to subscribed sessions when one of their tenant's sandboxes changes state. */
@@ -54,6 +60,8 @@ export type DirectoryMessage =
   | { type: 'end-wait-expired', key: number }
   /** A sandbox's life was lengthened or shortened (`sb.setTtl`). */
   | { type: 'set-expiry', tenant: string, id: string, expiresAt: number }
+  /** A session paused or resumed a sandbox (its node reports the same change, numbered alike). */
+  | { type: 'pause-state', tenant: string, id: string, state: 'ready' | 'paused', pauseSeq: number, expiresAt: number }
   | { type: 'subscribe', tenant: string, ref: Ref }
   | { type: 'sweep' }
   | { type: 'count' }
@@ -110,6 +118,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         for (const e of m.events) {
           const r = this.records.get(e.id)
           if (r === undefined || r.nodeId !== m.nodeId || TERMINAL.has(r.state)) continue
+          if (e.pauseSeq !== undefined && (e.state === 'paused' || e.state === 'ready')) { this.follow(r, e.state, e.pauseSeq, e.expiresAt); continue }
           if (e.reason !== undefined) r.reason = e.reason
           if (e.message !== undefined) r.message = withoutHostDirs(e.message)
           this.transition(r, e.state)
@@ -158,6 +167,11 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         if (r !== undefined && r.tenant === m.tenant && !TERMINAL.has(r.state)) r.expiresAt = m.expiresAt
         return undefined
       }
+      case 'pause-state': {
+        const r = this.records.get(m.id)
+        if (r !== undefined && r.tenant === m.tenant) this.follow(r, m.state, m.pauseSeq, m.expiresAt)
+        return undefined
+      }
       case 'subscribe': {
         let set = this.subscribers.get(m.tenant)
         if (set === undefined) { set = new Set(); this.subscribers.set(m.tenant, set) }
@@ -187,7 +201,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
           for (const id of this.byNode.get(nodeId) ?? []) {
             const r = this.records.get(id)
             if (r === undefined || TERMINAL.has(r.state)) continue
-            usage.cpus += r.req.cpus
+            usage.cpus += held(r).cpus
             usage.memoryMiB += r.req.memoryMiB
             usage.sandboxes[r.req.backend] = (usage.sandboxes[r.req.backend] ?? 0) + 1
           }
@@ -225,13 +239,22 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         if (set === undefined) { set = new Set(); this.byNode.set(nodeId, set) }
         set.add(r.id)
       }
+      // The node's word on pauses is the truth now (a restarted agent numbers them afresh).
+      const state = s.paused === true ? 'paused' : 'ready'
+      r.pauseSeq = s.pauseSeq ?? 0
       if (TERMINAL.has(r.state)) {
-        shards[shardOf(nodeId, shards.length)]!.tell({ type: 'reserve', nodeId, req: r.req })
+        r.cpuFree = state === 'paused'
+        shards[shardOf(nodeId, shards.length)]!.tell({ type: 'reserve', nodeId, req: held(r) })
         this.o.iam().tell({ type: 'adopt', tenant: r.tenant })
         delete r.reason
         delete r.endedAt
         r.address = s.address
-        r.state = 'ready'
+        r.state = state
+        this.notify(r)
+      } else if ((r.state === 'ready' || r.state === 'paused') && r.state !== state) {
+        // A pause or resume whose report was lost with the link.
+        this.shiftCpu(r, state === 'paused')
+        r.state = state
         this.notify(r)
       }
     }
@@ -258,7 +281,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         if (oldest !== undefined) this.forget(oldest)
       }
       const shards = this.o.shards()
-      shards[shardOf(r.nodeId, shards.length)]!.tell({ type: 'release', nodeId: r.nodeId, req: r.req })
+      shards[shardOf(r.nodeId, shards.length)]!.tell({ type: 'release', nodeId: r.nodeId, req: held(r) })
       this.o.iam().tell({ type: 'release', tenant: r.tenant })
     }
     this.notify(r)
@@ -266,10 +289,34 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
     if (TERMINAL.has(state)) for (const key of this.endWaits.ended(r.id)) this.ctx.cancelTimer(`end-wait-${key}`)
   }
 
+  /** A pause or resume, from the sandbox's node or the session that asked for it: the newest (by `pauseSeq`) wins. */
+  private follow (r: SandboxRecord, state: 'ready' | 'paused', pauseSeq: number, expiresAt: number | undefined): void {
+    if ((r.state !== 'ready' && r.state !== 'paused') || pauseSeq <= (r.pauseSeq ?? 0)) return
+    r.pauseSeq = pauseSeq
+    if (expiresAt !== undefined) r.expiresAt = expiresAt
+    if (r.state === state) return
+    this.shiftCpu(r, state === 'paused')
+    r.state = state
+    this.notify(r)
+  }
+
+  /** Gives a paused sandbox's CPU share back to placement (`free`), or takes it again at its resume. */
+  private shiftCpu (r: SandboxRecord, free: boolean): void {
+    if ((r.cpuFree === true) === free) return
+    r.cpuFree = free
+    const shards = this.o.shards()
+    shards[shardOf(r.nodeId, shards.length)]!.tell({ type: 'shift-cpu', nodeId: r.nodeId, cpus: free ? -r.req.cpus : r.req.cpus })
+  }
+
   private notify (r: SandboxRecord): void {
     const notice: SandboxStateNotice = { type: 'sandbox-state', id: r.id, state: r.state, ...(r.reason !== undefined ? { reason: r.reason } : {}), ...(r.message !== undefined ? { message: r.message } : {}) }
     for (const ref of this.subscribers.get(r.tenant) ?? []) ref.tell(notice)
   }
+}
+
+/** What a record holds on its node now: all it was given, but its CPU while paused. */
+function held (r: SandboxRecord): PlacementRequest {
+  return r.cpuFree === true ? { ...r.req, cpus: 0 } : r.req
 }
 
 export function createDirectory (options: DirectoryOptions): () => SandboxDirectory {

@@ -7,3 +7,4 @@ export { parseClientRequest, RequestLimits, type ClientRequest } from './request
 export { createSession, Session, SessionDefaults, toView, type SandboxView, type SessionMessage } from './session.js'
 export { gone, killMany, killOne, LifecycleDefaults, setTtl, type KillOutcome, type LifecycleDeps } from './lifecycle.js'
 export { createImageIndex, ImageIndex, type ImageIndexMessage } from './image-index.js'
+export { pauseOrResume, PauseRequestDefaults } from './pause-requests.js'

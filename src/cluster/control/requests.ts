@@ -26,6 +26,9 @@ export type ClientRequest =
   | { type: 'kill', labels: Record<string, string> }
   /** The sandbox lives `ttlMs` from now (its whole life within the spec's maximum). */
   | { type: 'set-ttl', id: string, ttlMs: number }
+  /** Freezes a sandbox, or thaws it (answered with its view). */
+  | { type: 'pause', id: string }
+  | { type: 'resume', id: string }
   | { type: 'exec', id: string, execId: string, argv: string[], opts?: WireExecOptions }
   | { type: 'read', id: string, execId: string, fromSeq: number, maxBytes?: number, waitMs?: number }
   | { type: 'exec-kill', id: string, execId: string }
@@ -168,6 +171,8 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
   list: (r) => ({ type: 'list', ...opt(r, 'labels', labels), ...opt(r, 'state', (v, f) => oneOf(v, f, RECORD_STATES)), ...opt(r, 'all', flag), ...opt(r, 'limit', count) }),
   kill,
   'set-ttl': (r) => ({ type: 'set-ttl', id: id(r), ttlMs: positive(r.ttlMs, 'ttlMs') }),
+  pause: (r) => ({ type: 'pause', id: id(r) }),
+  resume: (r) => ({ type: 'resume', id: id(r) }),
   exec: (r) => ({ type: 'exec', id: id(r), execId: execId(r), argv: parseArgv(r.argv), ...(r.opts !== undefined ? { opts: execOptions(r.opts) } : {}) }),
   read: (r) => ({ type: 'read', id: id(r), execId: execId(r), fromSeq: count(r.fromSeq, 'fromSeq'), ...opt(r, 'maxBytes', count), ...opt(r, 'waitMs', count) }),
   'exec-kill': (r) => ({ type: 'exec-kill', id: id(r), execId: execId(r) }),

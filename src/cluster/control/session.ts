@@ -12,10 +12,12 @@ import type { CreateItem, CreateOutcome, NodeMessage } from '../node/index.js'
 import { placeBatch, type PlacementRequest, type ShardMessage } from '../placement/index.js'
 import { DATA_FILE_OPS, FilesDefaults, READ_ONLY_FILE_OPS, SandboxDefaults, type FileRequest, type OutputPage, type SandboxMessage } from '../sandbox/index.js'
 import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.js'
+import { resolveDeterminism } from '../spec-determinism.js'
 import { ImageRefDefaults, specLayers } from '../spec-image.js'
 import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
 import { killMany, killOne, setTtl, type LifecycleDeps } from './lifecycle.js'
+import { pauseOrResume } from './pause-requests.js'
 import { nodeCreateError, toPublicError } from './public-error.js'
 import { parseClientRequest, type ClientRequest } from './requests.js'
 import { shardForSandbox, shardOf, type NodeStatus, type RegistryMessage } from './registry.js'
@@ -134,6 +136,10 @@ export class Session extends Actor<SessionMessage> {
       case 'set-ttl':
         this.authorize('sandbox:exec')
         return toView(await setTtl(this.lifecycle(), await this.record(m.id), m.ttlMs))
+      case 'pause':
+      case 'resume':
+        this.authorize('sandbox:exec')
+        return toView(await pauseOrResume(this.lifecycle(), await this.record(m.id), m.type))
       case 'exec':
         this.authorize('sandbox:exec')
         return await this.forward<OutputPage>(m.id, { type: 'exec', execId: m.execId, argv: m.argv, ...(m.opts !== undefined ? { opts: m.opts } : {}) }, SessionDefaults.readMarginMs + 2000)
@@ -244,7 +250,8 @@ export class Session extends Actor<SessionMessage> {
     if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > SessionDefaults.maxPlacementDeadlineMs) {
       throw createError(ErrorCodes.INVALID_ARGUMENT, `deadlineMs must be an integer in [0, ${SessionDefaults.maxPlacementDeadlineMs}]`, { field: 'deadlineMs' })
     }
-    const spec = await this.resolveImages(parseSandboxSpec(m.spec))
+    // Resolved once for the whole batch: its sandboxes share one seed, as they share the spec.
+    const spec = resolveDeterminism(await this.resolveImages(parseSandboxSpec(m.spec)))
     const deadline = Date.now() + waitMs
     await this.o.iam().ask({ type: 'admit', tenant: this.tenant, n: count })
     const req = placementRequestOf(spec)
