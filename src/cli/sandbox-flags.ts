@@ -21,7 +21,9 @@ export const SANDBOX_FLAGS = {
   'image-dir': { type: 'string', value: 'DIR', help: 'build a base layer from DIR here and push it to the control plane (a key that may push)' },
   store: { type: 'string', value: 'BLOBS', help: 'push the --image-dir layer into this local blob store directory instead' },
   ttl: { type: 'string', value: 'DURATION', help: 'how long the sandbox lives: milliseconds, or 30s, 10m, 2h' },
-  label: { type: 'string', multiple: true, value: 'K=V', help: 'a label to find it by with warren ps --label' }
+  label: { type: 'string', multiple: true, value: 'K=V', help: 'a label to find it by with warren ps --label' },
+  deterministic: { type: 'boolean', help: 'fixed hostname, TZ, LANG, SOURCE_DATE_EPOCH and a seed drawn once (WARREN_SEED)' },
+  seed: { type: 'string', value: 'N', help: 'with --deterministic: this seed (0 to 4294967295) instead of a drawn one' }
 } as const
 
 export type SandboxFlagValues = FlagValues<typeof SANDBOX_FLAGS>
@@ -74,7 +76,8 @@ export async function sandboxSpec (flags: SandboxFlagValues): Promise<CreateSpec
       snapshot: flags.snapshot,
       ...(flags.backend !== undefined ? { backend: flags.backend as CreateSpec['backend'] } : {}),
       ...(ttlMs !== undefined ? { ttlMs } : {}),
-      ...(labels !== undefined ? { labels } : {})
+      ...(labels !== undefined ? { labels } : {}),
+      ...deterministicSpec(flags)
     }
   }
   return {
@@ -82,6 +85,20 @@ export async function sandboxSpec (flags: SandboxFlagValues): Promise<CreateSpec
     backend: (flags.backend ?? (image !== undefined ? 'container' : 'function')) as CreateSpec['backend'],
     ...(image !== undefined ? { image } : {}),
     ...(ttlMs !== undefined ? { ttlMs } : {}),
-    ...(labels !== undefined ? { labels } : {})
+    ...(labels !== undefined ? { labels } : {}),
+    ...deterministicSpec(flags)
   }
+}
+
+/**
+ * `--deterministic [--seed N]` as a spec field (the control plane checks the seed's bounds).
+ * @throws INVALID_ARGUMENT naming `seed` when it is given without --deterministic or is not a number
+ */
+function deterministicSpec (flags: SandboxFlagValues): Pick<CreateSpec, 'deterministic'> {
+  if (flags.seed !== undefined && flags.deterministic !== true) throw createError(ErrorCodes.INVALID_ARGUMENT, '--seed goes with --deterministic', { field: 'seed' })
+  if (flags.deterministic !== true) return {}
+  if (flags.seed === undefined) return { deterministic: true }
+  const seed = Number(flags.seed)
+  if (flags.seed.trim() === '' || !Number.isInteger(seed)) throw createError(ErrorCodes.INVALID_ARGUMENT, `--seed must be a whole number, not ${JSON.stringify(flags.seed)}`, { field: 'seed' })
+  return { deterministic: { seed } }
 }

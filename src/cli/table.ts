@@ -121,6 +121,22 @@ export const COMMANDS: readonly CommandSpec[] = [
     run: async ({ positionals }) => await commands.kill(positionals)
   }),
   command({
+    name: 'pause',
+    summary: 'freeze a sandbox (container): its processes stop, its memory is kept, its CPU is free',
+    args: 'ID',
+    positionals: { min: 1, max: 1 },
+    flags: {},
+    run: async ({ positionals }) => await commands.freeze('pause', positionals[0])
+  }),
+  command({
+    name: 'resume',
+    summary: 'thaw a paused sandbox (its processes go on), or bring a hibernated one back (same id, its files)',
+    args: 'ID',
+    positionals: { min: 1, max: 1 },
+    flags: {},
+    run: async ({ positionals }) => await commands.freeze('resume', positionals[0])
+  }),
+  command({
     name: 'snapshot',
     summary: 'cut a snapshot of a sandbox\'s files and print its id (create from it: warren create --snapshot ID)',
     args: 'ID',

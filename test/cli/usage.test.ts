@@ -71,6 +71,10 @@ test('a bad flag value is refused naming the flag before anything is asked of a 
   assert.match(zero.stderr, /--ttl must be more than 0 ms/)
   const label = await warren(['create', '--label', 'novalue'], { env: noCluster })
   assert.match(label.stderr, /--label takes key=value, got novalue/)
+  const seed = await warren(['create', '--seed', '3'], { env: noCluster })
+  assert.match(seed.stderr, /--seed goes with --deterministic/)
+  const seedText = await warren(['create', '--deterministic', '--seed', 'x'], { env: noCluster })
+  assert.match(seedText.stderr, /--seed must be a whole number, not "x"/)
 }))
 
 test('a refused connection is named with its address and port, at once and without a stack', timed(30_000, async () => {

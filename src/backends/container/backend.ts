@@ -204,7 +204,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     return entry
   }
 
-  /** A snapshot that failed because the sandbox was killed meanwhile says so. */
+  /** A pause or snapshot that failed because the sandbox was killed meanwhile says so. */
   const goneOr = (handle: SandboxHandle, err: unknown): unknown =>
     live.has(handle.id) ? err : createError(ErrorCodes.SANDBOX_GONE, `container ${handle.id} is gone`, { id: handle.id })
 
@@ -307,11 +307,11 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     },
 
     async pause (handle) {
-      await find(handle).freezer.pause()
+      await find(handle).freezer.pause().catch((err: unknown) => { throw goneOr(handle, err) })
     },
 
     async resume (handle) {
-      await find(handle).freezer.resume()
+      await find(handle).freezer.resume().catch((err: unknown) => { throw goneOr(handle, err) })
     },
 
     async snapshot (handle, opts = {}) {

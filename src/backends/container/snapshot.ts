@@ -17,7 +17,7 @@
  * they would point at the host's own `/`. cp opens the path as given. It also keeps the freeze to
  * the copy alone.
  */
-import { mkdtemp, readdir, readFile, lstat, rm } from 'node:fs/promises'
+import { lstat, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createError, ErrorCodes } from '../../errors.js'
 import { buildLayerFromDir, run } from '../../images/index.js'
@@ -42,8 +42,13 @@ export interface CutOptions {
  * @throws WARREN_ERR_QUOTA when the tree holds more than `maxBytes`
  */
 export async function cutSnapshot (sb: LaunchedSandbox, storeDir: string, opts: CutOptions): Promise<SnapshotLayer> {
-  const stage = await mkdtemp(join(storeDir, '.stage-'))
+  // The copy goes one level down: `cp -a` gives its top the mode of the sandbox's root, which the
+  // sandbox chooses, while this directory stays 0700, so no host user reaches a setuid file or a
+  // device node the sandbox made (it is root inside) while it sits on the host.
+  const guard = await mkdtemp(join(storeDir, '.stage-'))
+  const stage = join(guard, 'tree')
   try {
+    await mkdir(stage)
     const excludes = await opts.whileFrozen(async () => opts.flatten === true ? await stageRoot(sb, stage) : await stageUpper(sb, stage))
     const maxBytes = opts.maxBytes ?? ContainerDefaults.snapshotMaxBytes
     const bytes = await treeBytes(stage, maxBytes)
@@ -52,7 +57,7 @@ export async function cutSnapshot (sb: LaunchedSandbox, storeDir: string, opts: 
     }
     return await buildLayerFromDir(stage, storeDir, { preserve: true, excludeRegex: excludes })
   } finally {
-    await rm(stage, { recursive: true, force: true })
+    await rm(guard, { recursive: true, force: true })
   }
 }
 

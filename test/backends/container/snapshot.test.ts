@@ -136,6 +136,15 @@ ctest('a snapshot of a paused sandbox leaves it paused', timed(60_000, async (de
   assert.is((await run(b, copy, 'true')).exitCode, 0)
 }))
 
+ctest('a sandbox whose upper is on the host disk (diskMiB 0) snapshots the same way', timed(30_000, async (defer) => {
+  const b = makeBackend(defer)
+  const h = await b.create({ limits: { cpus: 0, memoryMiB: 0, diskMiB: 0, pids: 0 } })
+  await sh(b, h, 'mkdir -p /d/e && echo on-disk > /d/f && rm /bin/ls')
+  const layer = await b.snapshot!(h)
+  const copy = await b.create({ layers: ['busybox', layer.digest] })
+  assert.is(await sh(b, copy, 'cat /d/f; [ -d /d/e ] && [ ! -e /bin/ls ] && echo ok'), 'on-disk\nok\n')
+}))
+
 ctest('a snapshot of a killed sandbox is WARREN_ERR_SANDBOX_GONE', timed(30_000, async (defer) => {
   const b = makeBackend(defer)
   const h = await b.create({})
