@@ -276,4 +276,32 @@ ctest('another tenant\'s snapshot answers exactly like one that never was; field
   assert.is((await client.list()).length, 2)
 }))
 
+ctest('fork(100) of a real sandbox makes 100 sandboxes with its files (timed beside createMany(100) from the base)', timed(600_000, async (defer) => {
+  const { client } = await cluster(defer)
+  const small = { backend: 'container' as const, limits: { memoryMiB: 32, cpus: 0.01, diskMiB: 256 } }
+  const sb = await client.create(small)
+  defer(() => sb.kill())
+  await sb.exec('mkdir -p /task && dd if=/dev/urandom of=/task/blob bs=1M count=8 2>/dev/null && sha256sum /task/blob > /task/sum')
+  const sum = await cat(sb, '/task/sum')
+
+  let t = Date.now()
+  const base = await client.createMany(100, { ...small, deadlineMs: 120_000 })
+  const createManyMs = Date.now() - t
+  defer(() => client.kill(base.map((b) => b.id)))
+  await client.kill(base.map((b) => b.id))
+
+  t = Date.now()
+  await sb.snapshot()
+  const snapshotMs = Date.now() - t
+  t = Date.now()
+  const { snapshot, sandboxes, outcomes } = await sb.fork(100, { deadlineMs: 120_000 })
+  const forkMs = Date.now() - t
+  defer(() => client.kill(sandboxes.map((f) => f.id)))
+  assert.is(outcomes.filter((o) => o.ok).length, 100, outcomes.filter((o) => !o.ok).map((o) => o.ok ? '' : o.error.message).slice(0, 3).join('; '))
+  for (const f of [sandboxes[0]!, sandboxes[49]!, sandboxes[99]!]) {
+    assert.is((await f.exec('sha256sum -c /task/sum >/dev/null && cat /task/sum')).stdout, sum)
+  }
+  console.log(`fork(100): ${forkMs} ms (its snapshot of ${snapshot.bytes} bytes included; one snapshot alone: ${snapshotMs} ms); createMany(100) from the base: ${createManyMs} ms`)
+}))
+
 test.run()
