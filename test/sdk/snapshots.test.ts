@@ -155,6 +155,9 @@ ctest('hibernate: state hibernated, no node or quota held; resume: same id, file
   const err = await refused(sb.exec('true'), ErrorCodes.SANDBOX_PAUSED)
   assert.is((err as { details?: { state?: string } }).details?.state, 'hibernated')
   await refused(sb.files.read('/state'), ErrorCodes.SANDBOX_PAUSED)
+  await refused(sb.snapshot(), ErrorCodes.SANDBOX_PAUSED)
+  await refused(sb.pause(), ErrorCodes.SANDBOX_PAUSED)
+  assert.equal(await sb.hibernate(), view, 'a second hibernate answers as it is')
   // Its quota is free: another sandbox fits, and goes, and the slot is free again.
   const other = await client.create(SPEC)
   await other.kill()

@@ -130,11 +130,14 @@ export async function fork (d: SnapshotDeps, m: { id: string, count: number, spe
 
 /**
  * Hibernates a sandbox: a snapshot, then its end on its node; its record stays, `hibernated`,
- * holding no node, reservation or quota, until a resume, a kill or its TTL.
+ * holding no node, reservation or quota, until a resume, a kill or its TTL. A hibernated one
+ * answers as it is.
  * @throws WARREN_ERR_SANDBOX_GONE when it ended meanwhile (a kill won)
  */
 export async function hibernate (d: SnapshotDeps, id: string): Promise<SandboxView> {
   const r = await d.record(id)
+  // Sent again (after a lost answer), it answers the state it reached.
+  if (r.state === 'hibernated') return toView(r)
   const snap = await takeSnapshot(d, r)
   try {
     await d.directory().ask({ type: 'hibernating', tenant: d.tenant, id, snapshot: snap.id })

@@ -28,13 +28,14 @@ const req = placementRequestOf(spec)
 
 interface Setup { dir: Ref<DirectoryMessage>, shard: Ref<ShardMessage>, iam: Ref<{ type: string }> }
 
-function setup (defer: (fn: () => unknown) => void): Setup {
+/** A directory over a real placement shard holding `nodes` (8 CPUs each, no overcommit). */
+function setup (defer: (fn: () => unknown) => void, nodes = ['n1']): Setup {
   const system = new ActorSystem({ name: 'dh' })
   defer(() => system.shutdown(1000))
   const shard = system.spawn<ShardMessage>(createPlacementShard(), { name: 'shard-0' })
   const iam = system.spawn<{ type: string }>(() => new Iam(), { name: 'iam' })
   const dir = system.spawn<DirectoryMessage>(createDirectory({ shards: () => [shard], iam: () => iam as never }), { name: 'directory' })
-  for (const id of ['n1', 'n2']) shard.tell({ type: 'node-up', id, capacity: { cpus: 8, memoryMiB: 1000, cpuOvercommit: 1, memoryOvercommit: 1, maxSandboxes: {}, backends: ['container'] } })
+  for (const id of nodes) shard.tell({ type: 'node-up', id, capacity: { cpus: 8, memoryMiB: 1000, cpuOvercommit: 1, memoryOvercommit: 1, maxSandboxes: {}, backends: ['container'] } })
   return { dir, shard, iam }
 }
 
@@ -80,7 +81,7 @@ test('a hibernating sandbox\'s end makes it hibernated: its node, CPU, memory an
 }))
 
 test('a resumed sandbox is ready on its new node with its new stack; a resume of one no longer hibernated answers false', timed(5000, async (defer) => {
-  const s = setup(defer)
+  const s = setup(defer, ['n2'])
   s.dir.tell({ type: 'add', records: [record('a')] })
   await s.dir.ask({ type: 'hibernating', tenant: 't', id: 'a', snapshot: 'snap-0000000000000001' })
   s.dir.tell({ type: 'events', nodeId: 'n1', events: [{ id: 'a', tenant: 't', state: 'gone' }] })
