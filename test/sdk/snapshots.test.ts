@@ -234,6 +234,22 @@ ctest('delete: the snapshot\'s layer leaves the blob store once unused, and stay
   await client.deleteSnapshot(t.id)
   await waitFor(() => !existsSync(storePaths(blobs, t.layers[1]!).blob), 10_000, 'the layer to go')
   assert.equal(await client.snapshots(), [])
+
+  // A fork of a sandbox made from a snapshot lists its layer too: it stays until that goes.
+  const b = await sb.snapshot()
+  const child = await client.create({ snapshot: b.id })
+  defer(() => child.kill())
+  const { snapshot: f, sandboxes: [fork] } = await child.fork(1)
+  defer(() => fork?.kill())
+  assert.equal(f.layers.slice(0, 2), b.layers)
+  await child.kill()
+  await client.deleteSnapshot(b.id)
+  assert.equal(await collect(cp), [])
+  await fork!.kill()
+  assert.equal(await collect(cp), [], 'the fork\'s snapshot still lists it')
+  assert.ok(existsSync(storePaths(blobs, b.layers[1]!).blob))
+  await client.deleteSnapshot(f.id)
+  await waitFor(() => !existsSync(storePaths(blobs, b.layers[1]!).blob) && !existsSync(storePaths(blobs, f.layers[2]!).blob), 10_000, 'both layers to go')
 }))
 
 ctest('another tenant\'s snapshot answers exactly like one that never was; fields at their bounds are refused naming them', timed(180_000, async (defer) => {
