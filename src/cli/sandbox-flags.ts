@@ -17,6 +17,7 @@ export const SANDBOX_FLAGS = {
   image: { type: 'string', value: 'N:T', help: 'the base layer, by name:tag or sha256:digest' },
   workspace: { type: 'string', value: 'N:T', help: 'a workspace layer over the base (over busybox when no base is named)' },
   tools: { type: 'string', value: 'T1,T2', help: 'tools layers over the workspace, in order' },
+  snapshot: { type: 'string', value: 'ID', help: 'start from a snapshot (its id or name:tag) instead of an image: its files and its spec' },
   'image-dir': { type: 'string', value: 'DIR', help: 'build a base layer from DIR here and push it to the control plane (a key that may push)' },
   store: { type: 'string', value: 'BLOBS', help: 'push the --image-dir layer into this local blob store directory instead' },
   ttl: { type: 'string', value: 'DURATION', help: 'how long the sandbox lives: milliseconds, or 30s, 10m, 2h' },
@@ -55,6 +56,8 @@ async function layerFromDir (dir: string, store: string | undefined): Promise<st
  */
 export async function sandboxSpec (flags: SandboxFlagValues): Promise<CreateSpec> {
   if (flags.image !== undefined && flags['image-dir'] !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'give --image or --image-dir, not both', { field: 'image-dir' })
+  const layered = (['image', 'image-dir', 'workspace', 'tools'] as const).find((f) => flags[f] !== undefined)
+  if (flags.snapshot !== undefined && layered !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `give --snapshot or --${layered}, not both: the snapshot holds the layers`, { field: layered })
   if (flags.store !== undefined && flags['image-dir'] === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, '--store goes with --image-dir', { field: 'store' })
   const labels = parseLabels(flags.label)
   const ttlMs = flags.ttl !== undefined ? parseMilliseconds(flags.ttl, 'ttl') : undefined
@@ -67,6 +70,16 @@ export async function sandboxSpec (flags: SandboxFlagValues): Promise<CreateSpec
   const image: CreateSpec['image'] = base === undefined && flags.workspace === undefined && tools === undefined
     ? undefined
     : { base: base ?? 'busybox', ...(flags.workspace !== undefined ? { workspace: flags.workspace } : {}), ...(tools !== undefined ? { tools } : {}) }
+  if (flags.snapshot !== undefined) {
+    // The snapshot's spec is the default; only what the flags say is laid over it.
+    return {
+      snapshot: flags.snapshot,
+      ...(flags.backend !== undefined ? { backend: flags.backend as CreateSpec['backend'] } : {}),
+      ...(ttlMs !== undefined ? { ttlMs } : {}),
+      ...(labels !== undefined ? { labels } : {}),
+      ...deterministicSpec(flags)
+    }
+  }
   return {
     // The server checks the kind (and names it when no node offers it).
     backend: (flags.backend ?? (image !== undefined ? 'container' : 'function')) as CreateSpec['backend'],

@@ -7,7 +7,7 @@
  * (output caps, page sizes) stay with the sandbox; this is the shape. argv is `parseArgv`'s.
  */
 import { createError, ErrorCodes } from '../../errors.js'
-import { LAYER_KINDS, type LayerKind } from '../../images/index.js'
+import { checkImageName, LAYER_KINDS, type LayerKind } from '../../images/index.js'
 import { isScope, type Quotas, type Scope } from '../iam/index.js'
 import { SandboxDefaults, type FileRequest, type WireExecOptions } from '../sandbox/index.js'
 import { parseArgv } from '../spec.js'
@@ -43,6 +43,14 @@ export type ClientRequest =
   | { type: 'nodes' }
   | { type: 'image-tag', name: string, digest: string, kind: LayerKind }
   | { type: 'image-list' }
+  /** Cuts a snapshot of the sandbox, named `name` (`name:tag`, moved from another snapshot of the tenant that had it). */
+  | { type: 'snapshot', id: string, name?: string }
+  | { type: 'snapshots', sandboxId?: string, limit?: number }
+  /** `id` is a snapshot's id or name. */
+  | { type: 'snapshot-delete', id: string }
+  /** One snapshot of the sandbox, then `count` sandboxes from it (`spec` laid over the sandbox's). */
+  | { type: 'fork', id: string, count: number, spec?: unknown, deadlineMs?: number }
+  | { type: 'hibernate', id: string }
 
 /** Bounds of the fields a request carries (not of the work it asks for). */
 export const RequestLimits = {
@@ -59,7 +67,9 @@ export const RequestLimits = {
   /** Columns or rows of a pseudo-terminal. */
   maxTerminalCells: 1000,
   /** Sandboxes one kill may name (or match by labels). */
-  maxKillIds: 1000
+  maxKillIds: 1000,
+  /** Sandboxes one fork may make. */
+  maxFork: 1000
 }
 
 type Obj = Record<string, unknown>
@@ -193,7 +203,15 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
   }),
   nodes: () => ({ type: 'nodes' }),
   'image-tag': (r) => ({ type: 'image-tag', name: text(r.name, 'name', RequestLimits.maxNameLength), digest: text(r.digest, 'digest', RequestLimits.maxNameLength), kind: oneOf(r.kind, 'kind', LAYER_KINDS) }),
-  'image-list': () => ({ type: 'image-list' })
+  'image-list': () => ({ type: 'image-list' }),
+  snapshot: (r) => ({ type: 'snapshot', id: id(r), ...opt(r, 'name', (v) => checkImageName(v)) }),
+  snapshots: (r) => ({ type: 'snapshots', ...opt(r, 'sandboxId', (v, f) => text(v, f, RequestLimits.maxIdLength)), ...opt(r, 'limit', positive) }),
+  'snapshot-delete': (r) => ({ type: 'snapshot-delete', id: text(r.id, 'id', RequestLimits.maxNameLength) }),
+  fork: (r) => {
+    if (positive(r.count, 'count') > RequestLimits.maxFork) invalid('count', `must be an integer from 1 to ${RequestLimits.maxFork}`)
+    return { type: 'fork', id: id(r), count: r.count as number, ...(r.spec !== undefined ? { spec: r.spec } : {}), ...opt(r, 'deadlineMs', count) }
+  },
+  hibernate: (r) => ({ type: 'hibernate', id: id(r) })
 }
 
 const hasOwn = Object.prototype.hasOwnProperty

@@ -14,7 +14,13 @@ import type { SandboxSpec } from '../spec.js'
 import type { BlobPusher } from './blob-push.js'
 
 /** One sandbox to create: the id and tenant come from the control plane. */
-export interface CreateItem { id: string, tenant: string, spec: SandboxSpec }
+export interface CreateItem {
+  id: string
+  tenant: string
+  spec: SandboxSpec
+  /** A hibernated sandbox resuming: its trajectory goes on from this seq. */
+  trajectory?: { nextSeq: number }
+}
 
 /** One answer per item, in order. */
 export type CreateOutcome = { id: string, address: string } | { id: string, error: WireError }

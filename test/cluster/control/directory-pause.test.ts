@@ -29,7 +29,7 @@ function setup (defer: (fn: () => unknown) => void): { dir: Ref<DirectoryMessage
 }
 
 function record (id: string): SandboxRecord {
-  return { id, tenant: 't', nodeId: 'n1', address: `n1/sb-${id}`, state: 'ready', backend: 'container', labels: {}, createdAt: 1, expiresAt: 2, req }
+  return { id, tenant: 't', nodeId: 'n1', address: `n1/sb-${id}`, state: 'ready', backend: 'container', labels: {}, createdAt: 1, expiresAt: 2, req, spec }
 }
 
 /** CPUs reserved on the shard once the directory has handled what it was sent (its tells to the shard go first). */
