@@ -5,5 +5,6 @@ export { configPath, resolveConfig, writeConfig, type WarrenConfig } from './con
 export type { ExecChunk } from './exec.js'
 export { FilesClientDefaults, SandboxFiles, type FileInfo, type ReadFormat, type WriteData, type WriteInfo } from './files.js'
 export { Sandbox, type Command, type CommandResult, type ExecHandle, type ExecOptions, type SandboxFilesApi, type SpawnOptions } from './sandbox.js'
+export { SnapshotClientDefaults, type ForkItem, type ForkResult, type SnapshotFilter, type SnapshotOptions, type SnapshotView } from './snapshots.js'
 export { SessionDefaults, ShellSession, type RunOptions, type SessionOptions } from './session.js'
 export type { WorkerClient, WorkerClientApi } from './worker.js'

@@ -6,6 +6,7 @@
  *   ├── registry
  *   ├── placement (one_for_one) ── shard-0 … shard-k
  *   ├── directory
+ *   ├── images, snapshots (the image names; snapshots and their garbage collector)
  *   └── gateway ── session per connection (temporary)
  *
  * Siblings find each other by name (`cp/iam`, …), looked up on every use, so a restarted
@@ -24,6 +25,8 @@ import { openState } from '../../state/index.js'
 import { createGateway } from './gateway.js'
 import { createImageIndex, type ImageIndexMessage } from './image-index.js'
 import { createRegistry, createShardRecovery, type RegistryMessage } from './registry.js'
+import { createSnapshotIndex, type SnapshotIndexMessage, type SnapshotTunables } from './snapshot-index.js'
+import { SnapshotStore } from './snapshot-store.js'
 
 /** The control plane's actor system name: nodes address `cp/registry` and `cp/directory`. */
 export const CONTROL_PLANE = 'cp'
@@ -46,6 +49,8 @@ export interface ControlPlaneOptions {
   link?: LinkOptionsInput
   /** Bounds of layer uploads to the blob store (largest layer, uploads per tenant…; UploadDefaults). */
   upload?: Partial<UploadTunables>
+  /** Snapshot bounds (SnapshotDefaults): diffs before a flatten, snapshots per tenant, the collector's period. */
+  snapshots?: Partial<SnapshotTunables>
 }
 
 export interface ControlPlane {
@@ -67,6 +72,8 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const store = new IamStore(state.db)
   const names = new NameIndex(state.db)
   const kinds = new LayerKinds(state.db)
+  const snapshotStore = new SnapshotStore(state.db)
+  const blobRoot = options.dataDir === undefined ? undefined : join(options.dataDir, 'blobs')
   try {
     // The JSON files of earlier versions, imported once.
     state.importLegacy('iam.json', (data, warn) => store.importLegacy(data, warn))
@@ -86,6 +93,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const registry = ref<RegistryMessage>('registry')
   const directory = ref<DirectoryMessage>('directory')
   const images = ref<ImageIndexMessage>('images')
+  const snapshots = ref<SnapshotIndexMessage>('snapshots')
   const shardRefs = Array.from({ length: o.shards }, (_, i) => ref<ShardMessage>(`shard-${i}`))
   const shards = (): Ref<ShardMessage>[] => shardRefs.map((get) => get())
 
@@ -106,13 +114,18 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       spawn: { name: 'placement' }
     },
     { id: 'directory', start: createDirectory({ shards, iam }), spawn: { name: 'directory', ...big } },
-    { id: 'images', start: createImageIndex(names, kinds, options.dataDir === undefined ? undefined : join(options.dataDir, 'blobs')), spawn: { name: 'images', ...big } },
+    { id: 'images', start: createImageIndex(names, kinds, blobRoot), spawn: { name: 'images', ...big } },
+    {
+      id: 'snapshots',
+      start: createSnapshotIndex({ store: snapshotStore, kinds, directory, ...(blobRoot !== undefined ? { blobRoot } : {}), ...(options.snapshots !== undefined ? { tunables: options.snapshots } : {}) }),
+      spawn: { name: 'snapshots', ...big }
+    },
     {
       id: 'gateway',
       shutdown: 'infinity',
       start: createGateway({
-        port: o.port, host: o.host, iam, shards, directory, registry, images,
-        ...(options.dataDir !== undefined ? { blobRoot: join(options.dataDir, 'blobs') } : {}),
+        port: o.port, host: o.host, iam, shards, directory, registry, images, snapshots,
+        ...(blobRoot !== undefined ? { blobRoot } : {}),
         ...(options.link !== undefined ? { link: options.link } : {}),
         ...(options.upload !== undefined ? { upload: options.upload } : {}),
         onListening: (u) => { url = u },

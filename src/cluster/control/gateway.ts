@@ -19,6 +19,7 @@ import type { ImageIndexMessage } from './image-index.js'
 import type { RegistryMessage } from './registry.js'
 import { toPublicError } from './public-error.js'
 import { createSession } from './session.js'
+import type { SnapshotIndexMessage } from './snapshot-index.js'
 
 export interface GatewayOptions {
   port: number
@@ -28,6 +29,7 @@ export interface GatewayOptions {
   directory: () => Ref<DirectoryMessage>
   registry: () => Ref<RegistryMessage>
   images: () => Ref<ImageIndexMessage>
+  snapshots: () => Ref<SnapshotIndexMessage>
   /** The blob store's root: served on the same port over HTTP (reads: Range, join token; uploads: an API key). */
   blobRoot?: string
   /** Bounds of layer uploads (UploadDefaults unless given). */
@@ -106,6 +108,7 @@ export class Gateway extends Actor<GatewayMessage> {
       directory: this.o.directory,
       registry: this.o.registry,
       images: this.o.images,
+      snapshots: this.o.snapshots,
       notify: (notice) => { if (link.state !== 'closed') { try { link.tell(CLIENT_ADDRESS, notice) } catch { /* bounded buffer full: notices are best effort */ } } }
     }), { mailbox: { capacity: 10_000 } })
     link.on('close', () => { void this.ctx.system.stop(session) })

@@ -1,7 +1,7 @@
 /* warren-init: the in-sandbox init agent of warren, and the launcher that starts a container
  * sandbox with it as PID 1.
  *
- *   warren-init launch --id ID --upper DIR --socket PATH --layer IMAGE... [--disk-mib N] [--cgroup G]...
+ *   warren-init launch --id ID --upper DIR --socket PATH --layer IMAGE... [--hostname NAME] [--disk-mib N] [--cgroup G]...
  *       (host side) builds a sandbox; prints its PID; exits 0 when it is ready. See launch.c.
  *   warren-init agent --socket PATH
  *       serves the protocol on a Unix socket it binds (no namespaces: for protocol tests).
