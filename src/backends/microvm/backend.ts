@@ -20,7 +20,7 @@ import { isAlive } from '../container/proc.js'
 import { AgentLimits } from '../container/protocol.js'
 import type { AdoptedSandbox, Backend, SandboxHandle, SandboxSpec } from '../types.js'
 import { MicrovmDefaults } from './defaults.js'
-import { badVmLimit, guestOomKills, runInVm, type VmExecTarget } from './exec.js'
+import { guestOomKills, runInVm, type VmExecTarget } from './exec.js'
 import { prepareGuest, type GuestImage } from './guest/index.js'
 import { destroyVm, launchVm, type LaunchedVm } from './launcher.js'
 import { connectQmp } from './qmp.js'
@@ -73,6 +73,11 @@ export interface MicrovmBackend extends Backend {
 }
 
 type Limits = NonNullable<SandboxSpec['limits']>
+
+/** The refusal of a create asking for what a VM cannot be given, naming the field. */
+function badVmLimit (field: string, message: string): Error {
+  return createError(ErrorCodes.INVALID_ARGUMENT, message, { field })
+}
 
 /** What a VM is given for `limits`: vCPUs, guest memory, writable layer, processes. */
 function vmShape (limits: Limits | undefined): { vcpus: number, memoryMiB: number, diskMiB: number, pids: number, cpus: number } {
@@ -173,11 +178,11 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       const id = spec.id ?? `v${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`
       // QEMU's memory is the guest's plus its own (and TCG's code cache); its threads are its own count.
       const overheadMiB = MicrovmDefaults.qemuOverheadMiB + (accel === 'tcg' ? MicrovmDefaults.tcgCacheMiB : 0)
-      const cgroup = options.cgroups !== undefined
-        ? await options.cgroups.create(id, { cpus: shape.cpus, memoryMiB: shape.memoryMiB + overheadMiB, diskMiB: 0, pids: MicrovmDefaults.qemuPids + shape.vcpus })
-        : undefined
+      let cgroup: SandboxCgroup | undefined
       let launched: { vm: LaunchedVm, agent: AgentClient } | undefined
       try {
+        cgroup = await options.cgroups?.create(id, { cpus: shape.cpus, memoryMiB: shape.memoryMiB + overheadMiB, diskMiB: 0, pids: MicrovmDefaults.qemuPids + shape.vcpus })
+        const group = cgroup
         launched = await launchVm({
           id,
           hostname: spec.hostname ?? id,
@@ -189,14 +194,14 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
           pids: shape.pids,
           accel,
           ...(tscKhz !== undefined ? { tscKhz } : {}),
-          ...(cgroup !== undefined ? { cgroups: cgroup.dirs } : {}),
+          ...(group !== undefined ? { cgroups: group.dirs } : {}),
           runDir,
           ...(options.extraCmdline !== undefined ? { extraCmdline: options.extraCmdline } : {}),
           // Journaled while it boots: a crash from here on leaves a record to reclaim.
           onStarted: (started) => journal.write(id, { vm: started, meta: undefined, claimed: false, refs })
         })
         const { vm, agent } = launched
-        const entry: Live = { vm, agent, refs, cgroup, env: spec.env ?? {}, oomSeen: await guestOomKills(agent), ...(cgroup !== undefined ? { hostOomKills: () => cgroup.oomKills() } : {}) }
+        const entry: Live = { vm, agent, refs, cgroup, env: spec.env ?? {}, oomSeen: await guestOomKills(agent), ...(group !== undefined ? { hostOomKills: () => group.oomKills() } : {}) }
         if (closed) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, 'the microvm backend closed during the create', { reason: 'closed' })
         journal.write(id, { vm, meta: spec.meta, claimed: true, refs })
         live.set(id, entry)

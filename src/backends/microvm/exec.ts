@@ -3,7 +3,7 @@
  * and how it ended told apart: out of memory inside the guest (its kernel's OOM killer, counted
  * in /proc/vmstat) or on the host (QEMU's cgroup killed the VM), killed, timed out.
  */
-import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
+import { ErrorCodes, isWarrenError } from '../../errors.js'
 import type { AgentClient } from '../container/agent-client.js'
 import { resolveUser, UserDefaults } from '../container/users.js'
 import type { ExecOptions, ExecResult } from '../types.js'
@@ -73,15 +73,10 @@ export async function runInVm (vm: VmExecTarget, argv: readonly string[], opts: 
     const reason = r.timedOut ? 'timeout' as const : oom ? 'oom' as const : r.killed ? 'killed' as const : undefined
     return { exitCode: r.timedOut ? 124 : r.exitCode, durationMs: r.durationMs, truncated: r.truncated, ...(reason !== undefined ? { reason } : {}) }
   } catch (err) {
-    if (isWarrenError(err) && err.code !== ErrorCodes.CONNECTION_CLOSED) throw err
-    if (!isWarrenError(err)) throw err
+    // A refusal, or what a handler threw, is the caller's to see.
+    if (!isWarrenError(err, ErrorCodes.CONNECTION_CLOSED)) throw err
     // The agent went away mid-command: the VM ended (its QEMU killed for memory, or the VM killed).
     const oom = vm.hostOomKills !== undefined && await vm.hostOomKills().catch(() => 0) > 0
     return { exitCode: 137, durationMs: performance.now() - started, truncated: false, reason: oom ? 'oom' : 'killed', message: 'the VM ended during the command' }
   }
-}
-
-/** The refusal of a create asking for what a VM cannot be given. */
-export function badVmLimit (field: string, message: string): Error {
-  return createError(ErrorCodes.INVALID_ARGUMENT, message, { field })
 }

@@ -9,8 +9,7 @@
  *   control  QMP on a second socket; the console (ttyS0) on a third, read during boot only
  *   network  none (`-nic none`): the guest has loopback only
  */
-import { existsSync, readFileSync } from 'node:fs'
-import { constants, accessSync } from 'node:fs'
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs'
 import { MicrovmDefaults } from './defaults.js'
 
 /** What one VM is made of. */

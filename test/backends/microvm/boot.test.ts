@@ -41,6 +41,14 @@ vmTest('two VMs boot at once, each with its own disk and hostname', timed(120_00
   assert.is((await sh(b, y!, 'hostname; cat /root/mine 2>&1 || true')).split('\n')[0], 'pair-y')
   assert.match(await sh(b, y!, 'ls /root'), /^$/, 'y does not see what x wrote')
   assert.is(b.status().live, 2)
+  // A guest that powers itself off ends its QEMU; the backend says so, and kill cleans up after it.
+  const vmY = b.vm(y!)!
+  const gone = new Promise<string>((resolve) => b.onGone!(y!, resolve))
+  const off = await b.exec(y!, ['poweroff', '-f'])
+  assert.is(off.exitCode, 137, 'the command ended with its VM')
+  assert.match(await gone, /VM ended/)
+  await b.kill(y!)
+  await assertGone(vmY)
   await b.close()
   assert.is(b.status().live, 0)
 }))

@@ -91,6 +91,9 @@ vmTest('exec streams output while the command runs, takes stdin up front and str
   const slow = await b.exec(h, ['sleep', '30'], { timeoutMs: 300 })
   assert.is(slow.reason, 'timeout')
   assert.is(slow.exitCode, 124)
+  // A callback that throws cuts the command, and exec rejects with what it threw.
+  const thrown = await b.exec(h, ['sh', '-c', 'echo x; sleep 30'], { onStdout: () => { throw new Error('consumer gave up') } }).catch((e: unknown) => e)
+  assert.is((thrown as Error).message, 'consumer gave up')
   const abort = new AbortController()
   setTimeout(() => abort.abort(), 300)
   const aborted = await b.exec(h, ['sleep', '30'], { signal: abort.signal })
