@@ -39,6 +39,11 @@ export interface VmPlan {
   extraCmdline?: string
 }
 
+/** A value inside a QEMU option list, where a comma separates options unless doubled. */
+function opt (value: string): string {
+  return value.replace(/,/g, ',,')
+}
+
 /** The kernel command line: quiet, powering off on panic, and the agent's parameters. */
 export function kernelCmdline (plan: VmPlan): string {
   const parts = ['console=ttyS0', 'quiet', 'panic=-1', 'reboot=triple']
@@ -69,7 +74,7 @@ export function qemuArgs (plan: VmPlan): string[] {
     '-append', kernelCmdline(plan)
   ]
   const disk = (file: string, id: string, serial: string): void => {
-    args.push('-drive', `file=${file},format=raw,readonly=on,if=none,id=${id}`, '-device', `virtio-blk-device,drive=${id},serial=${serial}`)
+    args.push('-drive', `file=${opt(file)},format=raw,readonly=on,if=none,id=${id}`, '-device', `virtio-blk-device,drive=${id},serial=${serial}`)
   }
   plan.layers.forEach((layer, i) => disk(layer, `l${i}`, `warren-l${i}`))
   if (plan.modulesDisk !== undefined) disk(plan.modulesDisk, 'mods', 'warren-mods')
@@ -79,11 +84,11 @@ export function qemuArgs (plan: VmPlan): string[] {
     // before, its decompression scratch above all, stays).
     '-device', 'virtio-balloon-device,free-page-reporting=on',
     '-device', 'virtio-serial-device,max_ports=2',
-    '-chardev', `socket,id=agent,path=${plan.agentSocket},server=on,wait=off`,
+    '-chardev', `socket,id=agent,path=${opt(plan.agentSocket)},server=on,wait=off`,
     '-device', 'virtserialport,chardev=agent,name=warren.agent,id=agent0',
-    '-chardev', `socket,id=qmp,path=${plan.qmpSocket},server=on,wait=off`,
+    '-chardev', `socket,id=qmp,path=${opt(plan.qmpSocket)},server=on,wait=off`,
     '-mon', 'chardev=qmp,mode=control',
-    '-chardev', `socket,id=con,path=${plan.consoleSocket},server=on,wait=off`,
+    '-chardev', `socket,id=con,path=${opt(plan.consoleSocket)},server=on,wait=off`,
     '-serial', 'chardev:con',
     '-daemonize', '-pidfile', plan.pidFile
   )

@@ -95,6 +95,9 @@ test('qemu args: microvm without defaults or NIC, layers read-only by serial in 
   assert.ok(after('-chardev').some((c) => c.includes('path=/r/v1/agent.sock') && c.includes('server=on')))
   assert.ok(after('-mon').includes('chardev=qmp,mode=control'))
   assert.ok(!args.some((a) => /netdev|virtio-net/.test(a)), 'no network device')
+  // A comma in a path is doubled, so it cannot start another option.
+  const odd = qemuArgs({ ...plan, layers: ['/l/a,format=qcow2.erofs'] })
+  assert.ok(odd.includes('file=/l/a,,format=qcow2.erofs,format=raw,readonly=on,if=none,id=l0'))
 })
 
 test('kernel command line: the agent\'s parameters; the TSC rate only under TCG', () => {
