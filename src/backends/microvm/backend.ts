@@ -64,7 +64,9 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
   const store = new LayerStore(options.layersDir ?? join(options.dataDir, 'layers'), options.layerSource, options.lazy)
   const journal = new Journal<JournalEntry>(join(options.dataDir, 'journal'))
   const egressRouting = createEgressRouting(options.egress)
-  const templates = options.templates === false ? undefined : createTemplateStore(options.templateDir ?? `${runDir}-templates`, MicrovmDefaults.maxTemplates)
+  // Made even when templates are off: adopt clears what a previous process left in its directory.
+  const templateStore = createTemplateStore(options.templateDir ?? `${runDir}-templates`, MicrovmDefaults.maxTemplates)
+  const templates = options.templates === false ? undefined : templateStore
   const live = new Map<string, Live>()
   const goneListeners = new Map<string, (message: string) => void>()
   const egressListeners = new Map<string, Set<(event: EgressEvent) => void>>()
@@ -273,6 +275,8 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       for (const name of await readdir(store.dir).catch(() => [] as string[])) {
         if (name.startsWith('.stage-') || name.startsWith('.build-')) await rm(join(store.dir, name), { recursive: true, force: true }).catch(() => {})
       }
+      // Templates of the old agent: this one makes its own (adopted VMs keep the pages they map).
+      await templateStore.clear().catch(() => {})
       // A group that will not go is no reason to keep the node from starting.
       await options.cgroups?.reclaimOrphans?.(keep).catch(() => {})
       // The layer server outlived the old agent: it learns which of its layers' users survived.
@@ -361,7 +365,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       await pool.close()
       await Promise.all([...live.values()].map(reclaim))
       live.clear()
-      await templates?.close().catch(() => {})
+      await templateStore.close().catch(() => {})
       await rmdir(runDir).catch(() => {}) // only when empty
       await options.cgroups?.close?.().catch(() => {})
     },

@@ -31,7 +31,8 @@ interface Conn {
   delivered: number
   sentEof: boolean
   gotEof: boolean
-  connected: boolean
+  /** The proxy's socket closed: once what it gave is sent, the guest is told CLOSE. */
+  closed: boolean
 }
 
 /** The host's end of one VM's egress port. */
@@ -96,27 +97,31 @@ export async function startEgressMux (portSocket: string, proxySocket: string): 
       if (n === head.length) c.queued.shift()
       else c.queued[0] = head.subarray(n)
     }
-    if (c.queued.length === 0) {
-      if (c.sentEof) return
-      if (c.socket.readableEnded) { send(id, K.eof); c.sentEof = true; finish(id, c); return }
-      c.socket.resume()
+    if (c.queued.length > 0) return
+    if (c.socket.readableEnded || c.closed) {
+      if (!c.sentEof) { send(id, K.eof); c.sentEof = true }
+      // Closed for good: nothing the guest still sends can go anywhere. Else it may half-close.
+      if (c.closed) forget(id, true)
+      else finish(id, c)
+      return
     }
+    c.socket.resume()
   }
 
   const open = (id: number): void => {
     if (conns.has(id)) { forget(id, true); return }
     const socket = createConnection({ path: proxySocket })
-    const c: Conn = { socket, credit: WINDOW, queued: [], delivered: 0, sentEof: false, gotEof: false, connected: false }
+    const c: Conn = { socket, credit: WINDOW, queued: [], delivered: 0, sentEof: false, gotEof: false, closed: false }
     conns.set(id, c)
-    socket.on('connect', () => { c.connected = true })
     socket.on('data', (chunk: Buffer) => {
       c.queued.push(chunk)
       socket.pause()
       pump(id, c)
     })
-    socket.on('end', () => { if (c.queued.length === 0 && !c.sentEof) { send(id, K.eof); c.sentEof = true } finish(id, c) })
-    socket.on('error', () => forget(id, true))
-    socket.on('close', () => { if (conns.get(id) === c && !(c.sentEof && c.gotEof)) forget(id, true) })
+    // The proxy's end, or its socket closing, reach the guest after the bytes before them.
+    socket.on('end', () => { if (conns.get(id) === c) pump(id, c) })
+    socket.on('close', () => { if (conns.get(id) === c) { c.closed = true; pump(id, c) } })
+    socket.on('error', () => { c.queued = []; c.closed = true })
   }
   const finish = (id: number, c: Conn): void => { if (c.sentEof && c.gotEof && c.queued.length === 0) forget(id, false) }
 

@@ -16,7 +16,7 @@
  */
 import { createHash } from 'node:crypto'
 import { existsSync, readFileSync } from 'node:fs'
-import { mkdir, rm, rmdir, stat } from 'node:fs/promises'
+import { mkdir, readdir, rm, rmdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { run } from '../../images/index.js'
 
@@ -37,7 +37,12 @@ export interface TemplateStore {
   get (key: string, build: TemplateBuilder): Promise<VmTemplate>
   /** Templates made and kept. */
   readonly size: number
-  /** Removes every template and the mount. */
+  /**
+   * Removes every template and the mount, this store's and any a previous process left there
+   * (VMs restored from them keep their pages until they end). Later `get`s mount again.
+   */
+  clear (): Promise<void>
+  /** `clear`, and later `get`s fail. */
   close (): Promise<void>
 }
 
@@ -70,6 +75,8 @@ export function createTemplateStore (dir: string, max: number): TemplateStore {
     mounted ??= (async () => {
       await mkdir(dir, { recursive: true, mode: 0o700 })
       if (!isRamfs(dir)) await run('mount', ['-t', 'ramfs', '-o', 'mode=0700', 'ramfs', dir])
+      // What a previous process left here is not known to this store.
+      for (const name of await readdir(dir)) if (!kept.has(name)) await rm(join(dir, name), { recursive: true, force: true })
     })()
     mounted.catch(() => { mounted = undefined })
     return mounted
@@ -114,15 +121,21 @@ export function createTemplateStore (dir: string, max: number): TemplateStore {
 
     get size () { return kept.size },
 
-    async close () {
-      closed = true
+    async clear () {
       await Promise.allSettled([...kept.values()])
       for (const key of [...kept.keys()]) await drop(key)
-      if (mounted !== undefined && isRamfs(dir)) {
+      mounted = undefined
+      if (isRamfs(dir)) {
+        for (const name of await readdir(dir).catch(() => [] as string[])) await rm(join(dir, name), { recursive: true, force: true }).catch(() => {})
         // Lazily: VMs still mapping a file keep it until they end.
         await run('umount', ['-l', dir]).catch(() => {})
       }
       await rmdir(dir).catch(() => {})
+    },
+
+    async close () {
+      closed = true
+      await this.clear()
     }
   }
 }

@@ -6,7 +6,8 @@
  *   OPEN    guest -> host   a client connected to 127.0.0.1:3128; the host connects it to the proxy
  *   DATA    both            bytes of that connection, within the receiver's window
  *   EOF     both            that side will send no more (a half-close)
- *   CLOSE   both            the connection is gone (refused, reset, or failed): forget it
+ *   CLOSE   both            the connection is gone (refused, reset, or failed): forget it once
+ *                           what came before it is delivered
  *   CREDIT  both            payload u32: that many more bytes of DATA may come (the window is
  *                           MUX_WINDOW per connection and direction to begin with)
  *   HELLO   host -> guest   conn 0, payload MUX_MAGIC: a new host session; every connection of
@@ -47,6 +48,7 @@ struct mconn {
 	uint64_t tx_credit;   /* bytes the host may still be sent */
 	uint64_t delivered;   /* bytes written to the client not yet credited back */
 	int in_eof, out_eof, shut, dead, tell;
+	int closing; /* the host said CLOSE: deliver what it sent before, then go */
 };
 
 static struct mconn *mc[RELAY_MAX];
@@ -136,7 +138,7 @@ int mux_poll_fds(struct pollfd *fds, void **owners, int max, int n)
 		struct mconn *m = mc[i];
 		if (m->dead) continue;
 		short ev = 0;
-		if (!m->in_eof && m->tx_credit > 0 && buf_len(&pout) < PORT_HIGH && synced) ev |= POLLIN;
+		if (!m->in_eof && !m->closing && m->tx_credit > 0 && buf_len(&pout) < PORT_HIGH && synced) ev |= POLLIN;
 		if (buf_len(&m->rx) > 0) ev |= POLLOUT;
 		fds[n] = (struct pollfd){ m->fd, ev, 0 };
 		owners[n++] = m;
@@ -173,7 +175,12 @@ static void on_frame(uint32_t id, int kind, const uint8_t *p, uint32_t n)
 		buf_put(&m->rx, p, n);
 		break;
 	case K_EOF: m->out_eof = 1; break;
-	case K_CLOSE: m->dead = 1; m->tell = 0; break;
+	case K_CLOSE:
+		m->tell = 0;
+		m->out_eof = 1;
+		m->closing = 1;
+		if (buf_len(&m->rx) == 0) m->dead = 1;
+		break;
 	case K_CREDIT:
 		if (n == 4) m->tx_credit += (uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 | (uint64_t)p[2] << 8 | p[3];
 		break;
@@ -252,6 +259,7 @@ static void client_event(struct mconn *m, short revents)
 	if (m->delivered >= CREDIT_BATCH || (m->delivered > 0 && buf_len(&m->rx) == 0)) { credit(m->id, m->delivered); m->delivered = 0; }
 	if (m->out_eof && buf_len(&m->rx) == 0 && !m->shut) { shutdown(m->fd, SHUT_WR); m->shut = 1; }
 	if (m->in_eof && m->shut) { m->dead = 1; m->tell = 0; } /* both ways ended: done */
+	if (m->closing && buf_len(&m->rx) == 0) m->dead = 1;
 }
 
 void mux_handle(void *owner, short revents, int fd)
