@@ -55,7 +55,7 @@ export interface NodeOptions {
   /** Egress (containers and VMs): the operator's pinned names (`{ 'mirror.internal': '10.0.0.5:3141' }`), and a resolver for tests. */
   egress?: EgressProxyOptions
   /** MicroVMs: the operator's guest kernel (and its module tree) instead of Debian's. */
-  microvm?: { kernel?: string, kernelModules?: string, pool?: { min?: number, max?: number }, templates?: boolean }
+  microvm?: { kernel?: string, kernelModules?: string, pool?: { min?: number, max?: number }, templates?: boolean, guestDir?: string }
 }
 
 /** Why this machine cannot run container sandboxes, or undefined when it can. */
@@ -92,7 +92,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   let containerBackend: ContainerBackend | undefined
   let microvmBackend: MicrovmBackend | undefined
   const vmDataDir = options.dataDir !== undefined ? join(options.dataDir, 'microvm') : undefined
-  const guestDir = vmDataDir !== undefined ? MicrovmDefaults.guestDir ?? join(vmDataDir, 'guest') : undefined
+  const guestDir = vmDataDir !== undefined ? options.microvm?.guestDir ?? MicrovmDefaults.guestDir ?? join(vmDataDir, 'guest') : undefined
   const vmWhy = vmDataDir !== undefined ? microvmUnavailable(guestDir, options.microvm?.kernel) : 'no data directory'
   // Layers on demand are served by a process of the node's own that outlives the agent, so
   // sandboxes re-adopted after a crash of the agent keep reading their layers.
