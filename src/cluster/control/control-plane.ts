@@ -6,6 +6,8 @@
  *   ├── registry
  *   ├── placement (one_for_one) ── shard-0 … shard-k
  *   ├── directory
+ *   ├── images
+ *   ├── trajectories (the trajectory store: nodes ship to it, sessions read it)
  *   └── gateway ── session per connection (temporary)
  *
  * Siblings find each other by name (`cp/iam`, …), looked up on every use, so a restarted
@@ -24,6 +26,7 @@ import { openState } from '../../state/index.js'
 import { createGateway } from './gateway.js'
 import { createImageIndex, type ImageIndexMessage } from './image-index.js'
 import { createRegistry, createShardRecovery, type RegistryMessage } from './registry.js'
+import { createTrajectories, TrajectoryStore, type TrajectoriesMessage } from '../trajectory/index.js'
 
 /** The control plane's actor system name: nodes address `cp/registry` and `cp/directory`. */
 export const CONTROL_PLANE = 'cp'
@@ -46,6 +49,8 @@ export interface ControlPlaneOptions {
   link?: LinkOptionsInput
   /** Bounds of layer uploads to the blob store (largest layer, uploads per tenant…; UploadDefaults). */
   upload?: Partial<UploadTunables>
+  /** How long trajectories are kept after their sandbox ended (`TrajectoryDefaults.retentionMs`, 7 days). */
+  trajectoryRetentionMs?: number
 }
 
 export interface ControlPlane {
@@ -67,6 +72,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const store = new IamStore(state.db)
   const names = new NameIndex(state.db)
   const kinds = new LayerKinds(state.db)
+  const trajectoryStore = new TrajectoryStore(state.db)
   try {
     // The JSON files of earlier versions, imported once.
     state.importLegacy('iam.json', (data, warn) => store.importLegacy(data, warn))
@@ -86,6 +92,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const registry = ref<RegistryMessage>('registry')
   const directory = ref<DirectoryMessage>('directory')
   const images = ref<ImageIndexMessage>('images')
+  const trajectories = ref<TrajectoriesMessage>('trajectories')
   const shardRefs = Array.from({ length: o.shards }, (_, i) => ref<ShardMessage>(`shard-${i}`))
   const shards = (): Ref<ShardMessage>[] => shardRefs.map((get) => get())
 
@@ -108,10 +115,19 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     { id: 'directory', start: createDirectory({ shards, iam }), spawn: { name: 'directory', ...big } },
     { id: 'images', start: createImageIndex(names, kinds, options.dataDir === undefined ? undefined : join(options.dataDir, 'blobs')), spawn: { name: 'images', ...big } },
     {
+      id: 'trajectories',
+      start: createTrajectories({
+        store: trajectoryStore,
+        ...(options.dataDir !== undefined ? { blobRoot: join(options.dataDir, 'blobs') } : {}),
+        ...(options.trajectoryRetentionMs !== undefined ? { retentionMs: options.trajectoryRetentionMs } : {})
+      }),
+      spawn: { name: 'trajectories', ...big }
+    },
+    {
       id: 'gateway',
       shutdown: 'infinity',
       start: createGateway({
-        port: o.port, host: o.host, iam, shards, directory, registry, images,
+        port: o.port, host: o.host, iam, shards, directory, registry, images, trajectories,
         ...(options.dataDir !== undefined ? { blobRoot: join(options.dataDir, 'blobs') } : {}),
         ...(options.link !== undefined ? { link: options.link } : {}),
         ...(options.upload !== undefined ? { upload: options.upload } : {}),

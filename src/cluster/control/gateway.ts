@@ -2,7 +2,7 @@
  * Gateway: the control plane's WebSocket server. Every connection authenticates first: a user
  * key (`wrn_…`) gets a Session actor (a temporary child: it ends with its connection, the
  * sandboxes it made do not); a node join token (`wrnj_…`) gets a node link that may reach
- * only the registry and the directory. Nodes are reached back through their links by address
+ * only the registry, the directory and the trajectory store. Nodes are reached back through their links by address
  * (`${nodeId}/…`).
  */
 import { createServer, type Server } from 'node:http'
@@ -17,6 +17,7 @@ import { createBlobRoutes, type BlobRoutes } from './blob-routes.js'
 import type { DirectoryMessage } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
 import type { RegistryMessage } from './registry.js'
+import type { TrajectoriesMessage } from '../trajectory/index.js'
 import { toPublicError } from './public-error.js'
 import { createSession } from './session.js'
 
@@ -28,6 +29,7 @@ export interface GatewayOptions {
   directory: () => Ref<DirectoryMessage>
   registry: () => Ref<RegistryMessage>
   images: () => Ref<ImageIndexMessage>
+  trajectories: () => Ref<TrajectoriesMessage>
   /** The blob store's root: served on the same port over HTTP (reads: Range, join token; uploads: an API key). */
   blobRoot?: string
   /** Bounds of layer uploads (UploadDefaults unless given). */
@@ -106,6 +108,7 @@ export class Gateway extends Actor<GatewayMessage> {
       directory: this.o.directory,
       registry: this.o.registry,
       images: this.o.images,
+      trajectories: this.o.trajectories,
       notify: (notice) => { if (link.state !== 'closed') { try { link.tell(CLIENT_ADDRESS, notice) } catch { /* bounded buffer full: notices are best effort */ } } }
     }), { mailbox: { capacity: 10_000 } })
     link.on('close', () => { void this.ctx.system.stop(session) })
@@ -119,7 +122,7 @@ export class Gateway extends Actor<GatewayMessage> {
 
   private nodeHandler (link: Link): LinkHandler {
     const system = this.ctx.system
-    const allowed = new Set([this.o.registry().address, this.o.directory().address])
+    const allowed = new Set([this.o.registry().address, this.o.directory().address, this.o.trajectories().address])
     const exposed = exposeSystem(system, { allow: (address) => allowed.has(address) })
     return {
       ...exposed,

@@ -19,6 +19,8 @@ import { killMany, killOne, setTtl, type LifecycleDeps } from './lifecycle.js'
 import { nodeCreateError, toPublicError } from './public-error.js'
 import { parseClientRequest, type ClientRequest } from './requests.js'
 import { shardForSandbox, shardOf, type NodeStatus, type RegistryMessage } from './registry.js'
+import type { TrajectoriesMessage } from '../trajectory/index.js'
+import { readTrajectory, readTrajectoryBlob, type TrajectoryDeps } from './trajectory-requests.js'
 
 /**
  * What reaches a session: a client's message as the gateway received it (checked here, never
@@ -62,6 +64,7 @@ export interface SessionOptions {
   directory: () => Ref<DirectoryMessage>
   registry: () => Ref<RegistryMessage>
   images: () => Ref<ImageIndexMessage>
+  trajectories: () => Ref<TrajectoriesMessage>
   /** Where notices for the client go (the link's tell towards the SDK). */
   notify: (notice: SandboxStateNotice) => void
 }
@@ -159,9 +162,10 @@ export class Session extends Actor<SessionMessage> {
         })
       case 'trajectory':
         this.authorize('sandbox:read')
-        return await this.forward(m.id, {
-          type: 'trajectory', ...(m.fromSeq !== undefined ? { fromSeq: m.fromSeq } : {}), ...(m.limit !== undefined ? { limit: m.limit } : {})
-        })
+        return await readTrajectory(this.trajectoryDeps(), m)
+      case 'trajectory-blob':
+        this.authorize('sandbox:read')
+        return await readTrajectoryBlob(this.trajectoryDeps(), m)
       case 'files':
         this.authorize(READ_ONLY_FILE_OPS.includes(m.req.op) ? 'sandbox:read' : 'sandbox:exec')
         return await this.files(m.id, m.req)
@@ -184,6 +188,10 @@ export class Session extends Actor<SessionMessage> {
         this.authorize('sandbox:read')
         return await this.o.images().ask({ type: 'list' })
     }
+  }
+
+  private trajectoryDeps (): TrajectoryDeps {
+    return { tenant: this.tenant, directory: this.o.directory, trajectories: this.o.trajectories, refFor: (address) => this.ctx.system.refFor<SandboxMessage>(address) }
   }
 
   private lifecycle (): LifecycleDeps {
