@@ -35,8 +35,8 @@ export async function readTrajectory (d: TrajectoryDeps, m: Extract<ClientReques
   try {
     return await d.trajectories().ask<TrajectoryPage>({ type: 'read', tenant: d.tenant, sandboxId: m.id, fromSeq, ...(m.limit !== undefined ? { limit: m.limit } : {}) })
   } catch (err) {
-    // The sandbox is the tenant's, and its first records are still on their way.
-    if (record !== undefined && isWarrenError(err, ErrorCodes.NOT_FOUND)) return { steps: [], nextSeq: fromSeq, complete: false }
+    // The sandbox is the tenant's and runs: its first records are still on their way.
+    if (record !== undefined && !hasEnded(record.state) && isWarrenError(err, ErrorCodes.NOT_FOUND)) return { steps: [], nextSeq: fromSeq, complete: false }
     throw err
   }
 }
