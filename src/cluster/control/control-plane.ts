@@ -72,7 +72,8 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const store = new IamStore(state.db)
   const names = new NameIndex(state.db)
   const kinds = new LayerKinds(state.db)
-  const trajectoryStore = new TrajectoryStore(state.db)
+  // Steps arrive by the thousand a second: their commits wait for no fsync (they survive a crash of this process).
+  const trajectoryStore = new TrajectoryStore(state.bulk)
   try {
     // The JSON files of earlier versions, imported once.
     state.importLegacy('iam.json', (data, warn) => store.importLegacy(data, warn))

@@ -122,11 +122,16 @@ export class Gateway extends Actor<GatewayMessage> {
 
   private nodeHandler (link: Link): LinkHandler {
     const system = this.ctx.system
-    const allowed = new Set([this.o.registry().address, this.o.directory().address, this.o.trajectories().address])
+    const trajectories = this.o.trajectories().address
+    const allowed = new Set([this.o.registry().address, this.o.directory().address, trajectories])
     const exposed = exposeSystem(system, { allow: (address) => allowed.has(address) })
     return {
       ...exposed,
       request: (to, message, from, l, timeoutMs) => {
+        // A node ships trajectory records; reading them back is for tenants' sessions only.
+        if (to === trajectories && (message as { type?: unknown } | null)?.type !== 'append') {
+          throw createError(ErrorCodes.FORBIDDEN, 'a node may only append to the trajectory store')
+        }
         const m = message as RegistryMessage
         if (m !== null && typeof m === 'object' && m.type === 'join') {
           if (typeof m.nodeId !== 'string' || !/^[a-zA-Z0-9_.-]{1,64}$/.test(m.nodeId) || m.nodeId === system.name) {

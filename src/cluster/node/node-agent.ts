@@ -156,7 +156,8 @@ export class NodeAgent extends Actor<NodeMessage> {
     // the `info` below is answered only by the kernel's "has stopped".
     let failure: SandboxEvent | undefined
     const trajectory = this.trajectories.open({
-      sandboxId: item.id, tenant: item.tenant, spec: item.spec, createdAt, ...(item.trajectory !== undefined ? { nextSeq: item.trajectory.nextSeq } : {})
+      sandboxId: item.id, tenant: item.tenant, spec: item.spec, createdAt, durable: backend.adopt !== undefined,
+      ...(item.trajectory !== undefined ? { nextSeq: item.trajectory.nextSeq } : {})
     })
     const args: SandboxArgs = {
       id: item.id,

@@ -2,12 +2,14 @@
  * One sandbox's trajectory log on its node: records appended as things happen, shipped to the
  * control plane in order, acknowledged by their number in the log (0, 1, …). On disk it is
  * `<dir>/<sandboxId>.log` (records behind their lengths, codec.ts) with `<sandboxId>.ack` saying
- * how far the control plane has acknowledged; a node without a data dir keeps the records not
- * yet acknowledged in memory instead. The file is the backlog: nothing of it is held in memory.
+ * how far the control plane has acknowledged. A log without a file (a node without a data dir, a
+ * sandbox that does not outlive the agent) keeps the records not yet acknowledged in memory
+ * instead. The file is the backlog: nothing of it is held in memory.
  */
 import { appendFileSync, closeSync, openSync, readFileSync, readSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { decodeValue, frameRecord, LENGTH_BYTES, splitRecords } from './codec.js'
+import { RecordBudget } from './recorded-bytes.js'
 import { recordedOf, type LogRecord, type Step } from './types.js'
 
 /** What a log says once read back (after a restart of the node agent). */
@@ -33,10 +35,11 @@ const SCAN_CHUNK = 1024 * 1024
 
 export const NodeLogDefaults = {
   /**
-   * Bytes of records not yet acknowledged a log without a file holds; beyond it (the control
-   * plane unreachable for long) records are dropped, and the trajectory stays incomplete.
+   * Bytes of records not yet acknowledged that the logs without a file of one node hold together;
+   * beyond it (the control plane unreachable for long) their records are dropped, and those
+   * trajectories stay incomplete.
    */
-  maxMemoryBytes: 16 * 1024 * 1024
+  maxMemoryBytes: 256 * 1024 * 1024
 }
 
 export class NodeLog {
@@ -54,16 +57,19 @@ export class NodeLog {
   private ackedOffset = 0
   private sentOffset = 0
   /** Without a file: the records not yet acknowledged, oldest first (number `acked` is the first). */
-  private readonly memory: Buffer[] = []
+  private readonly held: Buffer[] = []
   private memoryBytes = 0
   /** Records a log without a file could not hold. */
   dropped = 0
+  private removed = false
 
   /**
    * @param dir the node's trajectory directory; undefined keeps the records in memory
    * @param scanned what an existing file holds (it is appended to)
+   * @param memory the bytes the node's logs without a file may hold together
    */
-  constructor (readonly sandboxId: string, private readonly dir: string | undefined, scanned?: ScannedLog) {
+  constructor (readonly sandboxId: string, private readonly dir: string | undefined, scanned?: ScannedLog,
+    private readonly memory = new RecordBudget(NodeLogDefaults.maxMemoryBytes)) {
     if (scanned !== undefined) {
       this.count = scanned.count
       this.size = scanned.size
@@ -89,8 +95,8 @@ export class NodeLog {
       appendFileSync(this.file, framed, { mode: 0o600 })
       this.size += framed.length
     } else {
-      if (this.memoryBytes + body.length > NodeLogDefaults.maxMemoryBytes) { this.dropped++; return }
-      this.memory.push(body)
+      if (!this.memory.take(body.length)) { this.dropped++; return }
+      this.held.push(body)
       this.memoryBytes += body.length
     }
     this.count++
@@ -108,10 +114,10 @@ export class NodeLog {
     if (this.dir === undefined) {
       records = []
       let bytes = 0
-      for (let i = this.sent - this.acked; i < this.memory.length && records.length < maxRecords; i++) {
-        if (records.length > 0 && bytes + this.memory[i]!.length > maxBytes) break
-        records.push(this.memory[i]!)
-        bytes += this.memory[i]!.length
+      for (let i = this.sent - this.acked; i < this.held.length && records.length < maxRecords; i++) {
+        if (records.length > 0 && bytes + this.held[i]!.length > maxBytes) break
+        records.push(this.held[i]!)
+        bytes += this.held[i]!.length
       }
       end = 0
     } else {
@@ -131,13 +137,21 @@ export class NodeLog {
     const newly = upTo + 1 - this.acked
     if (newly <= 0) return
     if (this.dir === undefined) {
-      for (const b of this.memory.splice(0, newly)) this.memoryBytes -= b.length
+      for (const b of this.held.splice(0, newly)) { this.memoryBytes -= b.length; this.memory.give(b.length) }
     } else {
       this.ackedOffset = inflight.end
-      // How far the control plane got, so a restarted agent resends only the rest (resending more is harmless).
-      try { writeFileSync(this.ackFile, JSON.stringify({ acked: upTo + 1, offset: this.ackedOffset })) } catch {}
     }
     this.acked = upTo + 1
+  }
+
+  /**
+   * Notes on disk how far the control plane got, so a restarted agent resends only the rest
+   * (resending more is harmless: the store takes a record twice as once). Done now and then, not
+   * on every acknowledgement: a short-lived sandbox's log is gone before it is ever needed.
+   */
+  saveAck (): void {
+    if (this.dir === undefined || this.removed) return
+    try { writeFileSync(this.ackFile, JSON.stringify({ acked: this.acked, offset: this.ackedOffset })) } catch {}
   }
 
   /** What was in flight was not acknowledged (the link dropped): it goes again. */
@@ -149,7 +163,9 @@ export class NodeLog {
 
   /** Removes the log (its sandbox ended and the control plane has all of it). */
   remove (): void {
-    this.memory.length = 0
+    this.removed = true
+    this.held.length = 0
+    this.memory.give(this.memoryBytes)
     this.memoryBytes = 0
     if (this.dir === undefined) return
     rmSync(this.file, { force: true })

@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import type { BackendKind } from '../../backends/types.js'
 import { placementRequestOf, type SandboxSpec } from '../spec.js'
 import { ImageRefDefaults } from '../spec-image.js'
-import { NodeLog, scanLog, type ScannedLog } from './node-log.js'
+import { NodeLog, NodeLogDefaults, scanLog, type ScannedLog } from './node-log.js'
 import { RecordBudget, type PushBlob } from './recorded-bytes.js'
 import { SandboxRecorder } from './recorder.js'
 import { ShipDefaults, TrajectoryShipper, type ShipSend } from './shipper.js'
@@ -43,6 +43,12 @@ export interface OpenTrajectory {
   createdAt: number
   /** Made again under its id (resume, restore): its steps go on from here and no header is written. */
   nextSeq?: number
+  /**
+   * The sandbox outlives the node agent (its backend re-adopts it): its log is a file, so a
+   * restarted agent goes on with it. Other logs are kept in memory: their sandboxes end with the
+   * agent, and creating a file for each would cost a fast creation rate more than the log is worth.
+   */
+  durable?: boolean
 }
 
 /** The layers a sandbox stands on, bottom first, as its header records them. */
@@ -60,6 +66,8 @@ export class NodeTrajectories {
   private readonly found = new Map<string, ScannedLog>()
   private readonly spillDir: string
   private spilled = 0
+  /** What the logs without a file hold together. */
+  private readonly memory = new RecordBudget(NodeLogDefaults.maxMemoryBytes)
 
   constructor (private readonly o: NodeTrajectoriesOptions) {
     this.limits = { ...TrajectoryDefaults, ...o.limits }
@@ -95,11 +103,11 @@ export class NodeTrajectories {
       if (log.ended) log.append({ t: 'continue', at: Date.now(), nextSeq })
     } else if (t.nextSeq !== undefined) {
       nextSeq = t.nextSeq
-      if (log === undefined) { log = new NodeLog(t.sandboxId, this.o.dir); this.logs.set(t.sandboxId, log) }
+      if (log === undefined) { log = this.newLog(t); this.logs.set(t.sandboxId, log) }
       log.append({ t: 'continue', at: Date.now(), nextSeq })
     } else {
       log?.remove()
-      log = new NodeLog(t.sandboxId, this.o.dir)
+      log = this.newLog(t)
       this.logs.set(t.sandboxId, log)
       const header: TrajectoryHeader = {
         sandboxId: t.sandboxId, tenant: t.tenant, node: this.o.nodeId, createdAt: t.createdAt, spec: t.spec, layers: headerLayers(t.spec),
@@ -107,7 +115,7 @@ export class NodeTrajectories {
       }
       log.append({ t: 'header', header })
     }
-    this.shipper.poke()
+    this.shipper.poke(log)
     return new SandboxRecorder({
       log, shipper: this.shipper, budget: new RecordBudget(this.limits.maxRecordedBytes, recorded), push: this.o.pushBlob,
       spillPath: () => join(this.spillDir, `${t.sandboxId}-${++this.spilled}`), limits: this.limits,
@@ -126,9 +134,9 @@ export class NodeTrajectories {
         for (const step of found.open.values()) log.append({ t: 'step', final: true, step: step.kind === 'exec' ? { ...step, endedAt: Date.now(), reason: 'lost' } : step })
         log.append({ t: 'end', at: Date.now(), nextSeq: found.nextSeq })
       }
+      if (log !== undefined) this.shipper.poke(log)
     }
     this.found.clear()
-    this.shipper.poke()
   }
 
   /** The control link joined (again): what is not acknowledged goes now. */
@@ -139,6 +147,10 @@ export class NodeTrajectories {
   close (): void {
     this.shipper.close()
     if (this.o.dir === undefined) rmSync(this.spillDir, { recursive: true, force: true })
+  }
+
+  private newLog (t: OpenTrajectory): NodeLog {
+    return new NodeLog(t.sandboxId, t.durable === true ? this.o.dir : undefined, undefined, this.memory)
   }
 
   private scan (dir: string): void {

@@ -163,7 +163,7 @@ export class SandboxRecorder {
       while (this.pending.size > 0) await Promise.allSettled([...this.pending])
       this.d.log.append({ t: 'end', at: Date.now(), nextSeq: this.nextSeq })
       this.ended = true
-      this.d.shipper.poke()
+      this.d.shipper.poke(this.d.log)
       await this.d.shipper.flush(this.d.log, this.d.flushWaitMs)
     })()
     return this.closing
@@ -192,7 +192,7 @@ export class SandboxRecorder {
   private record (step: Step, final: boolean): void {
     if (this.ended) return
     this.d.log.append({ t: 'step', final, step })
-    this.d.shipper.poke()
+    this.d.shipper.poke(this.d.log)
   }
 
   private track (work: Promise<void>): void {

@@ -14,8 +14,15 @@ export const ShipDefaults = {
   maxBatchBytes: 512 * 1024,
   /** Records written within this long go in one batch. */
   delayMs: 20,
+  /**
+   * Batches go at most this often, also when someone waits for one: under load each carries
+   * more, so the control plane commits (each one a write to disk) a bounded number a second.
+   */
+  minIntervalMs: 10,
   /** A batch that failed is tried again after this long (or at once when the link comes back). */
-  retryMs: 500
+  retryMs: 500,
+  /** How often how far each log is acknowledged is noted on disk. */
+  saveAcksEveryMs: 1000
 }
 
 export type ShipSend = (batch: ShipBatch) => Promise<ShipAck>
@@ -25,34 +32,43 @@ interface Waiter { upTo: number, resolve: () => void }
 export class TrajectoryShipper {
   private busy = false
   private timer: NodeJS.Timeout | undefined
+  /** When the last batch went. */
+  private lastSent = 0
+  private readonly saveTimer: NodeJS.Timeout
   /** True while the control link is joined; flushes do not wait while it is not. */
   private up = false
+  /** Logs with records not yet sent, in the order they are served. */
+  private readonly unsent = new Set<NodeLog>()
+  /** Logs acknowledged further since their acknowledgement was last noted on disk. */
+  private readonly unsaved = new Set<NodeLog>()
   private readonly waiters = new Map<NodeLog, Waiter[]>()
   private closed = false
 
   /**
-   * @param logs the node's logs, in the order they are served (the shipper removes settled ended ones)
+   * @param logs the node's logs by sandbox id (the shipper removes settled ended ones)
    * @param send delivers a batch to `cp/trajectories` and resolves with its acknowledgement
    */
-  constructor (private readonly nodeId: string, private readonly logs: Map<string, NodeLog>, private send: ShipSend | undefined, private readonly o = ShipDefaults) {}
+  constructor (private readonly nodeId: string, private readonly logs: Map<string, NodeLog>, private send: ShipSend | undefined, private readonly o = ShipDefaults) {
+    this.saveTimer = setInterval(() => this.saveAcks(), o.saveAcksEveryMs)
+    this.saveTimer.unref?.()
+  }
 
   /** Sets how batches are sent (the control link, once the node has one). */
   setSend (send: ShipSend): void {
     this.send = send
-    this.poke()
+    this.schedule()
   }
 
-  /** Something was written: it goes in the next batch. */
-  poke (): void {
-    if (this.timer !== undefined || this.closed) return
-    this.timer = setTimeout(() => { this.timer = undefined; void this.ship() }, this.o.delayMs)
-    this.timer.unref?.()
+  /** Something was written to `log`: it goes in the next batch. */
+  poke (log: NodeLog): void {
+    if (log.sent < log.count) this.unsent.add(log)
+    this.schedule()
   }
 
   /** The control link (re)joined: everything not acknowledged goes again, now. */
   linkUp (): void {
     this.up = true
-    for (const log of this.logs.values()) log.rewind()
+    for (const log of this.logs.values()) this.rewind(log)
     void this.ship()
   }
 
@@ -76,14 +92,31 @@ export class TrajectoryShipper {
       let list = this.waiters.get(log)
       if (list === undefined) { list = []; this.waiters.set(log, list) }
       list.push({ upTo, resolve: done })
-      void this.ship()
+      this.schedule(0)
     })
   }
 
   close (): void {
     this.closed = true
     clearTimeout(this.timer)
+    clearInterval(this.saveTimer)
+    this.saveAcks()
     this.linkDown()
+  }
+
+  /** Ships in `ms` (at once for 0), but no sooner than `minIntervalMs` after the last batch. */
+  private schedule (ms = this.o.delayMs): void {
+    if (this.closed) return
+    const wait = Math.max(ms, this.lastSent + this.o.minIntervalMs - Date.now())
+    if (wait <= 0 && !this.busy) { clearTimeout(this.timer); this.timer = undefined; void this.ship(); return }
+    if (this.timer !== undefined) return
+    this.timer = setTimeout(() => { this.timer = undefined; void this.ship() }, Math.max(wait, 1))
+    this.timer.unref?.()
+  }
+
+  private rewind (log: NodeLog): void {
+    log.rewind()
+    if (log.sent < log.count) this.unsent.add(log)
   }
 
   private async ship (): Promise<void> {
@@ -91,6 +124,7 @@ export class TrajectoryShipper {
     const batch = this.collect()
     if (batch.logs.length === 0) return
     this.busy = true
+    this.lastSent = Date.now()
     let again = true
     try {
       const ack = await this.send(batch)
@@ -98,10 +132,11 @@ export class TrajectoryShipper {
         const log = this.logs.get(a.sandboxId)
         if (log === undefined) continue
         log.ack(a.upTo)
+        this.unsaved.add(log)
         this.settle(log)
       }
     } catch {
-      for (const l of batch.logs) this.logs.get(l.sandboxId)?.rewind()
+      for (const l of batch.logs) { const log = this.logs.get(l.sandboxId); if (log !== undefined) this.rewind(log) }
       again = false
       if (!this.closed) {
         clearTimeout(this.timer)
@@ -111,7 +146,8 @@ export class TrajectoryShipper {
     } finally {
       this.busy = false
     }
-    if (again) void this.ship()
+    // More to send: at once for those waiting (within the pace), else after the usual delay.
+    if (again && this.unsent.size > 0) this.schedule(this.waiters.size > 0 ? 0 : this.o.delayMs)
   }
 
   /** The next batch: round the logs with records not yet sent, within the bounds. */
@@ -119,23 +155,20 @@ export class TrajectoryShipper {
     const batch: ShipBatch = { type: 'append', nodeId: this.nodeId, logs: [] }
     let records = 0
     let bytes = 0
-    for (const log of [...this.logs.values()]) {
-      if (log.sent >= log.count || log.inflight !== undefined) continue
-      const room = this.o.maxBatchRecords - records
-      if (room <= 0 || (records > 0 && bytes >= this.o.maxBatchBytes)) break
-      const taken = log.take(room, Math.max(1, this.o.maxBatchBytes - bytes))
+    for (const log of [...this.unsent]) {
+      if (records >= this.o.maxBatchRecords || (records > 0 && bytes >= this.o.maxBatchBytes)) break
+      this.unsent.delete(log)
+      if (log.inflight !== undefined || this.logs.get(log.sandboxId) !== log) continue // back in once acknowledged or rewound
+      const taken = log.take(this.o.maxBatchRecords - records, Math.max(1, this.o.maxBatchBytes - bytes))
       if (taken.records.length === 0) continue
       batch.logs.push({ sandboxId: log.sandboxId, first: taken.first, records: taken.records })
       records += taken.records.length
       for (const r of taken.records) bytes += r.length
-      // Served: it goes to the back, so one busy sandbox does not keep the others waiting.
-      this.logs.delete(log.sandboxId)
-      this.logs.set(log.sandboxId, log)
     }
     return batch
   }
 
-  /** Wakes those waiting on what is now acknowledged; a finished log goes. */
+  /** Wakes those waiting on what is now acknowledged; a finished log goes; one with more to send is served again. */
   private settle (log: NodeLog): void {
     const list = this.waiters.get(log)
     if (list !== undefined) {
@@ -144,7 +177,15 @@ export class TrajectoryShipper {
     }
     if (log.ended && log.settled && this.logs.get(log.sandboxId) === log) {
       this.logs.delete(log.sandboxId)
+      this.unsaved.delete(log)
       log.remove()
+    } else if (log.sent < log.count) {
+      this.unsent.add(log)
     }
+  }
+
+  private saveAcks (): void {
+    for (const log of this.unsaved) log.saveAck()
+    this.unsaved.clear()
   }
 }

@@ -23,10 +23,14 @@ function statements (db: Db) {
       ON CONFLICT (sandbox_id, seq) DO UPDATE SET rev = excluded.rev, kind = excluded.kind, at = excluded.at, body = excluded.body
       WHERE excluded.rev >= trajectory_steps.rev`),
     putBlob: db.prepare<[string, string]>('INSERT OR IGNORE INTO trajectory_blobs VALUES (?, ?)'),
+    putEnded: db.prepare<[string, string, Buffer, number, number, number, number]>(`INSERT INTO trajectories VALUES (?, ?, ?, ?, ?, ?, ?)
+      ON CONFLICT (sandbox_id) DO UPDATE SET tenant = excluded.tenant, header = excluded.header, created_at = excluded.created_at,
+        ended_at = excluded.ended_at, end_seq = excluded.end_seq, complete = max(complete, excluded.complete)`),
     end: db.prepare<[number, number, string]>('UPDATE trajectories SET ended_at = ?, end_seq = ? WHERE sandbox_id = ?'),
+    // Complete once ended and every step it recorded is here, final: one statement, asked only when it may have become so.
+    settle: db.prepare<[string, string]>(`UPDATE trajectories SET complete = 1 WHERE sandbox_id = ? AND complete = 0 AND end_seq IS NOT NULL
+      AND (SELECT count(*) FROM trajectory_steps WHERE sandbox_id = ? AND seq < trajectories.end_seq AND rev = 1) >= end_seq`),
     reopen: db.prepare<[string]>('UPDATE trajectories SET ended_at = NULL, end_seq = NULL, complete = 0 WHERE sandbox_id = ?'),
-    finalSteps: db.prepare<[string, number], { n: number }>('SELECT count(*) AS n FROM trajectory_steps WHERE sandbox_id = ? AND seq < ? AND rev = 1'),
-    setComplete: db.prepare<[number, string]>('UPDATE trajectories SET complete = ? WHERE sandbox_id = ?'),
     steps: db.prepare<[string, number, number], { seq: number, body: Buffer }>('SELECT seq, body FROM trajectory_steps WHERE sandbox_id = ? AND seq >= ? ORDER BY seq LIMIT ?'),
     lastSeq: db.prepare<[string], { seq: number | null }>('SELECT max(seq) AS seq FROM trajectory_steps WHERE sandbox_id = ?'),
     hasBlob: db.prepare<[string, string], { one: number }>('SELECT 1 AS one FROM trajectory_blobs WHERE digest = ? AND sandbox_id = ?'),
@@ -62,16 +66,7 @@ export class TrajectoryStore {
   /** Stores a node's batch in one transaction and answers how far each log is stored. */
   append (batch: ShipBatch): ShipAck {
     return this.db.transaction((): ShipAck => {
-      const touched = new Set<string>()
-      for (const log of batch.logs) {
-        for (const body of log.records) {
-          let record: unknown
-          try { record = decodeValue(body) } catch { continue }
-          if (isRecord(record)) this.apply(log.sandboxId, record)
-        }
-        touched.add(log.sandboxId)
-      }
-      for (const id of touched) this.settle(id)
+      for (const log of batch.logs) this.appendLog(log.sandboxId, log.first, log.records)
       return { acks: batch.logs.map((l) => ({ sandboxId: l.sandboxId, upTo: l.first + l.records.length - 1 })) }
     })()
   }
@@ -142,31 +137,45 @@ export class TrajectoryStore {
     return row
   }
 
-  private apply (sandboxId: string, record: LogRecord): void {
-    switch (record.t) {
-      case 'header':
-        this.sql.putHeader.run(sandboxId, record.header.tenant, encodeValue(record.header), record.header.createdAt)
-        return
-      case 'end':
-        this.sql.end.run(record.at, record.nextSeq, sandboxId)
-        return
-      case 'continue':
-        this.sql.reopen.run(sandboxId)
-        return
-      case 'step': {
-        // Steps of a trajectory the sweep already forgot (or whose header never came) go nowhere.
-        if (this.sql.get.get(sandboxId) === undefined) return
-        const { step } = record
-        this.sql.putStep.run(sandboxId, step.seq, record.final ? 1 : 0, step.kind, step.at, encodeValue(step))
-        for (const r of recordedOf(step)) if (typeof r.blob === 'string') this.sql.putBlob.run(r.blob, sandboxId)
+  /**
+   * One log's run of records. The trajectory's row is written once, at the end of the run: a
+   * short sandbox's whole log (header to end) is one insert, and when the run holds its whole
+   * log, whether it is complete is known without asking the database.
+   */
+  private appendLog (sandboxId: string, first: number, records: Uint8Array[]): void {
+    let header: TrajectoryHeader | undefined
+    let known: boolean | undefined
+    /** undefined: no word on the end in this run; null: made again (not ended). */
+    let end: { at: number, nextSeq: number } | null | undefined
+    const finals = new Set<number>()
+    for (const body of records) {
+      let record: unknown
+      try { record = decodeValue(body) } catch { continue }
+      if (!isRecord(record)) continue
+      switch (record.t) {
+        case 'header': header = record.header; known = true; break
+        case 'end': end = { at: record.at, nextSeq: record.nextSeq }; break
+        case 'continue': end = null; break
+        case 'step': {
+          // Steps of a trajectory the sweep already forgot (or whose header never came) go nowhere.
+          if ((known ??= this.sql.get.get(sandboxId) !== undefined) === false) continue
+          const { step } = record
+          this.sql.putStep.run(sandboxId, step.seq, record.final ? 1 : 0, step.kind, step.at, encodeValue(step))
+          for (const r of recordedOf(step)) if (typeof r.blob === 'string') this.sql.putBlob.run(r.blob, sandboxId)
+          if (record.final) finals.add(step.seq); else finals.delete(step.seq)
+        }
       }
     }
+    const wholeLog = first === 0 && header !== undefined && end != null
+    const complete = wholeLog && Array.from({ length: end!.nextSeq }, (_, i) => i).every((seq) => finals.has(seq))
+    if (header !== undefined) {
+      if (end != null) this.sql.putEnded.run(sandboxId, header.tenant, encodeValue(header), header.createdAt, end.at, end.nextSeq, complete ? 1 : 0)
+      else this.sql.putHeader.run(sandboxId, header.tenant, encodeValue(header), header.createdAt)
+    } else if (end != null) {
+      this.sql.end.run(end.at, end.nextSeq, sandboxId)
+    }
+    if (end === null) this.sql.reopen.run(sandboxId)
+    if (!complete && (end != null || finals.size > 0)) this.sql.settle.run(sandboxId, sandboxId)
   }
 
-  /** Complete once ended and every step it recorded is here, final. */
-  private settle (sandboxId: string): void {
-    const row = this.sql.get.get(sandboxId)
-    if (row === undefined || row.end_seq === null || row.complete === 1) return
-    if (this.sql.finalSteps.get(sandboxId, row.end_seq)!.n >= row.end_seq) this.sql.setComplete.run(1, sandboxId)
-  }
 }

@@ -40,7 +40,7 @@ test('a sandbox\'s steps go from its recorder through the log to the store; once
   const nt = new NodeTrajectories({ nodeId: 'n1', dir, send: async (b) => { batches.push(b); return s.append(b) } })
   defer(() => nt.close())
   nt.linkUp()
-  const rec = nt.open({ sandboxId: 'sb1', tenant: 't', spec, createdAt: 1000 })
+  const rec = nt.open({ sandboxId: 'sb1', tenant: 't', spec, createdAt: 1000, durable: true })
   const e = rec.exec('e1', ['sh', '-c', 'cat'], { env: { A: '1' }, cwd: '/tmp', stdin: text('up front ') })
   e.stdin(text('and later'))
   e.output('stdout', text('out'))
@@ -71,6 +71,12 @@ test('a sandbox\'s steps go from its recorder through the log to the store; once
   await rec.close()
   assert.is(s.read('t', 'sb1', 0).complete, true)
   await waitFor(() => !existsSync(join(dir, 'sb1.log')), 5000, 'the log removed')
+  // A sandbox that does not outlive the agent (a function) keeps its log in memory: no file.
+  const brief = nt.open({ sandboxId: 'sbf', tenant: 't', spec, createdAt: 1 })
+  brief.exec('e', ['js', '1'], {}).end({ exitCode: 0, durationMs: 1, truncated: false })
+  assert.not.ok(existsSync(join(dir, 'sbf.log')))
+  await brief.close()
+  assert.is(s.read('t', 'sbf', 0).complete, true)
   assert.ok(batches.every((b) => b.nodeId === 'n1'))
 }))
 
@@ -79,11 +85,11 @@ test('after a crash of the agent: a re-adopted sandbox goes on numbering, its un
   const s = store(defer)
   // The first agent's control plane never answers: everything stays in the logs.
   const first = new NodeTrajectories({ nodeId: 'n1', dir, send: async () => { throw new Error('unreachable') } })
-  const a = first.open({ sandboxId: 'sba', tenant: 't', spec, createdAt: 1 })
+  const a = first.open({ sandboxId: 'sba', tenant: 't', spec, createdAt: 1, durable: true })
   const done = a.exec('e1', ['true'], {})
   done.end({ exitCode: 0, durationMs: 1, truncated: false })
   a.exec('e2', ['sleep', '100'], {}).output('stdout', text('partial'))
-  const b = first.open({ sandboxId: 'sbb', tenant: 't', spec, createdAt: 2 })
+  const b = first.open({ sandboxId: 'sbb', tenant: 't', spec, createdAt: 2, durable: true })
   b.exec('e3', ['sleep', '100'], {})
   await a.flush(5000) // the end's record is written once its bytes are final; the link is down, so nothing waits for it more
   first.close()
@@ -93,7 +99,7 @@ test('after a crash of the agent: a re-adopted sandbox goes on numbering, its un
   const batches: ShipBatch[] = []
   const second = new NodeTrajectories({ nodeId: 'n1', dir, send: async (batch) => { batches.push(batch); return s.append(batch) } })
   defer(() => second.close())
-  const again = second.open({ sandboxId: 'sba', tenant: 't', spec, createdAt: 1 })
+  const again = second.open({ sandboxId: 'sba', tenant: 't', spec, createdAt: 1, durable: true })
   assert.is(again.seq, 2, 'numbering goes on after the steps the log holds')
   again.exec('e4', ['echo'], {}).end({ exitCode: 0, durationMs: 1, truncated: false })
   second.endUnclaimed()
