@@ -191,7 +191,7 @@ export class SandboxRecorder {
 
   private record (step: Step, final: boolean): void {
     if (this.ended) return
-    this.d.log.append({ t: 'step', final, step })
+    this.d.log.append({ t: 'step', final, step: step.kind === 'exec' ? fitExec(step, this.d.limits.maxStepBytes) : step })
     this.d.shipper.poke(this.d.log)
   }
 
@@ -199,6 +199,25 @@ export class SandboxRecorder {
     const p = work.catch(() => {}).finally(() => this.pending.delete(p))
     this.pending.add(p)
   }
+}
+
+/**
+ * A command's step as it can travel: one whose argv and env alone encode past `max` (they may
+ * take up to the 1 MiB of the request that started it) has their strings cut to a share of it
+ * each, so the step still fits a batch to the control plane and a page of a read. Such a
+ * command is no longer replayable as it ran; anything less is recorded as given.
+ */
+export function fitExec (step: ExecStep, max: number): ExecStep {
+  // A bound without encoding (a UTF-16 unit is at most 3 bytes of UTF-8): most steps are far within it.
+  let rough = 4096
+  for (const a of step.argv) rough += 3 * a.length + 8
+  for (const [k, v] of Object.entries(step.env ?? {})) rough += 3 * (k.length + v.length) + 16
+  for (const r of [step.stdin, step.stdout, step.stderr]) rough += (r?.data?.length ?? 0) + (r?.head?.length ?? 0) + (r?.tail?.length ?? 0)
+  if (rough <= max || encodeValue(step).length <= max) return step
+  const env = Object.entries(step.env ?? {})
+  const each = Math.max(16, Math.floor(max / 2 / (step.argv.length + env.length)))
+  const cut = (v: string): string => v.length > each ? v.slice(0, each) : v
+  return { ...step, argv: step.argv.map(cut), ...(step.env !== undefined ? { env: Object.fromEntries(env.map(([k, v]) => [k.slice(0, 256), cut(v)])) } : {}) }
 }
 
 function sleep (ms: number): Promise<void> {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { NodeTrajectories, parseSandboxSpec, TrajectoryStore, type ShipBatch, type Step } from '../../../src/cluster/index.js'
+import { encodeValue, NodeTrajectories, parseSandboxSpec, TrajectoryDefaults, TrajectoryStore, type ShipBatch, type Step } from '../../../src/cluster/index.js'
 import { openState } from '../../../src/state/index.js'
 import { timed, waitFor } from '../../support/index.js'
 
@@ -141,6 +141,21 @@ test('a link that drops loses nothing: what was not acknowledged goes again', ti
   assert.equal(steps.map((x) => x.seq), Array.from({ length: 50 }, (_, i) => i))
   assert.ok(steps.every((x) => x.kind === 'exec' && x.exitCode !== undefined))
   assert.is(s.read('t', 'sbm', 0).complete, true)
+}))
+
+test('a command whose argv alone would not fit a page is cut to fit, and still ships', timed(10_000, async (defer) => {
+  const s = store(defer)
+  const nt = new NodeTrajectories({ nodeId: 'n1', send: async (b) => s.append(b) })
+  defer(() => nt.close())
+  nt.linkUp()
+  const rec = nt.open({ sandboxId: 'sbx', tenant: 't', spec, createdAt: 1 })
+  rec.exec('e', ['x'.repeat(500_000), 'y'.repeat(500_000)], { env: { BIG: 'z'.repeat(100_000), SMALL: 'ok' } }).end({ exitCode: 0, durationMs: 1, truncated: false })
+  await rec.close()
+  const [step] = s.read('t', 'sbx', 0).steps as Array<Extract<Step, { kind: 'exec' }>>
+  assert.ok(step!.argv[0]!.length < 500_000 && step!.argv[0]!.startsWith('xxx'))
+  assert.is(step!.env!.SMALL, 'ok')
+  assert.ok(encodeValue(step).length <= TrajectoryDefaults.maxStepBytes)
+  assert.is(s.read('t', 'sbx', 0).complete, true)
 }))
 
 test('a sandbox made again under its id goes on at the seq it is given, without a new header', timed(10_000, async (defer) => {
