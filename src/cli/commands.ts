@@ -1,5 +1,5 @@
 /**
- * The client-side commands of `warren`: ps, exec, log, kill, token, tenant, nodes (create and
+ * The client-side commands of `warren`: ps, exec, log, kill, pause, resume, token, tenant, nodes (create and
  * run are in run.ts). Each takes its parsed arguments and returns the process exit code.
  */
 import { isScope, RECORD_STATES, type RecordState } from '../cluster/index.js'
@@ -78,6 +78,17 @@ export async function kill (ids: string[], out: Out = std): Promise<number> {
       out.stderr.write(`warren: ${o.id}: ${o.error.code}: ${o.error.message}\n`)
     }
     return failed === 0 ? 0 : 1
+  })
+}
+
+/** `warren pause ID` and `warren resume ID`: prints the id and the state it is now in. */
+export async function freeze (type: 'pause' | 'resume', id: string | undefined, out: Out = std): Promise<number> {
+  if (id === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `usage: warren ${type} ID`)
+  return await withClient(async (client) => {
+    const sb = await client.attach(id)
+    const view = type === 'pause' ? await sb.pause() : await sb.resume()
+    out.stdout.write(`${view.id}\t${view.state}\n`)
+    return 0
   })
 }
 

@@ -17,10 +17,13 @@ export const SANDBOX_FLAGS = {
   image: { type: 'string', value: 'N:T', help: 'the base layer, by name:tag or sha256:digest' },
   workspace: { type: 'string', value: 'N:T', help: 'a workspace layer over the base (over busybox when no base is named)' },
   tools: { type: 'string', value: 'T1,T2', help: 'tools layers over the workspace, in order' },
+  snapshot: { type: 'string', value: 'ID', help: 'start from a snapshot (its id or name:tag) instead of an image: its files and its spec' },
   'image-dir': { type: 'string', value: 'DIR', help: 'build a base layer from DIR here and push it to the control plane (a key that may push)' },
   store: { type: 'string', value: 'BLOBS', help: 'push the --image-dir layer into this local blob store directory instead' },
   ttl: { type: 'string', value: 'DURATION', help: 'how long the sandbox lives: milliseconds, or 30s, 10m, 2h' },
-  label: { type: 'string', multiple: true, value: 'K=V', help: 'a label to find it by with warren ps --label' }
+  label: { type: 'string', multiple: true, value: 'K=V', help: 'a label to find it by with warren ps --label' },
+  deterministic: { type: 'boolean', help: 'fixed hostname, TZ, LANG, SOURCE_DATE_EPOCH and a seed drawn once (WARREN_SEED)' },
+  seed: { type: 'string', value: 'N', help: 'with --deterministic: this seed (0 to 4294967295) instead of a drawn one' }
 } as const
 
 export type SandboxFlagValues = FlagValues<typeof SANDBOX_FLAGS>
@@ -53,6 +56,8 @@ async function layerFromDir (dir: string, store: string | undefined): Promise<st
  */
 export async function sandboxSpec (flags: SandboxFlagValues): Promise<CreateSpec> {
   if (flags.image !== undefined && flags['image-dir'] !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'give --image or --image-dir, not both', { field: 'image-dir' })
+  const layered = (['image', 'image-dir', 'workspace', 'tools'] as const).find((f) => flags[f] !== undefined)
+  if (flags.snapshot !== undefined && layered !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `give --snapshot or --${layered}, not both: the snapshot holds the layers`, { field: layered })
   if (flags.store !== undefined && flags['image-dir'] === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, '--store goes with --image-dir', { field: 'store' })
   const labels = parseLabels(flags.label)
   const ttlMs = flags.ttl !== undefined ? parseMilliseconds(flags.ttl, 'ttl') : undefined
@@ -65,11 +70,35 @@ export async function sandboxSpec (flags: SandboxFlagValues): Promise<CreateSpec
   const image: CreateSpec['image'] = base === undefined && flags.workspace === undefined && tools === undefined
     ? undefined
     : { base: base ?? 'busybox', ...(flags.workspace !== undefined ? { workspace: flags.workspace } : {}), ...(tools !== undefined ? { tools } : {}) }
+  if (flags.snapshot !== undefined) {
+    // The snapshot's spec is the default; only what the flags say is laid over it.
+    return {
+      snapshot: flags.snapshot,
+      ...(flags.backend !== undefined ? { backend: flags.backend as CreateSpec['backend'] } : {}),
+      ...(ttlMs !== undefined ? { ttlMs } : {}),
+      ...(labels !== undefined ? { labels } : {}),
+      ...deterministicSpec(flags)
+    }
+  }
   return {
     // The server checks the kind (and names it when no node offers it).
     backend: (flags.backend ?? (image !== undefined ? 'container' : 'function')) as CreateSpec['backend'],
     ...(image !== undefined ? { image } : {}),
     ...(ttlMs !== undefined ? { ttlMs } : {}),
-    ...(labels !== undefined ? { labels } : {})
+    ...(labels !== undefined ? { labels } : {}),
+    ...deterministicSpec(flags)
   }
+}
+
+/**
+ * `--deterministic [--seed N]` as a spec field (the control plane checks the seed's bounds).
+ * @throws INVALID_ARGUMENT naming `seed` when it is given without --deterministic or is not a number
+ */
+function deterministicSpec (flags: SandboxFlagValues): Pick<CreateSpec, 'deterministic'> {
+  if (flags.seed !== undefined && flags.deterministic !== true) throw createError(ErrorCodes.INVALID_ARGUMENT, '--seed goes with --deterministic', { field: 'seed' })
+  if (flags.deterministic !== true) return {}
+  if (flags.seed === undefined) return { deterministic: true }
+  const seed = Number(flags.seed)
+  if (flags.seed.trim() === '' || !Number.isInteger(seed)) throw createError(ErrorCodes.INVALID_ARGUMENT, `--seed must be a whole number, not ${JSON.stringify(flags.seed)}`, { field: 'seed' })
+  return { deterministic: { seed } }
 }

@@ -9,11 +9,18 @@ import { create, run } from './run.js'
 import { SANDBOX_FLAGS } from './sandbox-flags.js'
 import * as servers from './servers.js'
 import { shell } from './shell.js'
+import * as snapshots from './snapshots.js'
 import * as sim from './sim.js'
 
 const LAYER_FLAGS = {
   'lazy-layers': { type: 'boolean', help: 'load layers on demand from the blob store (the default)' },
   'no-lazy-layers': { type: 'boolean', help: 'fetch each layer whole before a sandbox starts' }
+} as const
+
+/** The microvm backend's guest kernel, when not Debian's cloud kernel (fetched on first use). */
+const KERNEL_FLAGS = {
+  kernel: { type: 'string', value: 'FILE', help: 'the guest kernel (bzImage) microVMs boot, instead of Debian\'s' },
+  'kernel-modules': { type: 'string', value: 'DIR', help: 'that kernel\'s lib/modules/<release> tree (with modules.dep)' }
 } as const
 
 const DIR_FLAGS = {
@@ -44,7 +51,8 @@ export const COMMANDS: readonly CommandSpec[] = [
       shards: { type: 'string', value: 'K', help: 'shards of the sandbox directory' },
       'no-local-node': { type: 'boolean', help: 'control plane only (nodes join with warren node)' },
       'trajectory-retention': { type: 'string', value: 'DURATION', help: 'how long a trajectory is kept after its sandbox ended (7d; 12h, 90m)' },
-      ...LAYER_FLAGS
+      ...LAYER_FLAGS,
+      ...KERNEL_FLAGS
     },
     run: async ({ values }) => await servers.up(values)
   }),
@@ -57,6 +65,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       'node-id': { type: 'string', value: 'ID', help: 'this node\'s id (kept in the data dir by default)' },
       ...DIR_FLAGS,
       ...LAYER_FLAGS,
+      ...KERNEL_FLAGS,
       'egress-host': { type: 'string', multiple: true, value: 'NAME=ADDR:PORT', help: 'an inside address sandboxes may reach by NAME' }
     },
     run: async ({ values }) => await servers.node(values)
@@ -82,7 +91,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: 'list your live sandboxes (with --all, those ended in the last minutes too)',
     flags: {
       label: { type: 'string', multiple: true, value: 'K=V', help: 'only sandboxes with this label' },
-      state: { type: 'string', value: 'STATE', help: 'only sandboxes in this state (creating, ready, stopping, gone, failed, lost)' },
+      state: { type: 'string', value: 'STATE', help: 'only sandboxes in this state (creating, ready, paused, stopping, hibernated, gone, failed, lost)' },
       all: { type: 'boolean', help: 'ended sandboxes too (gone, failed, lost)' }
     },
     run: async ({ values }) => await commands.ps(values)
@@ -119,6 +128,61 @@ export const COMMANDS: readonly CommandSpec[] = [
     positionals: { min: 1, max: Infinity },
     flags: {},
     run: async ({ positionals }) => await commands.kill(positionals)
+  }),
+  command({
+    name: 'pause',
+    summary: 'freeze a sandbox (container): its processes stop, its memory is kept, its CPU is free',
+    args: 'ID',
+    positionals: { min: 1, max: 1 },
+    flags: {},
+    run: async ({ positionals }) => await commands.freeze('pause', positionals[0])
+  }),
+  command({
+    name: 'resume',
+    summary: 'thaw a paused sandbox (its processes go on), or bring a hibernated one back (same id, its files)',
+    args: 'ID',
+    positionals: { min: 1, max: 1 },
+    flags: {},
+    run: async ({ positionals }) => await commands.freeze('resume', positionals[0])
+  }),
+  command({
+    name: 'snapshot',
+    summary: 'cut a snapshot of a sandbox\'s files and print its id (create from it: warren create --snapshot ID)',
+    args: 'ID',
+    positionals: { min: 1, max: 1 },
+    flags: { name: { type: 'string', value: 'N:T', help: 'a name to create from it by (moved from the snapshot that had it)' } },
+    run: async ({ positionals, values }) => await snapshots.snapshot(positionals[0]!, values)
+  }),
+  command({
+    name: 'snapshots',
+    summary: 'list your snapshots, newest first',
+    flags: { sandbox: { type: 'string', value: 'ID', help: 'only those of this sandbox' } },
+    run: async ({ values }) => await snapshots.snapshots(values)
+  }),
+  command({
+    name: 'snapshot-rm',
+    summary: 'delete a snapshot (its layers go once no sandbox or snapshot uses them)',
+    args: 'ID_OR_NAME',
+    positionals: { min: 1, max: 1 },
+    flags: {},
+    run: async ({ positionals }) => await snapshots.snapshotRm(positionals[0]!)
+  }),
+  command({
+    name: 'fork',
+    summary: 'snapshot a sandbox once and create N sandboxes from it; prints their ids',
+    args: 'ID N',
+    positionals: { min: 2, max: 2 },
+    flags: { label: { type: 'string', multiple: true, value: 'K=V', help: 'a label for the forks (beside the sandbox\'s own)' } },
+    run: async ({ positionals, values }) => await snapshots.fork(positionals[0]!, positionals[1]!, values)
+  }),
+  command({
+    name: 'hibernate',
+    summary: 'snapshot a sandbox and free its node, keeping its id; prints the snapshot\'s id',
+    args: 'ID',
+    positionals: { min: 1, max: 1 },
+    details: 'Its files are kept, its processes are not. warren exec ID (or an SDK attach) resumes it.',
+    flags: {},
+    run: async ({ positionals }) => await snapshots.hibernate(positionals[0]!)
   }),
   command({
     name: 'token create',

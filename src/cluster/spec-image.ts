@@ -22,7 +22,6 @@ export const ImageRefDefaults = {
 
 export type SpecImage = NonNullable<SandboxSpec['image']>
 
-
 /** True when `ref` is a layer digest (`sha256:` and 64 lowercase hex). */
 export function isLayerDigest (ref: string): boolean {
   return isDigest(ref)
@@ -49,6 +48,9 @@ function layerRef (v: unknown, field: string, base: boolean): string {
 export function parseImage (input: unknown, backend: SandboxSpec['backend']): SpecImage {
   if (backend === 'function') bad('image', 'is for the container and VM backends; a function sandbox has no layers')
   if (!isPlainObject(input)) bad('image', 'must be an object { base, workspace?, tools? }')
+  // A snapshot's layers are stacked by naming the snapshot (spec.snapshot), never by a client
+  // listing them: the control plane alone knows which layers it made and for whom.
+  if (input.diffs !== undefined) bad('image.diffs', 'is internal: create from a snapshot with spec.snapshot')
   onlyKnown(input, ['base', 'workspace', 'tools'], 'image.')
   const image: SpecImage = { base: layerRef(input.base, 'image.base', true) }
   if (input.workspace !== undefined) image.workspace = layerRef(input.workspace, 'image.workspace', false)
@@ -60,11 +62,15 @@ export function parseImage (input: unknown, backend: SandboxSpec['backend']): Sp
   return image
 }
 
-/** Each layer of an image with the field that named it, base first. */
+/**
+ * Each layer of an image with the field that named it, base first, then a snapshot's diffs
+ * (digests the control plane put there, never resolved as names).
+ */
 export function specLayers (image: SpecImage): Array<{ ref: string, field: string }> {
   return [
     { ref: image.base, field: 'image.base' },
     ...(image.workspace !== undefined ? [{ ref: image.workspace, field: 'image.workspace' }] : []),
-    ...(image.tools ?? []).map((ref, i) => ({ ref, field: `image.tools.${i}` }))
+    ...(image.tools ?? []).map((ref, i) => ({ ref, field: `image.tools.${i}` })),
+    ...(image.diffs ?? []).map((ref, i) => ({ ref, field: `image.diffs.${i}` }))
   ]
 }

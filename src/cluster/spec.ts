@@ -6,8 +6,10 @@ import type { BackendKind } from '../backends/types.js'
 import { parseEgressRules } from '../backends/container/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import type { PlacementRequest } from './placement/index.js'
+import { parseDeterminism, type Determinism } from './spec-determinism.js'
 import { bad, badEnvName, boundedNumber, isPlainObject, onlyKnown, stringMap } from './spec-fields.js'
-import { specLayers, parseImage } from './spec-image.js'
+import { ImageRefDefaults, specLayers, parseImage } from './spec-image.js'
+import { isImageName } from '../images/index.js'
 import { parseLimits } from './spec-limits.js'
 
 export const BACKEND_KINDS: readonly BackendKind[] = ['function', 'container', 'microvm', 'fullvm']
@@ -29,13 +31,25 @@ export interface SandboxSpec {
   labels: Record<string, string>
   limits: SandboxLimits
   env: Record<string, string>
-  /** Layer stack (container and VM backends); a name or digest per layer. */
-  image?: { base: string, workspace?: string, tools?: string[] }
+  /**
+   * Layer stack (container and VM backends); a name or digest per layer. `diffs` (bottom first)
+   * are a snapshot's layers, set by the control plane from `snapshot`; a client cannot send them.
+   */
+  image?: { base: string, workspace?: string, tools?: string[], diffs?: string[] }
+  /**
+   * The snapshot (id `snap-…`, or name `name:tag`) the sandbox starts from; the control plane
+   * resolves it to the snapshot's id and lays its layers into `image`.
+   */
+  snapshot?: string
   /**
    * The way out (container backend): hosts reachable through the sandbox's egress proxy
    * (`pypi.org`, `*.pythonhosted.org`, `host:port`). Without it, loopback only.
    */
   network?: { egress: string[] }
+  /** False: time paused does not count against `ttlMs` (its end moves on at resume). Absent: true. */
+  pausedTtl?: boolean
+  /** A fixed hostname, time zone, locale, build epoch and seed (spec-determinism.ts); the seed is drawn at create. */
+  deterministic?: Determinism
 }
 
 /** Defaults and bounds of a spec, in one place. */
@@ -67,7 +81,7 @@ export const SpecDefaults = {
   maxEnvValue: 32 * 1024
 }
 
-const KNOWN_FIELDS = ['backend', 'ttlMs', 'idleTimeoutMs', 'labels', 'limits', 'env', 'image', 'network'] as const
+const KNOWN_FIELDS = ['backend', 'ttlMs', 'idleTimeoutMs', 'labels', 'limits', 'env', 'image', 'network', 'snapshot', 'pausedTtl', 'deterministic'] as const
 
 /**
  * Checks a spec from the wire and fills in defaults.
@@ -92,6 +106,10 @@ export function parseSandboxSpec (input: unknown): SandboxSpec {
     limits: parseLimits(input.limits, d.limits[kind], d.max),
     env: stringMap(input.env, 'env', { maxEntries: d.maxEnv, maxKey: d.maxEnvName, maxValue: d.maxEnvValue, badKey: badEnvName })
   }
+  if (input.snapshot !== undefined) {
+    spec.snapshot = snapshotRef(input.snapshot)
+    if (input.image !== undefined) bad('image', 'cannot be given beside snapshot: the snapshot holds the layers')
+  }
   if (input.image !== undefined) spec.image = parseImage(input.image, kind)
   if (input.network !== undefined) {
     const network = input.network
@@ -103,7 +121,19 @@ export function parseSandboxSpec (input: unknown): SandboxSpec {
       if (egress.length > 0) spec.network = { egress }
     }
   }
+  if (input.pausedTtl !== undefined) {
+    if (typeof input.pausedTtl !== 'boolean') bad('pausedTtl', 'must be true or false')
+    spec.pausedTtl = input.pausedTtl
+  }
+  if (input.deterministic !== undefined) spec.deterministic = parseDeterminism(input.deterministic)
   return spec
+}
+
+/** Checks `spec.snapshot`: a snapshot id (`snap-` and 16 of [0-9a-z]) or a name (`name:tag`). */
+function snapshotRef (v: unknown): string {
+  if (typeof v !== 'string' || v.length === 0 || v.length > ImageRefDefaults.maxRefLength) bad('snapshot', `must be a snapshot id or name of 1 to ${ImageRefDefaults.maxRefLength} characters`)
+  if (!/^snap-[0-9a-z]{16}$/.test(v) && !isImageName(v)) bad('snapshot', 'must be a snapshot id (snap-…) or a name (name:tag)')
+  return v
 }
 
 /** Checks an argv from the wire: a non-empty list of strings of bounded size. */

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto'
 import { createReadStream, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createError, ErrorCodes } from '../errors.js'
+import { pinErofsBuildTime } from './erofs-superblock.js'
 
 export interface Layer {
   /** `sha256:<hex>` of the image bytes. */
@@ -51,29 +52,50 @@ export function digestFile (path: string): Promise<string> {
   })
 }
 
+/** How `makeErofsImage` treats the tree. */
+export interface ErofsImageOptions {
+  /**
+   * Keep the tree as it is: owners, modes, every file's mtime, xattrs (overlay's opaque marks),
+   * whiteouts, hardlinks: what a snapshot of a writable layer needs. Default false: an image
+   * built from a directory on the build machine, every file owned by root and stamped `epoch`.
+   */
+  preserve?: boolean
+  /** Paths left out, as regular expressions over the path relative to the tree (no leading `/`). */
+  excludeRegex?: readonly string[]
+}
+
 /**
- * Writes an EROFS image of `srcDir` to `outFile`, reproducibly: every file owned by root, one
- * fixed timestamp and UUID. Written beside and renamed, so a reader never sees half an image.
+ * Writes an EROFS image of `srcDir` to `outFile`, reproducibly: a fixed UUID and build time, and
+ * (unless `preserve`) every file owned by root with one fixed timestamp. Written beside and
+ * renamed, so a reader never sees half an image.
  */
-export async function makeErofsImage (srcDir: string, outFile: string): Promise<void> {
+export async function makeErofsImage (srcDir: string, outFile: string, opts: ErofsImageOptions = {}): Promise<void> {
   const tmp = `${outFile}.${process.pid}.tmp`
+  // -T gives every file the build time; with preserve every inode is extended (holding its own
+  // mtime), and the build time is fixed afterwards in the superblock (erofs-superblock.ts).
+  const mode = opts.preserve === true ? ['-Eforce-inode-extended'] : ['--all-root', `-T${BuildDefaults.epoch}`]
+  const excludes = (opts.excludeRegex ?? []).map((r) => `--exclude-regex=${r}`)
   try {
-    await run(BuildDefaults.mkfs, ['--quiet', '--all-root', `-T${BuildDefaults.epoch}`, `-U${BuildDefaults.uuid}`, tmp, srcDir])
+    await run(BuildDefaults.mkfs, ['--quiet', ...mode, `-U${BuildDefaults.uuid}`, ...excludes, tmp, srcDir])
+    if (opts.preserve === true) await pinErofsBuildTime(tmp, BuildDefaults.epoch)
     renameSync(tmp, outFile)
   } finally {
     rmSync(tmp, { force: true })
   }
 }
 
+let builds = 0
+
 /**
  * Builds an EROFS image of `dir` into `storeDir/<hex>.erofs`.
  * @returns the layer; building the same tree twice returns the same digest
  */
-export async function buildLayerFromDir (dir: string, storeDir: string): Promise<Layer> {
+export async function buildLayerFromDir (dir: string, storeDir: string, opts: ErofsImageOptions = {}): Promise<Layer> {
   mkdirSync(storeDir, { recursive: true })
-  const tmp = join(storeDir, `.build-${process.pid}-${Date.now()}.erofs`)
+  // Several builds may run at once in one process (snapshots of different sandboxes).
+  const tmp = join(storeDir, `.build-${process.pid}-${++builds}.erofs`)
   try {
-    await makeErofsImage(dir, tmp)
+    await makeErofsImage(dir, tmp, opts)
     const digest = await digestFile(tmp)
     const path = join(storeDir, `${digest.slice('sha256:'.length)}.erofs`)
     renameSync(tmp, path)

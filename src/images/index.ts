@@ -1,5 +1,6 @@
 /** Images: the public face of src/images. */
-export { BuildDefaults, buildLayerFromDir, debootstrapTree, digestFile, makeErofsImage, run, type Layer } from './build.js'
+export { BuildDefaults, buildLayerFromDir, debootstrapTree, digestFile, makeErofsImage, run, type ErofsImageOptions, type Layer } from './build.js'
+export { pinErofsBuildTime } from './erofs-superblock.js'
 export { ArchiveDefaults, parsePlatform, unpackImage, unpackTar, type UnpackOptions } from './oci/index.js'
 export { LayerStore, type LayerSource } from './store.js'
 export { buildBusyboxLayer, buildErofsLayer } from './busybox.js'

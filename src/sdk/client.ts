@@ -16,6 +16,7 @@ import { resolveConfig } from './config.js'
 import { requestError } from './request-errors.js'
 import type { ExecTransport } from './exec.js'
 import { Sandbox, SandboxHandleActor, type HandleMessage } from './sandbox.js'
+import { resumeOf, type SnapshotFilter, type SnapshotView } from './snapshots.js'
 import { startWorkerClient, type WorkerClient } from './worker.js'
 import { allSteps, readTrajectory, recordedBytes, type TrajectoryReadOptions } from './trajectory.js'
 
@@ -40,8 +41,20 @@ export interface CreateSpec {
   limits?: { cpus?: number, memoryMiB?: number, diskMiB?: number, pids?: number }
   env?: Record<string, string>
   image?: { base: string, workspace?: string, tools?: string[] }
+  /**
+   * Start from a snapshot (its id `snap-…` or name `name:tag`): its files, and its spec with the
+   * fields given here laid over it (labels, env and limits merged key by key). No `image` beside it.
+   */
+  snapshot?: string
   /** Hosts the sandbox may reach through its egress proxy (container; `pypi.org`, `*.pythonhosted.org`, `host:port`). */
   network?: { egress: string[] }
+  /** False: time spent paused does not count against `ttlMs` (the end moves on at resume). Default true. */
+  pausedTtl?: boolean
+  /**
+   * The same world in every sandbox of this spec: hostname, TZ, LANG/LC_ALL, SOURCE_DATE_EPOCH,
+   * WARREN_SEED and PYTHONHASHSEED (`true`: sandbox, UTC, C.UTF-8, 0 and a seed drawn at create).
+   */
+  deterministic?: true | { hostname?: string, tz?: string, lang?: string, sourceDateEpoch?: number, seed?: number }
   /** How long to wait for capacity before WARREN_ERR_NO_CAPACITY. */
   deadlineMs?: number
 }
@@ -137,10 +150,30 @@ export class Client {
     return views.map((v) => this.handleFor(v))
   }
 
-  /** Finds a sandbox again by id (e.g. after a restart of the trainer). */
+  /**
+   * Finds a sandbox again by id (e.g. after a restart of the trainer). A hibernated one is
+   * resumed first (created again from its snapshot, same id).
+   */
   async attach (id: string): Promise<Sandbox> {
-    const view = await this.request<SandboxView>({ type: 'info', id })
-    return this.handleFor(view)
+    let view = await this.request<SandboxView>({ type: 'info', id })
+    if (view.state === 'hibernated') view = await resumeOf(this.transport, id)
+    const handle = this.handleFor(view)
+    handle.ref.tell({ type: 'sandbox-state', id, state: view.state })
+    return handle
+  }
+
+  /** The tenant's snapshots, newest first (of one sandbox with `sandboxId`). */
+  async snapshots (filter: SnapshotFilter = {}): Promise<SnapshotView[]> {
+    return await this.request<SnapshotView[]>({ type: 'snapshots', ...filter })
+  }
+
+  /**
+   * Deletes a snapshot (by id or name). Its layers leave the blob store once no other snapshot
+   * and no sandbox uses them; sandboxes made from it live on.
+   * @throws WARREN_ERR_NOT_FOUND naming `id` for one the tenant has not
+   */
+  async deleteSnapshot (idOrName: string): Promise<{ id: string, deleted: true }> {
+    return await this.request<{ id: string, deleted: true }>({ type: 'snapshot-delete', id: idOrName })
   }
 
   /**
@@ -247,7 +280,7 @@ export class Client {
     if (known !== undefined) return known
     const actor = new SandboxHandleActor(view, () => { if (this.handles.get(view.id) === handle) this.handles.delete(view.id) })
     const ref = this.system.spawn<HandleMessage>(() => actor, { name: `sb-${view.id}`, mailbox: { capacity: 64, overflow: 'drop-oldest' } })
-    const handle = new Sandbox(this.transport, actor, ref)
+    const handle = new Sandbox(this.transport, actor, ref, (v) => this.handleFor(v))
     this.handles.set(view.id, handle)
     return handle
   }

@@ -6,13 +6,15 @@
 import { nanoid } from 'nanoid'
 import { Actor, type Ref } from '../actors/index.js'
 import type { ExecResult, TerminalSize } from '../backends/types.js'
-import { LifecycleDefaults, type OutputPage, type SandboxStateNotice, type SandboxView, type TrajectoryPage, type WireExecOptions } from '../cluster/index.js'
+import { LifecycleDefaults, PauseRequestDefaults, type OutputPage, type SandboxStateNotice, type SandboxView, type TrajectoryPage, type WireExecOptions } from '../cluster/index.js'
 import { readTrajectory, type TrajectoryReadOptions } from './trajectory.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { decodeAll, ExecDefaults, ExecPump, stdinNotOpen, type ExecChunk, type ExecTransport } from './exec.js'
 import { SandboxFiles } from './files.js'
 import { openSession, type SessionOptions, type ShellSession } from './session.js'
+import type { CreateSpec } from './client.js'
 import { worthRetrying } from './request-errors.js'
+import { forkOf, hibernateOf, resumeOf, snapshotOf, type ForkResult, type SnapshotOptions, type SnapshotView } from './snapshots.js'
 import { StdinWriter } from './stdin.js'
 
 export interface ExecOptions {
@@ -106,7 +108,9 @@ export class Sandbox {
   constructor (
     private readonly t: ExecTransport,
     private readonly actor: SandboxHandleActor,
-    /** @internal */ readonly ref: Ref<HandleMessage>
+    /** @internal */ readonly ref: Ref<HandleMessage>,
+    /** The client's handle of another sandbox (a fork's). */
+    private readonly handleOf: (view: SandboxView) => Sandbox = () => { throw new Error('this handle cannot fork') }
   ) {
     this.files = new SandboxFiles(t, () => this.id)
   }
@@ -194,6 +198,69 @@ export class Sandbox {
     const view = await this.t.request<SandboxView>({ type: 'set-ttl', id: this.id, ttlMs: ms }, 15_000)
     this.actor.view = view
     return view.expiresAt
+  }
+
+  /**
+   * Freezes the sandbox (container sandboxes): its processes stop where they are, its memory is
+   * kept, and its CPU is free for other sandboxes. While paused, commands and file operations are
+   * refused with WARREN_ERR_SANDBOX_PAUSED; `info`, `setTtl` and `kill` work. Pausing a paused
+   * sandbox is not an error. Its TTL keeps counting unless the spec says `pausedTtl: false`.
+   * @returns its view, `state` `paused`
+   * @throws WARREN_ERR_UNSUPPORTED naming `backend` for a backend that cannot pause
+   */
+  async pause (): Promise<SandboxView> {
+    return await this.freeze('pause')
+  }
+
+  /**
+   * Thaws a paused sandbox: its processes go on where they stopped. Resuming a running sandbox is
+   * not an error. With `pausedTtl: false` its `expiresAt` has moved on by the time it was paused.
+   * A hibernated sandbox is created again from its snapshot, with the same id: its files are as
+   * they were, its processes are not.
+   * @returns its view, `state` `ready`
+   */
+  async resume (): Promise<SandboxView> {
+    const view = await resumeOf(this.t, this.id)
+    this.actor.view = view
+    return view
+  }
+
+  /**
+   * Cuts a snapshot of the sandbox's file system (container sandboxes; processes are frozen
+   * while it is cut, and go on after). Create from it with `client.create({ snapshot: id or name })`.
+   * @returns the snapshot: its id, and its whole layer stack
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `name`; WARREN_ERR_UNSUPPORTED naming `backend`; WARREN_ERR_QUOTA past the tenant's snapshots
+   */
+  async snapshot (opts: SnapshotOptions = {}): Promise<SnapshotView> {
+    return await snapshotOf(this.t, this.id, opts)
+  }
+
+  /**
+   * One snapshot of the sandbox, then `count` (1–1000) sandboxes from it in one request, `spec`
+   * laid over this sandbox's (labels, env and limits merged key by key, the rest replaced). Each
+   * fork has its own outcome: when some find no room, the others are still made.
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `count`; BAD_SPEC naming a field of `spec`; QUOTA when the tenant cannot hold `count` more
+   */
+  async fork (count: number, spec?: Omit<CreateSpec, 'snapshot' | 'image'>): Promise<ForkResult<Sandbox>> {
+    return await forkOf(this.t, this.id, count, spec as Record<string, unknown> | undefined, this.handleOf)
+  }
+
+  /**
+   * Snapshots the sandbox and ends it on its node, keeping its record: `state` `hibernated`, no
+   * node, CPU, memory or quota held. `resume()` (or `client.attach(id)`) creates it again from
+   * the snapshot with the same id. Its TTL keeps counting; a kill ends it for good.
+   * @returns its view, `state` `hibernated`, `snapshot` the snapshot it resumes from
+   */
+  async hibernate (): Promise<SandboxView> {
+    const view = await hibernateOf(this.t, this.id)
+    this.actor.view = view
+    return view
+  }
+
+  private async freeze (type: 'pause' | 'resume'): Promise<SandboxView> {
+    const view = await this.t.request<SandboxView>({ type, id: this.id }, PauseRequestDefaults.sandboxAskMs + LifecycleDefaults.marginMs)
+    this.actor.view = view
+    return view
   }
 
   /** @internal The sandbox has ended (a kill's answer): the handle says so at once, and its actor goes. */

@@ -68,6 +68,32 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 3,
+    what: 'snapshots of sandboxes',
+    sql: `
+      -- A sandbox's file system as a layer stack (layers: JSON list, bottom first) and the spec a
+      -- sandbox made from it starts with (JSON). A deleted snapshot keeps its row (deleted_at set)
+      -- until the garbage collector has removed the layers only it held.
+      CREATE TABLE snapshots (
+        id         TEXT PRIMARY KEY,
+        tenant     TEXT NOT NULL,
+        name       TEXT,
+        sandbox_id TEXT NOT NULL,
+        backend    TEXT NOT NULL,
+        layers     TEXT NOT NULL,
+        spec       TEXT NOT NULL,
+        bytes      INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        parent     TEXT,
+        deleted_at INTEGER
+      ) STRICT;
+      -- A name is unique among a tenant's live snapshots; a deleted one gives its name up.
+      CREATE UNIQUE INDEX snapshots_by_name ON snapshots (tenant, name) WHERE name IS NOT NULL AND deleted_at IS NULL;
+      CREATE INDEX snapshots_by_tenant ON snapshots (tenant, created_at);
+      CREATE INDEX snapshots_deleted ON snapshots (deleted_at) WHERE deleted_at IS NOT NULL;
+    `
+  },
+  {
+    version: 4,
     what: 'trajectories',
     sql: `
       -- One row per sandbox whose steps were recorded; header is the TrajectoryHeader as msgpack.

@@ -5,6 +5,8 @@
  * keeps head and tail; the retention sweep forgets; another tenant sees nothing.
  */
 import { createHash } from 'node:crypto'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -226,6 +228,25 @@ ctest('past the sandbox\'s record budget, outputs keep their head and tail with 
   assert.equal(Buffer.from(out.tail!), whole.subarray(whole.length - 32 * 1024))
   assert.is(await c.recorded(sb.id, out), undefined, 'not kept whole')
   assert.is(text(s2!.stdout?.data), after.stdout, 'the budget the cut stream held is back for the next')
+}))
+
+ctest('each connection a sandbox asks its egress proxy for is a step: the host, the port, and whether the allow-list let it through', timed(120_000, async (defer) => {
+  const dir = tempDir(defer)
+  const cp = await startTestControlPlane()
+  defer(() => cp.close())
+  const web = createServer((_req, res) => res.end('out there\n'))
+  await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve))
+  defer(() => web.close())
+  const port = (web.address() as AddressInfo).port
+  const node = await spawnNode(cp, 'tj6', join(dir, 'node'), ['--egress-host', `web.test=127.0.0.1:${port}`])
+  defer(() => node.kill())
+  const c = await client(defer, cp)
+  const sb = await c.create({ backend: 'container', network: { egress: [`web.test:${port}`] } })
+  assert.is((await sb.exec(['wget', '-q', '-O', '-', `http://web.test:${port}/`])).stdout, 'out there\n')
+  assert.ok((await sb.exec(['wget', '-q', '-O', '-', 'http://elsewhere.test:81/'])).exitCode !== 0, 'refused')
+  await sb.kill()
+  const egress = (await completed(c, sb.id)).filter((s): s is Extract<Step, { kind: 'egress' }> => s.kind === 'egress')
+  assert.equal(egress.map((e) => [e.host, e.port, e.allowed]), [['web.test', port, true], ['elsewhere.test', 81, false]])
 }))
 
 test('the retention sweep forgets trajectories past their retention, and their record blobs with them', timed(60_000, async (defer) => {

@@ -5,49 +5,32 @@
  * Sandboxes come from an adaptive warm pool per (layer stack, limits) when one is ready, else
  * are launched on the spot (3–5 ms here). Every sandbox is journaled before it is handed out,
  * so a restarted node adopts the ones still alive (`adopt`) and reclaims the rest.
+ *
+ * With a cgroup provider whose groups freeze, sandboxes pause, resume and snapshot
+ * (freeze-control.ts, snapshot.ts); a paused sandbox is journaled as such and adopted paused.
  */
 import { nanoid } from 'nanoid'
 import { readdir, rm, rmdir } from 'node:fs/promises'
 import { join } from 'node:path'
-import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
+import { createError, ErrorCodes } from '../../errors.js'
 import { LayerStore, type LayerService, type LayerSource } from '../../images/index.js'
 import { createEgressRouting, EgressDefaults, startEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress.js'
-import type { AdoptedSandbox, Backend, ExecOptions, ExecResult, SandboxHandle, SandboxSpec } from '../types.js'
+import type { AdoptedSandbox, Backend, EgressEvent, ExecOptions, ExecResult, SandboxHandle, SandboxSpec } from '../types.js'
 import { connectAgent, type AgentClient } from './agent-client.js'
+import type { CgroupProvider, SandboxCgroup } from './cgroup-types.js'
 import { ContainerDefaults } from './defaults.js'
 import { AgentLimits } from './protocol.js'
 import { Journal } from './journal.js'
-import { destroySandbox, launchSandbox, type LaunchedSandbox } from './launcher.js'
+import { createFreezeControl, noFreezer, type FreezeControl } from './freeze-control.js'
+import { checkHostname, destroySandbox, launchSandbox, type LaunchedSandbox } from './launcher.js'
+import { runCommand } from './exec.js'
+import { cutSnapshot } from './snapshot.js'
 import { isAlive } from './proc.js'
-import { resolveUser, UserDefaults } from './users.js'
 import { WarmPool } from './warm-pool.js'
-
-/** The agent's cap for output nobody capped: beyond any command's reach (the agent counts in 64 bits). */
-const UNCAPPED_OUTPUT = Number.MAX_SAFE_INTEGER
 
 type Limits = NonNullable<SandboxSpec['limits']>
 
-/** The groups of one sandbox. */
-export interface SandboxCgroup {
-  /** One directory per hierarchy; the launcher joins them. */
-  dirs: string[]
-  /** OOM kills inside the group so far. */
-  oomKills (): Promise<number>
-  /** Kills what is left in the group and removes it. */
-  remove (): Promise<void>
-}
-
-/** Puts a sandbox under resource limits; the cgroups module provides the real one. */
-export interface CgroupProvider {
-  /** Creates the groups of one sandbox with its limits. */
-  create (id: string, limits: Limits): Promise<SandboxCgroup>
-  /** The groups of a sandbox made before (by a previous agent), if they exist. */
-  open? (id: string): SandboxCgroup | undefined
-  /** Reclaims groups of sandboxes that are no longer journaled. */
-  reclaimOrphans? (keep: Set<string>): Promise<void>
-  /** Removes the provider's own (empty) parent groups. */
-  close? (): Promise<void>
-}
+export type { CgroupProvider, SandboxCgroup } from './cgroup-types.js'
 
 export interface ContainerBackendOptions {
   /** Holds the journal, and the layer store unless `layersDir` puts it elsewhere. */
@@ -84,10 +67,16 @@ interface Live {
   agent: AgentClient
   env: Record<string, string>
   cgroup: SandboxCgroup | undefined
+  freezer: FreezeControl
+  /** What was journaled for it (rewritten when it pauses or resumes). */
+  record: JournalEntry
 }
 
-/** `refs`: the layers it uses, so a restarted agent knows which layers adopted sandboxes still need. */
-interface JournalEntry { launched: LaunchedSandbox, meta: unknown, claimed: boolean, refs?: string[], egress?: string[] }
+/**
+ * `refs`: the layers it uses, so a restarted agent knows which layers adopted sandboxes still need.
+ * `paused`: set before it is frozen by a pause and cleared after it is thawed.
+ */
+interface JournalEntry { launched: LaunchedSandbox, meta: unknown, claimed: boolean, refs?: string[], egress?: string[], paused?: boolean }
 
 /** How a pooled sandbox is described: its layer references and files, and limits (the pool key is this, as JSON). */
 interface Shape { refs: string[], layers: string[], limits: Limits, egress: string[] }
@@ -122,19 +111,38 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     void entry.agent.ended.then(() => { if (!closed && live.get(id) === entry) gone(id, 'the sandbox\'s init process ended') })
   }
 
-  async function launch (id: string, shape: Shape): Promise<Live> {
-    const cgroup = options.cgroups !== undefined && (shape.limits.memoryMiB > 0 || shape.limits.cpus > 0 || shape.limits.pids > 0)
-      ? await options.cgroups.create(id, shape.limits)
-      : undefined
+  /** Egress listeners per sandbox id (see Backend.onEgress); the proxies call `egressOf(id)`. */
+  const egressListeners = new Map<string, Set<(event: EgressEvent) => void>>()
+  const egressOf = (id: string) => (ask: { host: string, port: number, allowed: boolean }): void => {
+    for (const listener of egressListeners.get(id) ?? []) listener({ ...ask, at: Date.now() })
+  }
+
+  /** The freezer control of a sandbox; its paused flag goes to the sandbox's journal record. */
+  function freezerOf (id: string, cgroup: SandboxCgroup | undefined, paused: boolean, record: () => JournalEntry): FreezeControl {
+    return createFreezeControl(id, cgroup, paused, (p) => {
+      const r = record()
+      r.paused = p
+      if (live.has(id)) journal.write(id, r)
+    })
+  }
+
+  async function launch (id: string, shape: Shape, hostname?: string): Promise<Live> {
+    // Every sandbox gets its group when there is a provider, limits or not: the freezer is what pauses it.
+    const cgroup = options.cgroups !== undefined ? await options.cgroups.create(id, shape.limits) : undefined
     let launched: LaunchedSandbox | undefined
     let egress: EgressProxy | undefined
     try {
-      launched = await launchSandbox({ id, layers: shape.layers, diskMiB: shape.limits.diskMiB, runDir, egress: shape.egress.length > 0, ...(cgroup !== undefined ? { cgroups: cgroup.dirs } : {}) })
+      launched = await launchSandbox({
+        id, layers: shape.layers, diskMiB: shape.limits.diskMiB, runDir, egress: shape.egress.length > 0,
+        ...(hostname !== undefined ? { hostname } : {}), ...(cgroup !== undefined ? { cgroups: cgroup.dirs } : {})
+      })
       // Journaled before anything else can fail: a crash from here on leaves a record to reclaim.
-      journal.write(id, { launched, meta: undefined, claimed: false, refs: shape.refs, egress: shape.egress })
+      const record: JournalEntry = { launched, meta: undefined, claimed: false, refs: shape.refs, egress: shape.egress }
+      journal.write(id, record)
       egress = await openEgress(launched, shape.egress)
       const agent = await connectAgent(launched.socketPath)
-      return { refs: shape.refs, egress, launched, agent, env: {}, cgroup }
+      const entry: Live = { refs: shape.refs, egress, launched, agent, env: {}, cgroup, record, freezer: freezerOf(id, cgroup, false, () => entry.record) }
+      return entry
     } catch (err) {
       await egress?.close().catch(() => {})
       if (launched !== undefined) { await destroySandbox(launched).catch(() => {}); journal.remove(id) }
@@ -149,7 +157,9 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       await entry.agent.close().catch(() => {})
       await entry.egress?.close().catch(() => {})
     }
-    await destroySandbox(launched).catch(() => {})
+    // A paused sandbox's kill lands once it is thawed (v1 freezer), so it is thawed right after the SIGKILL.
+    const cgroup = 'agent' in entry ? entry.cgroup : options.cgroups?.open?.(launched.id)
+    await destroySandbox(launched, { ...(cgroup?.thaw !== undefined ? { afterKill: cgroup.thaw.bind(cgroup) } : {}) }).catch(() => {})
     if ('cgroup' in entry) await entry.cgroup?.remove().catch(() => {})
     // A journal entry's layers are settled by the sync at the end of adopt, not one by one.
     if ('agent' in entry) for (const ref of entry.refs) await store.release(ref).catch(() => {})
@@ -178,7 +188,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
   /** The sandbox's egress proxy, listening in the directory its launcher bound into it. */
   async function openEgress (launched: LaunchedSandbox, allow: readonly string[]): Promise<EgressProxy | undefined> {
     if (allow.length === 0 || launched.egressDir === undefined) return undefined
-    return await startEgressProxy(join(launched.egressDir, 'proxy.sock'), allow, egressRouting)
+    return await startEgressProxy(join(launched.egressDir, 'proxy.sock'), allow, egressRouting, egressOf(launched.id))
   }
 
   function find (handle: SandboxHandle): Live {
@@ -187,28 +197,43 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     return entry
   }
 
+  /** A live sandbox that is not paused: its agent is frozen, so a request would wait until resume. */
+  function running (handle: SandboxHandle): Live {
+    const entry = find(handle)
+    if (entry.freezer.paused) throw createError(ErrorCodes.SANDBOX_PAUSED, `container ${handle.id} is paused: resume it first`, { id: handle.id, state: 'paused' })
+    return entry
+  }
+
+  /** A pause or snapshot that failed because the sandbox was killed meanwhile says so. */
+  const goneOr = (handle: SandboxHandle, err: unknown): unknown =>
+    live.has(handle.id) ? err : createError(ErrorCodes.SANDBOX_GONE, `container ${handle.id} is gone`, { id: handle.id })
+
   return {
     kind: 'container',
     interactiveStdin: true,
     outputCredit: true,
     commandIdentity: true,
     terminal: true,
+    snapshots: options.cgroups?.freezes === true,
 
     async create (spec = {}) {
       if (closed) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, 'the container backend is closed', { reason: 'closed' })
+      if (spec.hostname !== undefined) checkHostname(spec.hostname)
       const shape = await shapeOf(spec)
       const key = JSON.stringify(shape)
       const pooled = pool.claim(key)
       // A claimed sandbox already counts as a user of its layers: this create's count goes back.
       if (pooled !== undefined) for (const ref of shape.refs) await store.release(ref)
-      const entry = pooled ?? await launch(spec.id ?? `c${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`, shape)
-      // A pooled sandbox was named before anyone knew whose it would be: it takes its id now.
+      const entry = pooled ?? await launch(spec.id ?? `c${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`, shape, spec.hostname)
+      // A pooled sandbox was named before anyone knew whose it would be: it takes its name now.
       // Not awaited: the agent handles one connection's requests in order, so every later
       // command already sees the new name, and the claim costs no extra round trip.
-      if (pooled !== undefined && spec.id !== undefined) entry.agent.setHostname(spec.id).catch(() => {})
+      const name = spec.hostname ?? spec.id
+      if (pooled !== undefined && name !== undefined) entry.agent.setHostname(name).catch(() => {})
       // Commands find the way out where the usual tools look for it.
       entry.env = entry.egress !== undefined ? { ...EGRESS_ENV, ...spec.env } : spec.env ?? {}
-      journal.write(entry.launched.id, { launched: entry.launched, meta: spec.meta, claimed: true, refs: entry.refs, egress: shape.egress })
+      entry.record = { launched: entry.launched, meta: spec.meta, claimed: true, refs: entry.refs, egress: shape.egress }
+      journal.write(entry.launched.id, entry.record)
       live.set(entry.launched.id, entry)
       watchInit(entry.launched.id, entry)
       return { id: entry.launched.id, kind: 'container' }
@@ -221,14 +246,25 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
         const { launched } = entry
         if (entry.claimed && await isAlive(launched.pid, launched.startTime)) {
           try {
+            const cgroup = options.cgroups?.open?.(launched.id)
+            const frozen = await cgroup?.frozen?.() === true
+            // A freeze nobody asked to keep (a snapshot the old agent was cutting) ends with that agent.
+            if (frozen && entry.paused !== true) await cgroup?.thaw?.()
+            const paused = frozen && entry.paused === true
             const agent = await connectAgent(launched.socketPath)
-            await agent.ping()
+            // A frozen agent cannot answer; its socket still accepts (the kernel queues the connection).
+            if (!paused) await agent.ping()
             // The proxy lived in the old agent: a new one takes its socket's place in the same directory.
             const egress = await openEgress(launched, entry.egress ?? [])
-            const adoptedEntry: Live = { refs: entry.refs ?? [], egress, launched, agent, env: egress !== undefined ? { ...EGRESS_ENV } : {}, cgroup: options.cgroups?.open?.(launched.id) }
+            const record: JournalEntry = { ...entry, paused }
+            if (entry.paused === true && !paused) journal.write(launched.id, record)
+            const adoptedEntry: Live = {
+              refs: entry.refs ?? [], egress, launched, agent, env: egress !== undefined ? { ...EGRESS_ENV } : {}, cgroup, record,
+              freezer: freezerOf(launched.id, cgroup, paused, () => adoptedEntry.record)
+            }
             live.set(launched.id, adoptedEntry)
             watchInit(launched.id, adoptedEntry)
-            adopted.push({ handle: { id: launched.id, kind: 'container' }, meta: entry.meta })
+            adopted.push({ handle: { id: launched.id, kind: 'container' }, meta: entry.meta, ...(paused ? { paused: true } : {}) })
             keep.add(launched.id)
             continue
           } catch { /* unreachable agent: reclaimed below */ }
@@ -238,6 +274,10 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       // Directories of launches that crashed before their journal record was written.
       for (const name of await readdir(runDir).catch(() => [] as string[])) {
         if (!keep.has(name)) await rm(join(runDir, name), { recursive: true, force: true }).catch(() => {})
+      }
+      // Staging copies and half-built images of snapshots the old agent was cutting.
+      for (const name of await readdir(store.dir).catch(() => [] as string[])) {
+        if (name.startsWith('.stage-') || name.startsWith('.build-')) await rm(join(store.dir, name), { recursive: true, force: true }).catch(() => {})
       }
       await options.cgroups?.reclaimOrphans?.(keep)
       // The layer server outlived the old agent: it learns which of its layers' users survived.
@@ -250,62 +290,53 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     },
 
     async exec (handle, argv, opts: ExecOptions = {}): Promise<ExecResult> {
-      const entry = find(handle)
-      const started = performance.now()
-      try {
-        const who = opts.user !== undefined
-          ? await resolveUser(opts.user, async () => await entry.agent.files.read('/etc/passwd', { length: UserDefaults.maxPasswdBytes }))
-          : undefined
-        // With credit the consumer bounds what is held of the output, so none is cut unless asked.
-        const maxOutputBytes = opts.maxOutputBytes ?? (opts.credit !== undefined ? UNCAPPED_OUTPUT : undefined)
-        const execution = entry.agent.startExec(argv, {
-          env: { ...(who?.home !== undefined ? { HOME: who.home } : {}), ...entry.env, ...opts.env },
-          ...(opts.cwd !== undefined ? { cwd: opts.cwd } : {}),
-          ...(who !== undefined ? { uid: who.uid, gid: who.gid } : {}),
-          ...(opts.pty !== undefined ? { pty: { cols: opts.pty.cols, rows: opts.pty.rows } } : {}),
-          ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}),
-          ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
-          ...(maxOutputBytes !== undefined ? { maxOutputBytes } : {}),
-          ...(opts.credit !== undefined ? { windowBytes: opts.credit.windowBytes } : {}),
-          ...(opts.signal !== undefined ? { signal: opts.signal } : {})
-        }, {
-          ...(opts.onStdout !== undefined ? { onStdout: opts.onStdout } : {}),
-          ...(opts.onStderr !== undefined ? { onStderr: opts.onStderr } : {})
-        })
-        opts.credit?.onGrant((bytes) => execution.grant(bytes))
-        // A resize that comes after the command ended has nothing to resize.
-        opts.pty?.onResize((size) => { execution.resize(size).catch(() => {}) })
-        const r = await execution.result
-        const oom = r.signal === 9 && !r.timedOut && !r.killed && entry.cgroup !== undefined && await entry.cgroup.oomKills() > 0
-        const reason = r.timedOut ? 'timeout' as const : oom ? 'oom' as const : r.killed ? 'killed' as const : undefined
-        return {
-          exitCode: r.timedOut ? 124 : r.exitCode,
-          durationMs: r.durationMs,
-          truncated: r.truncated,
-          ...(reason !== undefined ? { reason } : {})
-        }
-      } catch (err) {
-        if (isWarrenError(err) && err.code !== ErrorCodes.CONNECTION_CLOSED) throw err
-        // The agent went away mid-command: out of memory, or the sandbox was killed.
-        const oom = entry.cgroup !== undefined && await entry.cgroup.oomKills().catch(() => 0) > 0
-        return { exitCode: 137, durationMs: performance.now() - started, truncated: false, reason: oom ? 'oom' : 'killed', message: 'the sandbox ended during the command' }
-      }
+      const entry = running(handle)
+      return await runCommand(entry, argv, opts)
     },
 
     files: {
       maxChunkBytes: AgentLimits.maxFileBytes,
-      read: async (handle, path, range) => await find(handle).agent.files.read(path, range),
-      write: async (handle, path, data, opts = {}) => { await find(handle).agent.files.write(path, data, { mkdirs: true, ...opts }) },
-      list: async (handle, path) => await find(handle).agent.files.list(path),
-      stat: async (handle, path, opts) => await find(handle).agent.files.stat(path, opts),
-      mkdir: async (handle, path, opts) => { await find(handle).agent.files.mkdir(path, opts) },
-      remove: async (handle, path, opts) => { await find(handle).agent.files.remove(path, opts) },
-      rename: async (handle, from, to) => { await find(handle).agent.files.rename(from, to) },
-      symlink: async (handle, path, target) => { await find(handle).agent.files.symlink(path, target) }
+      read: async (handle, path, range) => await running(handle).agent.files.read(path, range),
+      write: async (handle, path, data, opts = {}) => { await running(handle).agent.files.write(path, data, { mkdirs: true, ...opts }) },
+      list: async (handle, path) => await running(handle).agent.files.list(path),
+      stat: async (handle, path, opts) => await running(handle).agent.files.stat(path, opts),
+      mkdir: async (handle, path, opts) => { await running(handle).agent.files.mkdir(path, opts) },
+      remove: async (handle, path, opts) => { await running(handle).agent.files.remove(path, opts) },
+      rename: async (handle, from, to) => { await running(handle).agent.files.rename(from, to) },
+      symlink: async (handle, path, target) => { await running(handle).agent.files.symlink(path, target) }
+    },
+
+    async pause (handle) {
+      await find(handle).freezer.pause().catch((err: unknown) => { throw goneOr(handle, err) })
+    },
+
+    async resume (handle) {
+      await find(handle).freezer.resume().catch((err: unknown) => { throw goneOr(handle, err) })
+    },
+
+    async snapshot (handle, opts = {}) {
+      const entry = find(handle)
+      if (entry.cgroup?.freeze === undefined) throw noFreezer(handle.id)
+      try {
+        return await cutSnapshot(entry.launched, store.dir, { flatten: opts.flatten === true, whileFrozen: entry.freezer.whileFrozen })
+      } catch (err) {
+        throw goneOr(handle, err)
+      }
+    },
+
+    onEgress (handle, listener) {
+      let set = egressListeners.get(handle.id)
+      if (set === undefined) egressListeners.set(handle.id, set = new Set())
+      set.add(listener)
+      return () => {
+        set.delete(listener)
+        if (set.size === 0 && egressListeners.get(handle.id) === set) egressListeners.delete(handle.id)
+      }
     },
 
     async kill (handle) {
       goneListeners.delete(handle.id)
+      egressListeners.delete(handle.id)
       const entry = live.get(handle.id)
       if (entry === undefined) return
       live.delete(handle.id)

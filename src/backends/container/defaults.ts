@@ -24,5 +24,10 @@ export const ContainerDefaults = {
   /** Every request but exec (which has its own timeout in the agent). */
   requestTimeoutMs: 30_000,
   /** Streamed stdin is cut into frames of at most this many bytes. */
-  stdinChunkBytes: 256 * 1024
+  stdinChunkBytes: 256 * 1024,
+  /**
+   * The most a snapshot's tree may hold, in apparent bytes (EROFS stores a sparse file's holes
+   * as zeros, so a small upper could otherwise ask for an image of any size).
+   */
+  snapshotMaxBytes: 16 * 1024 ** 3
 } as const

@@ -145,11 +145,16 @@ export function createEgressRouting (options: EgressProxyOptions = {}): EgressRo
   return { lookup: options.lookup ?? systemResolver, pinned: pinnedHosts(options.hosts ?? {}) }
 }
 
+/** One destination a sandbox asked its proxy for (see `Backend.onEgress`). */
+export interface EgressAsk { host: string, port: number, allowed: boolean }
+
 /**
  * Starts a sandbox's proxy on `socketPath` with its allow-list.
  * @param where the node's routing (`createEgressRouting`)
+ * @param onAsk hears of every CONNECT or request that names a destination, let through or not
+ *   (allowed: it passed the allow-list and the address check); a listener that throws is ignored
  */
-export async function startEgressProxy (socketPath: string, allow: readonly string[], where: EgressRouting = createEgressRouting()): Promise<EgressProxy> {
+export async function startEgressProxy (socketPath: string, allow: readonly string[], where: EgressRouting = createEgressRouting(), onAsk?: (ask: EgressAsk) => void): Promise<EgressProxy> {
   // Entries were checked at spec time; one that fails now (written by an older version) is left out.
   const rules = allow.map((e) => ruleOf(e)).filter((r): r is Rule => typeof r !== 'string')
   const open = new Set<Socket>()
@@ -158,7 +163,7 @@ export async function startEgressProxy (socketPath: string, allow: readonly stri
     open.add(client)
     client.once('close', () => open.delete(client))
     client.on('error', () => {})
-    void serve(client, rules, where).catch(() => client.destroy())
+    void serve(client, rules, where, onAsk).catch(() => client.destroy())
   })
   rmSync(socketPath, { force: true })
   await new Promise<void>((resolve, reject) => {
@@ -237,7 +242,7 @@ async function destination (host: string, port: number, where: EgressRouting): P
   return { address: first! }
 }
 
-async function serve (client: Socket, rules: readonly Rule[], where: EgressRouting): Promise<void> {
+async function serve (client: Socket, rules: readonly Rule[], where: EgressRouting, onAsk: ((ask: EgressAsk) => void) | undefined): Promise<void> {
   const request = await readHead(client)
   if (request === undefined) { refuse(client, '400 Bad Request', 'no complete request head'); return }
   const [line = '', ...headers] = request.head.split('\r\n')
@@ -260,9 +265,11 @@ async function serve (client: Socket, rules: readonly Rule[], where: EgressRouti
     const kept = headers.filter((h) => !/^(proxy-connection|connection|keep-alive|proxy-authorization):/i.test(h))
     forward = [`${method} ${url.pathname}${url.search} HTTP/1.1`, ...kept, 'connection: close', '', ''].join('\r\n')
   }
-  if (allowedBy(rules, host, port) === undefined) { refuse(client, '403 Forbidden', `${host}:${port} is not in this sandbox's egress allow-list`); return }
+  const tell = (allowed: boolean): void => { try { onAsk?.({ host, port, allowed }) } catch { /* a listener's failure is not the sandbox's */ } }
+  if (allowedBy(rules, host, port) === undefined) { tell(false); refuse(client, '403 Forbidden', `${host}:${port} is not in this sandbox's egress allow-list`); return }
   const dest = await destination(host, port, where)
-  if ('why' in dest) { refuse(client, dest.status, dest.why); return }
+  if ('why' in dest) { tell(false); refuse(client, dest.status, dest.why); return }
+  tell(true)
   // The address checked above, not the name again: a second lookup could answer differently.
   const upstream = createConnection({ host: dest.address, port, timeout: EgressDefaults.connectTimeoutMs })
   let connected = false

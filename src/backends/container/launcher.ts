@@ -15,8 +15,10 @@ import { isAlive, processInfo } from './proc.js'
 
 /** What `launchSandbox` needs. */
 export interface LaunchSandboxOptions {
-  /** Unique among the node's sandboxes; the hostname inside. 1-63 of [A-Za-z0-9._-]. */
+  /** Unique among the node's sandboxes; the hostname inside unless `hostname` is given. 1-63 of [A-Za-z0-9._-]. */
   id: string
+  /** The hostname inside (default `id`). 1-63 of [A-Za-z0-9._-]. */
+  hostname?: string
   /** EROFS image files, bottom layer first. */
   layers: readonly string[]
   /** Size of the writable layer (default `ContainerDefaults.diskMiB`); 0: unlimited, on the host disk. */
@@ -60,6 +62,21 @@ export interface LaunchedSandbox {
 }
 
 const ID_PATTERN = /^[A-Za-z0-9._-]{1,63}$/
+
+/**
+ * The descriptor number at which a sandbox's agent keeps the directory holding its writable
+ * layer (`u`, the overlay upper; `w`, its work dir): WARREN_UPPER_FD in agent/sandbox.h.
+ */
+export const UPPER_FD = 5
+
+/**
+ * Where the host reads a running sandbox's writable layer (the overlay's upper directory): through
+ * its agent's descriptor, the only way there once its old root is detached (for a tmpfs upper
+ * no host path reaches it; with `diskMiB` 0 this is `upperDir/u` itself).
+ */
+export function upperPath (sb: LaunchedSandbox): string {
+  return `/proc/${sb.pid}/fd/${UPPER_FD}/u`
+}
 // sockaddr_un.sun_path is 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH = 107
 
@@ -73,6 +90,7 @@ export async function launchSandbox (opts: LaunchSandboxOptions): Promise<Launch
   if (!ID_PATTERN.test(opts.id)) {
     throw createError(ErrorCodes.INVALID_ARGUMENT, `sandbox id ${JSON.stringify(opts.id)} must be 1-63 of [A-Za-z0-9._-]`)
   }
+  if (opts.hostname !== undefined) checkHostname(opts.hostname)
   if (opts.layers.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'a sandbox needs at least one layer')
   for (const layer of opts.layers) {
     await access(layer).catch(() => { throw createError(ErrorCodes.NOT_FOUND, `layer ${layer} does not exist`, { layer }) })
@@ -98,6 +116,7 @@ export async function launchSandbox (opts: LaunchSandboxOptions): Promise<Launch
       if (!existed) { await mkdir(cg, { recursive: true }); createdCgroups.push(cg) }
     }
     const args = ['launch', '--id', opts.id, '--upper', upperDir, '--socket', socketPath, '--disk-mib', String(diskMiB)]
+    if (opts.hostname !== undefined) args.push('--hostname', opts.hostname)
     const egressDir = opts.egress === true ? join(dir, 'egress') : undefined
     if (egressDir !== undefined) { await mkdir(egressDir, { recursive: true, mode: 0o755 }); args.push('--egress', egressDir) }
     for (const layer of opts.layers) args.push('--layer', layer)
@@ -109,6 +128,16 @@ export async function launchSandbox (opts: LaunchSandboxOptions): Promise<Launch
   } catch (err) {
     await undo()
     throw err
+  }
+}
+
+/**
+ * Checks a hostname for a sandbox: 1-63 of [A-Za-z0-9._-] (what the agent accepts).
+ * @throws WARREN_ERR_INVALID_ARGUMENT naming `hostname`
+ */
+export function checkHostname (hostname: unknown): void {
+  if (typeof hostname !== 'string' || !ID_PATTERN.test(hostname)) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, `hostname ${JSON.stringify(hostname)} must be 1-63 of [A-Za-z0-9._-]`, { field: 'hostname' })
   }
 }
 
@@ -148,13 +177,16 @@ function runLauncher (agentPath: string, args: string[], timeoutMs: number): Pro
  * of its pid namespace, and its mounts go with its mount namespace), waits until it is gone,
  * then removes its directory (socket, upper dir) and the cgroups launch created. Idempotent:
  * a sandbox already gone only has its leftovers removed.
+ * @param opts.afterKill runs right after the SIGKILL: a paused sandbox's freezer is thawed there
+ *   (tasks frozen in a v1 freezer die only once thawed; their kill is already pending)
  * @throws WARREN_ERR_TIMEOUT when the processes or the cgroups outlast `timeoutMs`
  */
-export async function destroySandbox (sb: LaunchedSandbox, opts: { timeoutMs?: number } = {}): Promise<void> {
+export async function destroySandbox (sb: LaunchedSandbox, opts: { timeoutMs?: number, afterKill?: () => Promise<void> } = {}): Promise<void> {
   const deadline = Date.now() + (opts.timeoutMs ?? ContainerDefaults.destroyTimeoutMs)
   if (await isAlive(sb.pid, sb.startTime)) {
     try { process.kill(sb.pid, 'SIGKILL') } catch { /* ended meanwhile */ }
   }
+  await opts.afterKill?.().catch(() => {})
   while (await isAlive(sb.pid, sb.startTime)) {
     if (Date.now() > deadline) throw createError(ErrorCodes.TIMEOUT, `sandbox ${sb.id} (pid ${sb.pid}) outlived SIGKILL`, { id: sb.id, pid: sb.pid })
     await new Promise((resolve) => setTimeout(resolve, 2))

@@ -6,7 +6,7 @@
  *   ├── registry
  *   ├── placement (one_for_one) ── shard-0 … shard-k
  *   ├── directory
- *   ├── images
+ *   ├── images, snapshots (the image names; snapshots and their garbage collector)
  *   ├── trajectories (the trajectory store: nodes ship to it, sessions read it)
  *   └── gateway ── session per connection (temporary)
  *
@@ -27,6 +27,8 @@ import { createGateway } from './gateway.js'
 import { createImageIndex, type ImageIndexMessage } from './image-index.js'
 import { createRegistry, createShardRecovery, type RegistryMessage } from './registry.js'
 import { createTrajectories, TrajectoryStore, type TrajectoriesMessage } from '../trajectory/index.js'
+import { createSnapshotIndex, type SnapshotIndexMessage, type SnapshotTunables } from './snapshot-index.js'
+import { SnapshotStore } from './snapshot-store.js'
 
 /** The control plane's actor system name: nodes address `cp/registry` and `cp/directory`. */
 export const CONTROL_PLANE = 'cp'
@@ -51,6 +53,8 @@ export interface ControlPlaneOptions {
   upload?: Partial<UploadTunables>
   /** How long trajectories are kept after their sandbox ended (`TrajectoryDefaults.retentionMs`, 7 days). */
   trajectoryRetentionMs?: number
+  /** Snapshot bounds (SnapshotDefaults): diffs before a flatten, snapshots per tenant, the collector's period. */
+  snapshots?: Partial<SnapshotTunables>
 }
 
 export interface ControlPlane {
@@ -72,6 +76,8 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const store = new IamStore(state.db)
   const names = new NameIndex(state.db)
   const kinds = new LayerKinds(state.db)
+  const snapshotStore = new SnapshotStore(state.db)
+  const blobRoot = options.dataDir === undefined ? undefined : join(options.dataDir, 'blobs')
   // Steps arrive by the thousand a second: their commits wait for no fsync (they survive a crash of this process).
   const trajectoryStore = new TrajectoryStore(state.bulk)
   try {
@@ -94,6 +100,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const directory = ref<DirectoryMessage>('directory')
   const images = ref<ImageIndexMessage>('images')
   const trajectories = ref<TrajectoriesMessage>('trajectories')
+  const snapshots = ref<SnapshotIndexMessage>('snapshots')
   const shardRefs = Array.from({ length: o.shards }, (_, i) => ref<ShardMessage>(`shard-${i}`))
   const shards = (): Ref<ShardMessage>[] => shardRefs.map((get) => get())
 
@@ -114,7 +121,12 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       spawn: { name: 'placement' }
     },
     { id: 'directory', start: createDirectory({ shards, iam }), spawn: { name: 'directory', ...big } },
-    { id: 'images', start: createImageIndex(names, kinds, options.dataDir === undefined ? undefined : join(options.dataDir, 'blobs')), spawn: { name: 'images', ...big } },
+    { id: 'images', start: createImageIndex(names, kinds, blobRoot), spawn: { name: 'images', ...big } },
+    {
+      id: 'snapshots',
+      start: createSnapshotIndex({ store: snapshotStore, kinds, directory, ...(blobRoot !== undefined ? { blobRoot } : {}), ...(options.snapshots !== undefined ? { tunables: options.snapshots } : {}) }),
+      spawn: { name: 'snapshots', ...big }
+    },
     {
       id: 'trajectories',
       start: createTrajectories({
@@ -128,8 +140,8 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       id: 'gateway',
       shutdown: 'infinity',
       start: createGateway({
-        port: o.port, host: o.host, iam, shards, directory, registry, images, trajectories,
-        ...(options.dataDir !== undefined ? { blobRoot: join(options.dataDir, 'blobs') } : {}),
+        port: o.port, host: o.host, iam, shards, directory, registry, images, snapshots, trajectories,
+        ...(blobRoot !== undefined ? { blobRoot } : {}),
         ...(options.link !== undefined ? { link: options.link } : {}),
         ...(options.upload !== undefined ? { upload: options.upload } : {}),
         onListening: (u) => { url = u },

@@ -3,20 +3,27 @@
  * where tenant isolation is enforced: a lookup with the wrong tenant answers exactly like an id
  * that never existed (`WARREN_ERR_NOT_FOUND`). When a sandbox ends (or its node is lost) the
  * directory frees its placement reservation and its quota, and tells the owner's sessions.
+ *
+ * A hibernated sandbox (snapshotted, then ended on its node) keeps its record, state
+ * `hibernated`, with the snapshot it resumes from: it holds no node, reservation or quota, and
+ * ends only when its TTL does or it is killed.
+ * While a sandbox is paused its CPU share is given back to placement (it runs nothing), and
+ * taken again when it resumes; its memory and its slot stay reserved.
  */
 import { Actor, type ExitReason, type Ref } from '../../actors/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
 import type { IamMessage } from '../iam/index.js'
 import { withoutHostDirs, type SandboxSummary } from '../node/index.js'
 import type { NodeUsage, PlacementRequest, ShardMessage } from '../placement/index.js'
-import { placementRequestOf } from '../spec.js'
+import { placementRequestOf, type SandboxSpec } from '../spec.js'
 import type { EndReason, SandboxEvent, SandboxState } from '../sandbox/index.js'
+import { HibernatedSet, IdSets, usedBy } from './directory-hibernation.js'
 import { EndWaits } from './end-waits.js'
 import { shardOf } from './registry.js'
 
-export type RecordState = SandboxState | 'lost'
+export type RecordState = SandboxState | 'lost' | 'hibernated'
 /** Every state a sandbox's record can be in, in the order of its life. */
-export const RECORD_STATES: readonly RecordState[] = ['creating', 'ready', 'stopping', 'gone', 'failed', 'lost']
+export const RECORD_STATES: readonly RecordState[] = ['creating', 'ready', 'paused', 'stopping', 'hibernated', 'gone', 'failed', 'lost']
 
 export interface SandboxRecord {
   id: string
@@ -32,7 +39,17 @@ export interface SandboxRecord {
   message?: string
   /** What placement reserved, to give back when the sandbox ends. */
   req: PlacementRequest
+  /** The spec it was created with, as resolved (digests; a snapshot's layers in `image.diffs`). */
+  spec: SandboxSpec
   endedAt?: number
+  /** Hibernated: the snapshot it resumes from. */
+  snapshot?: string
+  /** Set while a hibernate is ending it on its node: its end makes it `hibernated`, not `gone`. */
+  hibernating?: string
+  /** True while its CPU share is given back to placement (it is paused). */
+  cpuFree?: boolean
+  /** The newest pause or resume heard of (`SandboxInfo.pauseSeq`): an older report of one is ignored. */
+  pauseSeq?: number
 }
 
 /** Told to subscribed sessions when one of their tenant's sandboxes changes state. */
@@ -54,7 +71,20 @@ export type DirectoryMessage =
   | { type: 'end-wait-expired', key: number }
   /** A sandbox's life was lengthened or shortened (`sb.setTtl`). */
   | { type: 'set-expiry', tenant: string, id: string, expiresAt: number }
+  /** A session paused or resumed a sandbox (its node reports the same change, numbered alike). */
+  | { type: 'pause-state', tenant: string, id: string, state: 'ready' | 'paused', pauseSeq: number, expiresAt: number }
   | { type: 'subscribe', tenant: string, ref: Ref }
+  /**
+   * A hibernate cut `snapshot` of the sandbox and is about to end it: its end makes the record
+   * `hibernated` instead. Refused (QUOTA) when the tenant has `maxHibernatedPerTenant` already.
+   */
+  | { type: 'hibernating', tenant: string, id: string, snapshot: string }
+  /** A hibernated sandbox runs again (same id) at `address`: answers false when it is no longer hibernated (killed meanwhile). */
+  | { type: 'resumed', tenant: string, id: string, nodeId: string, address: string, spec: SandboxSpec, req: PlacementRequest }
+  /** A kill of these is on its way: a hibernated one ends (`killed`), a hibernating one ends instead of hibernating. */
+  | { type: 'killing', tenant: string, ids: string[] }
+  /** What live and hibernated sandboxes use: their layers and the snapshots they resume from (the snapshot GC keeps them). */
+  | { type: 'in-use' }
   | { type: 'sweep' }
   | { type: 'count' }
   | { type: 'usage', nodeIds: string[] }
@@ -67,7 +97,9 @@ export const DirectoryDefaults = {
   maxList: 10_000,
   sweepEveryMs: 10_000,
   /** Sandbox ids kills may wait on at once (each kill names at most 1000). */
-  maxEndWaitIds: 100_000
+  maxEndWaitIds: 100_000,
+  /** Hibernated sandboxes a tenant may keep (they hold no quota, so this bounds their records). */
+  maxHibernatedPerTenant: 10_000
 }
 
 export interface DirectoryOptions {
@@ -84,11 +116,13 @@ export function hasEnded (state: RecordState): boolean {
 
 export class SandboxDirectory extends Actor<DirectoryMessage> {
   private readonly records = new Map<string, SandboxRecord>()
-  private readonly byNode = new Map<string, Set<string>>()
+  private readonly byNode = new IdSets()
   private readonly subscribers = new Map<string, Set<Ref>>()
   /** Ended sandbox ids, oldest first (FIFO; ids may repeat harmlessly if one is already gone). */
   private ended: string[] = []
   private readonly endWaits = new EndWaits(DirectoryDefaults.maxEndWaitIds)
+  /** Hibernated sandboxes: swept for their TTL, counted for the bound. */
+  private readonly hibernated = new HibernatedSet(DirectoryDefaults.maxHibernatedPerTenant)
 
   constructor (private readonly o: DirectoryOptions) { super() }
 
@@ -101,22 +135,23 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
       case 'add':
         for (const r of m.records) {
           this.records.set(r.id, r)
-          let set = this.byNode.get(r.nodeId)
-          if (set === undefined) { set = new Set(); this.byNode.set(r.nodeId, set) }
-          set.add(r.id)
+          this.byNode.add(r.nodeId, r.id)
         }
         return undefined
       case 'events':
         for (const e of m.events) {
           const r = this.records.get(e.id)
-          if (r === undefined || r.nodeId !== m.nodeId || TERMINAL.has(r.state)) continue
+          // A hibernated one is on no node: a late event of its old actor is not news.
+          if (r === undefined || r.nodeId !== m.nodeId || TERMINAL.has(r.state) || r.state === 'hibernated') continue
+          if (e.pauseSeq !== undefined && (e.state === 'paused' || e.state === 'ready')) { this.follow(r, e.state, e.pauseSeq, e.expiresAt); continue }
           if (e.reason !== undefined) r.reason = e.reason
           if (e.message !== undefined) r.message = withoutHostDirs(e.message)
-          this.transition(r, e.state)
+          if (r.hibernating !== undefined && TERMINAL.has(e.state)) this.hibernate(r)
+          else this.transition(r, e.state)
         }
         return undefined
       case 'node-lost':
-        for (const id of this.byNode.get(m.nodeId) ?? []) {
+        for (const id of this.byNode.of(m.nodeId)) {
           const r = this.records.get(id)
           if (r !== undefined && !TERMINAL.has(r.state)) { r.reason = 'lost'; this.transition(r, 'lost') }
         }
@@ -144,7 +179,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
       case 'await-end': {
         const own = (id: string): SandboxRecord | undefined => { const r = this.records.get(id); return r?.tenant === m.tenant ? r : undefined }
         const answer = (): Array<SandboxRecord | undefined> => m.ids.map(own)
-        const live = [...new Set(m.ids)].filter((id) => { const r = own(id); return r !== undefined && !TERMINAL.has(r.state) })
+        const live = [...new Set(m.ids)].filter((id) => { const r = own(id); return r !== undefined && !TERMINAL.has(r.state) && r.state !== 'hibernated' })
         if (live.length === 0) return answer()
         const key = this.endWaits.add(live, this.ctx.defer(), answer)
         this.ctx.setTimer(`end-wait-${key}`, m.timeoutMs, { type: 'end-wait-expired', key })
@@ -156,6 +191,11 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
       case 'set-expiry': {
         const r = this.records.get(m.id)
         if (r !== undefined && r.tenant === m.tenant && !TERMINAL.has(r.state)) r.expiresAt = m.expiresAt
+        return undefined
+      }
+      case 'pause-state': {
+        const r = this.records.get(m.id)
+        if (r !== undefined && r.tenant === m.tenant) this.follow(r, m.state, m.pauseSeq, m.expiresAt)
         return undefined
       }
       case 'subscribe': {
@@ -175,8 +215,39 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
           drop++
         }
         this.ended = this.ended.slice(drop)
+        const now = Date.now()
+        for (const id of this.hibernated.ids()) {
+          const r = this.records.get(id)
+          if (r !== undefined && r.expiresAt <= now) { r.reason = 'ttl'; this.transition(r, 'gone') }
+        }
         return undefined
       }
+      case 'hibernating': {
+        const r = this.records.get(m.id)
+        this.hibernated.admit(r, m.tenant, m.id, r !== undefined && TERMINAL.has(r.state)).hibernating = m.snapshot
+        return true
+      }
+      case 'resumed': {
+        const r = this.records.get(m.id)
+        if (r === undefined || r.tenant !== m.tenant || r.state !== 'hibernated') return false
+        delete r.snapshot
+        delete r.reason
+        delete r.message
+        Object.assign(r, { nodeId: m.nodeId, address: m.address, spec: m.spec, req: m.req })
+        this.byNode.add(r.nodeId, r.id)
+        this.transition(r, 'ready')
+        return true
+      }
+      case 'killing':
+        for (const id of m.ids) {
+          const r = this.records.get(id)
+          if (r === undefined || r.tenant !== m.tenant) continue
+          delete r.hibernating
+          if (r.state === 'hibernated') { r.reason = 'killed'; this.transition(r, 'gone') }
+        }
+        return undefined
+      case 'in-use':
+        return usedBy(this.records.values(), (r) => TERMINAL.has(r.state))
       case 'count':
         return this.records.size
       case 'usage': {
@@ -184,10 +255,10 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         const out: Record<string, NodeUsage> = {}
         for (const nodeId of m.nodeIds) {
           const usage: NodeUsage = { cpus: 0, memoryMiB: 0, sandboxes: {} }
-          for (const id of this.byNode.get(nodeId) ?? []) {
+          for (const id of this.byNode.of(nodeId)) {
             const r = this.records.get(id)
             if (r === undefined || TERMINAL.has(r.state)) continue
-            usage.cpus += r.req.cpus
+            usage.cpus += held(r).cpus
             usage.memoryMiB += r.req.memoryMiB
             usage.sandboxes[r.req.backend] = (usage.sandboxes[r.req.backend] ?? 0) + 1
           }
@@ -218,37 +289,71 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
       if (r === undefined) {
         r = {
           id: s.id, tenant: s.tenant, nodeId, address: s.address, state: 'lost', backend: s.spec.backend, labels: s.spec.labels,
-          createdAt: s.createdAt, expiresAt: typeof s.expiresAt === 'number' ? s.expiresAt : s.createdAt + s.spec.ttlMs, req: placementRequestOf(s.spec)
+          createdAt: s.createdAt, expiresAt: typeof s.expiresAt === 'number' ? s.expiresAt : s.createdAt + s.spec.ttlMs, req: placementRequestOf(s.spec), spec: s.spec
         }
         this.records.set(r.id, r)
-        let set = this.byNode.get(nodeId)
-        if (set === undefined) { set = new Set(); this.byNode.set(nodeId, set) }
-        set.add(r.id)
+        this.byNode.add(r.nodeId, r.id)
       }
+      // The node's word on pauses is the truth now (a restarted agent numbers them afresh).
+      const state = s.paused === true ? 'paused' : 'ready'
+      r.pauseSeq = s.pauseSeq ?? 0
       if (TERMINAL.has(r.state)) {
-        shards[shardOf(nodeId, shards.length)]!.tell({ type: 'reserve', nodeId, req: r.req })
+        r.cpuFree = state === 'paused'
+        shards[shardOf(nodeId, shards.length)]!.tell({ type: 'reserve', nodeId, req: held(r) })
         this.o.iam().tell({ type: 'adopt', tenant: r.tenant })
         delete r.reason
         delete r.endedAt
         r.address = s.address
-        r.state = 'ready'
+        r.state = state
+        this.notify(r)
+      } else if ((r.state === 'ready' || r.state === 'paused') && r.state !== state) {
+        // A pause or resume whose report was lost with the link.
+        this.shiftCpu(r, state === 'paused')
+        r.state = state
         this.notify(r)
       }
     }
-    for (const id of this.byNode.get(nodeId) ?? []) {
+    for (const id of this.byNode.of(nodeId)) {
       const r = this.records.get(id)
       if (r !== undefined && !running.has(id) && !TERMINAL.has(r.state)) { r.reason = 'lost'; this.transition(r, 'lost') }
     }
   }
 
+  /** Gives back what a record holds: its reservation on its node and its quota. */
+  private release (r: SandboxRecord): void {
+    const shards = this.o.shards()
+    shards[shardOf(r.nodeId, shards.length)]!.tell({ type: 'release', nodeId: r.nodeId, req: held(r) })
+    this.o.iam().tell({ type: 'release', tenant: r.tenant })
+  }
+
+  /**
+   * A hibernating sandbox ended on its node: it gives back its reservation and quota as an
+   * ended one does, but its record stays, `hibernated`, until it resumes, is killed or its TTL ends.
+   */
+  private hibernate (r: SandboxRecord): void {
+    this.release(r)
+    this.byNode.delete(r.nodeId, r.id)
+    delete r.cpuFree
+    delete r.pauseSeq
+    r.snapshot = r.hibernating!
+    delete r.hibernating
+    delete r.reason
+    delete r.message
+    this.hibernated.add(r)
+    r.state = 'hibernated'
+    this.notify(r)
+    for (const key of this.endWaits.ended(r.id)) this.ctx.cancelTimer(`end-wait-${key}`)
+  }
+
   private forget (r: SandboxRecord): void {
     this.records.delete(r.id)
-    const onNode = this.byNode.get(r.nodeId)
-    onNode?.delete(r.id)
-    if (onNode?.size === 0) this.byNode.delete(r.nodeId)
+    this.byNode.delete(r.nodeId, r.id)
   }
 
   private transition (r: SandboxRecord, state: RecordState): void {
+    // A hibernated sandbox gave its reservation and quota back when it hibernated.
+    const holds = r.state !== 'hibernated'
+    if (!holds) this.hibernated.delete(r)
     r.state = state
     if (TERMINAL.has(state)) {
       r.endedAt = Date.now()
@@ -257,19 +362,41 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         const oldest = this.records.get(this.ended.shift()!)
         if (oldest !== undefined) this.forget(oldest)
       }
-      const shards = this.o.shards()
-      shards[shardOf(r.nodeId, shards.length)]!.tell({ type: 'release', nodeId: r.nodeId, req: r.req })
-      this.o.iam().tell({ type: 'release', tenant: r.tenant })
+      if (holds) this.release(r)
     }
     this.notify(r)
     // After the releases above: whoever a waiting kill answers finds the room already free.
     if (TERMINAL.has(state)) for (const key of this.endWaits.ended(r.id)) this.ctx.cancelTimer(`end-wait-${key}`)
   }
 
+  /** A pause or resume, from the sandbox's node or the session that asked for it: the newest (by `pauseSeq`) wins. */
+  private follow (r: SandboxRecord, state: 'ready' | 'paused', pauseSeq: number, expiresAt: number | undefined): void {
+    if ((r.state !== 'ready' && r.state !== 'paused') || pauseSeq <= (r.pauseSeq ?? 0)) return
+    r.pauseSeq = pauseSeq
+    if (expiresAt !== undefined) r.expiresAt = expiresAt
+    if (r.state === state) return
+    this.shiftCpu(r, state === 'paused')
+    r.state = state
+    this.notify(r)
+  }
+
+  /** Gives a paused sandbox's CPU share back to placement (`free`), or takes it again at its resume. */
+  private shiftCpu (r: SandboxRecord, free: boolean): void {
+    if ((r.cpuFree === true) === free) return
+    r.cpuFree = free
+    const shards = this.o.shards()
+    shards[shardOf(r.nodeId, shards.length)]!.tell({ type: 'shift-cpu', nodeId: r.nodeId, cpus: free ? -r.req.cpus : r.req.cpus })
+  }
+
   private notify (r: SandboxRecord): void {
     const notice: SandboxStateNotice = { type: 'sandbox-state', id: r.id, state: r.state, ...(r.reason !== undefined ? { reason: r.reason } : {}), ...(r.message !== undefined ? { message: r.message } : {}) }
     for (const ref of this.subscribers.get(r.tenant) ?? []) ref.tell(notice)
   }
+}
+
+/** What a record holds on its node now: all it was given, but its CPU while paused. */
+function held (r: SandboxRecord): PlacementRequest {
+  return r.cpuFree === true ? { ...r.req, cpus: 0 } : r.req
 }
 
 export function createDirectory (options: DirectoryOptions): () => SandboxDirectory {

@@ -20,6 +20,7 @@ import type { RegistryMessage } from './registry.js'
 import type { TrajectoriesMessage } from '../trajectory/index.js'
 import { toPublicError } from './public-error.js'
 import { createSession } from './session.js'
+import type { SnapshotIndexMessage } from './snapshot-index.js'
 
 export interface GatewayOptions {
   port: number
@@ -30,6 +31,7 @@ export interface GatewayOptions {
   registry: () => Ref<RegistryMessage>
   images: () => Ref<ImageIndexMessage>
   trajectories: () => Ref<TrajectoriesMessage>
+  snapshots: () => Ref<SnapshotIndexMessage>
   /** The blob store's root: served on the same port over HTTP (reads: Range, join token; uploads: an API key). */
   blobRoot?: string
   /** Bounds of layer uploads (UploadDefaults unless given). */
@@ -109,6 +111,7 @@ export class Gateway extends Actor<GatewayMessage> {
       registry: this.o.registry,
       images: this.o.images,
       trajectories: this.o.trajectories,
+      snapshots: this.o.snapshots,
       notify: (notice) => { if (link.state !== 'closed') { try { link.tell(CLIENT_ADDRESS, notice) } catch { /* bounded buffer full: notices are best effort */ } } }
     }), { mailbox: { capacity: 10_000 } })
     link.on('close', () => { void this.ctx.system.stop(session) })

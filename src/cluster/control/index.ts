@@ -7,3 +7,8 @@ export { parseClientRequest, RequestLimits, type ClientRequest } from './request
 export { createSession, Session, SessionDefaults, toView, type SandboxView, type SessionMessage } from './session.js'
 export { gone, killMany, killOne, LifecycleDefaults, setTtl, type KillOutcome, type LifecycleDeps } from './lifecycle.js'
 export { createImageIndex, ImageIndex, type ImageIndexMessage } from './image-index.js'
+export { createSnapshotIndex, SnapshotDefaults, SnapshotIndex, type SnapshotIndexMessage, type SnapshotTunables } from './snapshot-index.js'
+export { isSnapshotId, SnapshotStore, type SnapshotRecord, type SnapshotView } from './snapshot-store.js'
+export { CreateDefaults } from './create.js'
+export type { ForkOutcome } from './snapshots.js'
+export { pauseOrResume, PauseRequestDefaults } from './pause-requests.js'

@@ -41,7 +41,9 @@ export interface LifecycleDeps {
  */
 async function killAndWait (d: LifecycleDeps, records: SandboxRecord[]): Promise<Array<SandboxRecord | undefined>> {
   const live = records.filter((r) => !hasEnded(r.state))
-  await Promise.all(live.map(async (r) => {
+  // A hibernated one has no actor: the directory ends it; a hibernating one ends instead of hibernating.
+  if (live.length > 0) d.directory().tell({ type: 'killing', tenant: d.tenant, ids: live.map((r) => r.id) })
+  await Promise.all(live.filter((r) => r.state !== 'hibernated').map(async (r) => {
     // An actor already gone or a node not connected is ending anyway (or will be declared
     // lost): the wait below learns the outcome either way.
     await d.refFor(r.address)?.ask({ type: 'kill' }, { timeoutMs: LifecycleDefaults.sandboxAskMs }).catch(() => {})
@@ -105,6 +107,11 @@ export async function setTtl (d: LifecycleDeps, record: SandboxRecord, ttlMs: nu
   const now = Date.now()
   const expiresAt = checkTtl(ttlMs, record.createdAt, now, record.id)
   if (hasEnded(record.state)) throw gone(record)
+  if (record.state === 'hibernated') {
+    // No actor to tell: the record's end is what a resume creates it to.
+    d.directory().tell({ type: 'set-expiry', tenant: d.tenant, id: record.id, expiresAt })
+    return { ...record, expiresAt }
+  }
   const ref = d.refFor(record.address)
   if (ref === undefined) throw createError(ErrorCodes.SANDBOX_GONE, `the node of sandbox ${record.id} is not connected`, { id: record.id, state: 'lost' })
   try {

@@ -7,7 +7,7 @@
  * (output caps, page sizes) stay with the sandbox; this is the shape. argv is `parseArgv`'s.
  */
 import { createError, ErrorCodes } from '../../errors.js'
-import { LAYER_KINDS, type LayerKind } from '../../images/index.js'
+import { checkImageName, LAYER_KINDS, type LayerKind } from '../../images/index.js'
 import { isScope, type Quotas, type Scope } from '../iam/index.js'
 import { SandboxDefaults, type FileRequest, type WireExecOptions } from '../sandbox/index.js'
 import { parseArgv } from '../spec.js'
@@ -28,6 +28,9 @@ export type ClientRequest =
   | { type: 'kill', labels: Record<string, string> }
   /** The sandbox lives `ttlMs` from now (its whole life within the spec's maximum). */
   | { type: 'set-ttl', id: string, ttlMs: number }
+  /** Freezes a sandbox, or thaws it (answered with its view). */
+  | { type: 'pause', id: string }
+  | { type: 'resume', id: string }
   | { type: 'exec', id: string, execId: string, argv: string[], opts?: WireExecOptions }
   | { type: 'read', id: string, execId: string, fromSeq: number, maxBytes?: number, waitMs?: number }
   | { type: 'exec-kill', id: string, execId: string }
@@ -44,6 +47,14 @@ export type ClientRequest =
   | { type: 'nodes' }
   | { type: 'image-tag', name: string, digest: string, kind: LayerKind }
   | { type: 'image-list' }
+  /** Cuts a snapshot of the sandbox, named `name` (`name:tag`, moved from another snapshot of the tenant that had it). */
+  | { type: 'snapshot', id: string, name?: string }
+  | { type: 'snapshots', sandboxId?: string, limit?: number }
+  /** `id` is a snapshot's id or name. */
+  | { type: 'snapshot-delete', id: string }
+  /** One snapshot of the sandbox, then `count` sandboxes from it (`spec` laid over the sandbox's). */
+  | { type: 'fork', id: string, count: number, spec?: unknown, deadlineMs?: number }
+  | { type: 'hibernate', id: string }
 
 /** Bounds of the fields a request carries (not of the work it asks for). */
 export const RequestLimits = {
@@ -60,7 +71,9 @@ export const RequestLimits = {
   /** Columns or rows of a pseudo-terminal. */
   maxTerminalCells: 1000,
   /** Sandboxes one kill may name (or match by labels). */
-  maxKillIds: 1000
+  maxKillIds: 1000,
+  /** Sandboxes one fork may make. */
+  maxFork: 1000
 }
 
 type Obj = Record<string, unknown>
@@ -182,6 +195,8 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
   list: (r) => ({ type: 'list', ...opt(r, 'labels', labels), ...opt(r, 'state', (v, f) => oneOf(v, f, RECORD_STATES)), ...opt(r, 'all', flag), ...opt(r, 'limit', count) }),
   kill,
   'set-ttl': (r) => ({ type: 'set-ttl', id: id(r), ttlMs: positive(r.ttlMs, 'ttlMs') }),
+  pause: (r) => ({ type: 'pause', id: id(r) }),
+  resume: (r) => ({ type: 'resume', id: id(r) }),
   exec: (r) => ({ type: 'exec', id: id(r), execId: execId(r), argv: parseArgv(r.argv), ...(r.opts !== undefined ? { opts: execOptions(r.opts) } : {}) }),
   read: (r) => ({ type: 'read', id: id(r), execId: execId(r), fromSeq: count(r.fromSeq, 'fromSeq'), ...opt(r, 'maxBytes', count), ...opt(r, 'waitMs', count) }),
   'exec-kill': (r) => ({ type: 'exec-kill', id: id(r), execId: execId(r) }),
@@ -203,7 +218,15 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
   }),
   nodes: () => ({ type: 'nodes' }),
   'image-tag': (r) => ({ type: 'image-tag', name: text(r.name, 'name', RequestLimits.maxNameLength), digest: text(r.digest, 'digest', RequestLimits.maxNameLength), kind: oneOf(r.kind, 'kind', LAYER_KINDS) }),
-  'image-list': () => ({ type: 'image-list' })
+  'image-list': () => ({ type: 'image-list' }),
+  snapshot: (r) => ({ type: 'snapshot', id: id(r), ...opt(r, 'name', (v) => checkImageName(v)) }),
+  snapshots: (r) => ({ type: 'snapshots', ...opt(r, 'sandboxId', (v, f) => text(v, f, RequestLimits.maxIdLength)), ...opt(r, 'limit', positive) }),
+  'snapshot-delete': (r) => ({ type: 'snapshot-delete', id: text(r.id, 'id', RequestLimits.maxNameLength) }),
+  fork: (r) => {
+    if (positive(r.count, 'count') > RequestLimits.maxFork) invalid('count', `must be an integer from 1 to ${RequestLimits.maxFork}`)
+    return { type: 'fork', id: id(r), count: r.count as number, ...(r.spec !== undefined ? { spec: r.spec } : {}), ...opt(r, 'deadlineMs', count) }
+  },
+  hibernate: (r) => ({ type: 'hibernate', id: id(r) })
 }
 
 const hasOwn = Object.prototype.hasOwnProperty

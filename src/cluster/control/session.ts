@@ -4,21 +4,29 @@
  * commands to sandbox actors — never blocking on any of it (each request is answered later),
  * so one slow create does not hold up an exec on the same connection.
  */
-import { customAlphabet } from 'nanoid'
 import { Actor, type Ref } from '../../actors/index.js'
-import { createError, ErrorCodes, fromWireError, toWireError } from '../../errors.js'
+import { createError, ErrorCodes } from '../../errors.js'
 import { authorize, type IamMessage, type Principal, type Scope } from '../iam/index.js'
-import type { CreateItem, CreateOutcome, NodeMessage } from '../node/index.js'
-import { placeBatch, type PlacementRequest, type ShardMessage } from '../placement/index.js'
+import type { ShardMessage } from '../placement/index.js'
 import { DATA_FILE_OPS, FilesDefaults, READ_ONLY_FILE_OPS, SandboxDefaults, type FileRequest, type OutputPage, type SandboxMessage } from '../sandbox/index.js'
+import { isPlainObject } from '../spec-fields.js'
 import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.js'
+import { resolveDeterminism } from '../spec-determinism.js'
 import { ImageRefDefaults, specLayers } from '../spec-image.js'
+import { createRecords, newSandboxIds } from './create.js'
 import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
 import { killMany, killOne, setTtl, type LifecycleDeps } from './lifecycle.js'
-import { nodeCreateError, toPublicError } from './public-error.js'
+import { pauseOrResume } from './pause-requests.js'
+import { toPublicError } from './public-error.js'
 import { parseClientRequest, type ClientRequest } from './requests.js'
-import { shardForSandbox, shardOf, type NodeStatus, type RegistryMessage } from './registry.js'
+import type { NodeStatus, RegistryMessage } from './registry.js'
+import type { SnapshotIndexMessage } from './snapshot-index.js'
+import { toSnapshotView } from './snapshot-store.js'
+import { fork, hibernate, hibernatedError, resumeHibernated, specFromSnapshot, takeSnapshot, type SnapshotDeps } from './snapshots.js'
+import { toView, type SandboxView } from './views.js'
+
+export { toView, type SandboxView } from './views.js'
 import type { TrajectoriesMessage } from '../trajectory/index.js'
 import { readTrajectory, readTrajectoryBlob, type TrajectoryDeps } from './trajectory-requests.js'
 
@@ -30,27 +38,12 @@ export type SessionMessage =
   | { type: 'client', body: unknown, /** False for a tell: nobody waits for an answer. */ answer: boolean }
   | SandboxStateNotice
 
-/** A sandbox as the SDK sees it. */
-export interface SandboxView {
-  id: string
-  state: SandboxRecord['state']
-  backend: string
-  labels: Record<string, string>
-  nodeId: string
-  createdAt: number
-  expiresAt: number
-  reason?: string
-  message?: string
-}
-
 export const SessionDefaults = {
   /** Sandboxes one create request may ask for. */
   maxBatch: 1000,
   /** How long a create waits for capacity unless it says otherwise, and the most it may ask. */
   placementDeadlineMs: 10_000,
   maxPlacementDeadlineMs: 120_000,
-  /** Time a node gets to create a batch. */
-  nodeCreateTimeoutMs: 60_000,
   /** A read waits this long for output, plus this margin for the round trip. */
   readMarginMs: 3000,
   /** Time a file request (one chunk, a listing) gets on the node. */
@@ -65,18 +58,9 @@ export interface SessionOptions {
   registry: () => Ref<RegistryMessage>
   images: () => Ref<ImageIndexMessage>
   trajectories: () => Ref<TrajectoriesMessage>
+  snapshots: () => Ref<SnapshotIndexMessage>
   /** Where notices for the client go (the link's tell towards the SDK). */
   notify: (notice: SandboxStateNotice) => void
-}
-
-const newId = customAlphabet('0123456789abcdefghijklmnopqrstuvwxyz', 16)
-
-export function toView (r: SandboxRecord): SandboxView {
-  return {
-    id: r.id, state: r.state, backend: r.backend, labels: r.labels, nodeId: r.nodeId, createdAt: r.createdAt, expiresAt: r.expiresAt,
-    ...(r.reason !== undefined ? { reason: r.reason } : {}),
-    ...(r.message !== undefined ? { message: r.message } : {})
-  }
 }
 
 export class Session extends Actor<SessionMessage> {
@@ -137,6 +121,19 @@ export class Session extends Actor<SessionMessage> {
       case 'set-ttl':
         this.authorize('sandbox:exec')
         return toView(await setTtl(this.lifecycle(), await this.record(m.id), m.ttlMs))
+      case 'pause': {
+        this.authorize('sandbox:exec')
+        const r = await this.record(m.id)
+        if (r.state === 'hibernated') throw hibernatedError(r)
+        return toView(await pauseOrResume(this.lifecycle(), r, 'pause'))
+      }
+      case 'resume': {
+        this.authorize('sandbox:exec')
+        const r = await this.record(m.id)
+        // A hibernated sandbox is created again from its snapshot; a paused one thaws.
+        if (r.state === 'hibernated') return await resumeHibernated(this.deps(), r, this.deadline(undefined))
+        return toView(await pauseOrResume(this.lifecycle(), r, 'resume'))
+      }
       case 'exec':
         this.authorize('sandbox:exec')
         return await this.forward<OutputPage>(m.id, { type: 'exec', execId: m.execId, argv: m.argv, ...(m.opts !== undefined ? { opts: m.opts } : {}) }, SessionDefaults.readMarginMs + 2000)
@@ -187,11 +184,46 @@ export class Session extends Actor<SessionMessage> {
       case 'image-list':
         this.authorize('sandbox:read')
         return await this.o.images().ask({ type: 'list' })
+      case 'snapshot':
+        this.authorize('sandbox:exec')
+        return toSnapshotView(await takeSnapshot(this.deps(), await this.record(m.id), m.name))
+      case 'snapshots':
+        this.authorize('sandbox:read')
+        return await this.o.snapshots().ask({ ...m, type: 'list', tenant: this.tenant })
+      case 'snapshot-delete':
+        this.authorize('sandbox:exec')
+        return await this.o.snapshots().ask({ type: 'delete', tenant: this.tenant, ref: m.id })
+      case 'fork':
+        this.authorize('sandbox:exec')
+        return await fork(this.deps(), m, this.deadline(m.deadlineMs))
+      case 'hibernate':
+        this.authorize('sandbox:exec')
+        return await hibernate(this.deps(), m.id)
     }
   }
 
   private trajectoryDeps (): TrajectoryDeps {
     return { tenant: this.tenant, directory: this.o.directory, trajectories: this.o.trajectories, refFor: (address) => this.ctx.system.refFor<SandboxMessage>(address) }
+  }
+
+  private deps (): SnapshotDeps {
+    return {
+      tenant: this.tenant, iam: this.o.iam, shards: this.o.shards, directory: this.o.directory, snapshots: this.o.snapshots,
+      refFor: (address) => this.ctx.system.refFor(address),
+      record: (id) => this.record(id),
+      forward: (id, message, timeoutMs) => this.forward(id, message, timeoutMs),
+      // A resumed sandbox's trajectory goes on where it stopped, when the control plane keeps them.
+      nextSeq: async (id) => await this.o.trajectories().ask<number>({ type: 'next-seq', sandboxId: id }, { timeoutMs: 10_000 }).catch(() => undefined)
+    }
+  }
+
+  /** When a create's placement gives up: `deadlineMs` from now, checked against its bounds. */
+  private deadline (deadlineMs: number | undefined): number {
+    const waitMs = deadlineMs ?? SessionDefaults.placementDeadlineMs
+    if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > SessionDefaults.maxPlacementDeadlineMs) {
+      throw createError(ErrorCodes.INVALID_ARGUMENT, `deadlineMs must be an integer in [0, ${SessionDefaults.maxPlacementDeadlineMs}]`, { field: 'deadlineMs' })
+    }
+    return Date.now() + waitMs
   }
 
   private lifecycle (): LifecycleDeps {
@@ -232,6 +264,7 @@ export class Session extends Actor<SessionMessage> {
     if (r.state === 'gone' || r.state === 'failed' || r.state === 'lost') {
       throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${id} is ${r.state}${r.reason !== undefined ? ` (${r.reason})` : ''}`, { id, state: r.state, ...(r.reason !== undefined ? { reason: r.reason } : {}) })
     }
+    if (r.state === 'hibernated') throw hibernatedError(r)
     const ref = this.ctx.system.refFor<SandboxMessage>(r.address)
     if (ref === undefined) throw createError(ErrorCodes.SANDBOX_GONE, `the node of sandbox ${id} is not connected`, { id, state: 'lost' })
     try {
@@ -248,60 +281,21 @@ export class Session extends Actor<SessionMessage> {
     if (!Number.isInteger(count) || count < 1 || count > SessionDefaults.maxBatch) {
       throw createError(ErrorCodes.INVALID_ARGUMENT, `count must be an integer in [1, ${SessionDefaults.maxBatch}]`, { field: 'count' })
     }
-    const waitMs = m.deadlineMs ?? SessionDefaults.placementDeadlineMs
-    if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > SessionDefaults.maxPlacementDeadlineMs) {
-      throw createError(ErrorCodes.INVALID_ARGUMENT, `deadlineMs must be an integer in [0, ${SessionDefaults.maxPlacementDeadlineMs}]`, { field: 'deadlineMs' })
+    const deadline = this.deadline(m.deadlineMs)
+    // Resolved once for the whole batch: its sandboxes share one seed, as they share the spec.
+    const spec = resolveDeterminism(isPlainObject(m.spec) && m.spec.snapshot !== undefined
+      ? await specFromSnapshot(this.deps(), m.spec)
+      : await this.resolveImages(parseSandboxSpec(m.spec)))
+    let outcomes: Awaited<ReturnType<typeof createRecords>>
+    try {
+      await this.o.iam().ask({ type: 'admit', tenant: this.tenant, n: count })
+      outcomes = await createRecords(this.deps(), spec, newSandboxIds(count), deadline)
+    } finally {
+      // Its sandboxes are in the directory now (or were not made): the collector may look again.
+      if (spec.snapshot !== undefined) this.o.snapshots().tell({ type: 'unlease', layers: placementRequestOf(spec).layers })
     }
-    const spec = await this.resolveImages(parseSandboxSpec(m.spec))
-    const deadline = Date.now() + waitMs
-    await this.o.iam().ask({ type: 'admit', tenant: this.tenant, n: count })
-    const req = placementRequestOf(spec)
-    const ids = Array.from({ length: count }, () => newId())
-    const shards = this.o.shards()
-    const placed = await Promise.allSettled(placeBatch(
-      ids.map((id) => ({ shard: shards[shardForSandbox(req, id, shards.length)]!, req, deadline })),
-      (d) => Math.max(1, d - Date.now() + 5000)))
-
-    // Group by node: one create message per node, whatever the batch size.
-    const byNode = new Map<string, CreateItem[]>()
-    const outcomes = new Map<string, SandboxRecord | Error>()
-    placed.forEach((p, i) => {
-      const id = ids[i]!
-      if (p.status === 'rejected') { outcomes.set(id, p.reason as Error); return }
-      let items = byNode.get(p.value.nodeId)
-      if (items === undefined) { items = []; byNode.set(p.value.nodeId, items) }
-      items.push({ id, tenant: this.tenant, spec })
-    })
-    await Promise.all([...byNode].map(async ([nodeId, items]) => {
-      let results: CreateOutcome[]
-      try {
-        const agent = this.ctx.system.refFor<NodeMessage>(`${nodeId}/agent`)
-        if (agent === undefined) throw createError(ErrorCodes.NO_CAPACITY, `node ${nodeId} is not connected`)
-        results = await agent.ask<CreateOutcome[]>({ type: 'create', items }, { timeoutMs: SessionDefaults.nodeCreateTimeoutMs })
-      } catch (err) {
-        const error = toWireError(nodeCreateError(err, nodeId, SessionDefaults.nodeCreateTimeoutMs))
-        results = items.map((it) => ({ id: it.id, error }))
-      }
-      for (const r of results) {
-        if ('error' in r) {
-          outcomes.set(r.id, fromWireError(r.error))
-          shards[shardOf(nodeId, shards.length)]!.tell({ type: 'release', nodeId, req })
-        } else {
-          outcomes.set(r.id, this.recordFor(r.id, nodeId, r.address, spec, req))
-        }
-      }
-    }))
-
-    const records: SandboxRecord[] = []
-    let firstError: Error | undefined
-    for (const id of ids) {
-      const o = outcomes.get(id)
-      if (o instanceof Error || o === undefined) firstError ??= o ?? new Error('lost outcome')
-      else records.push(o)
-    }
-    const failed = count - records.length
-    if (failed > 0) this.o.iam().tell({ type: 'release', tenant: this.tenant, n: failed })
-    if (records.length > 0) this.o.directory().tell({ type: 'add', records })
+    const records = outcomes.filter((o): o is SandboxRecord => !(o instanceof Error))
+    const firstError = outcomes.find((o): o is Error => o instanceof Error)
     if (firstError !== undefined) {
       // All or nothing: a batch that cannot be created whole is not left half made, and the
       // error comes once what was made is gone, so a retry finds its room.
@@ -326,11 +320,6 @@ export class Session extends Actor<SessionMessage> {
       ...spec,
       image: { base: b!, ...(workspace !== undefined ? { workspace: rest.shift()! } : {}), ...(tools.length > 0 ? { tools: rest } : {}) }
     }
-  }
-
-  private recordFor (id: string, nodeId: string, address: string, spec: SandboxSpec, req: PlacementRequest): SandboxRecord {
-    const now = Date.now()
-    return { id, tenant: this.tenant, nodeId, address, state: 'ready', backend: spec.backend, labels: spec.labels, createdAt: now, expiresAt: now + spec.ttlMs, req }
   }
 }
 

@@ -1,8 +1,8 @@
 /**
  * ControlLink: the node's connection to the control plane. It dials with the join token,
  * joins the registry (again after every new session, and whenever the registry says the node
- * was declared lost), heartbeats, forwards sandbox end events in small batches, and carries the
- * trajectory shipper's batches to `cp/trajectories`. The
+ * was declared lost), heartbeats, forwards sandbox end (and pause) events in small batches, and
+ * carries the trajectory shipper's batches to `cp/trajectories`. The
  * underlying link reconnects with backoff on its own; this actor only re-joins.
  */
 import { Actor } from '../../actors/index.js'
@@ -83,8 +83,9 @@ export class ControlLink extends Actor<ControlLinkMessage> {
         return undefined
       }
       case 'event':
-        // Ready is implied by the create's answer; only ends travel, so the wire carries one event per sandbox.
-        if (m.event.state !== 'gone' && m.event.state !== 'failed') return undefined
+        // Ready is implied by the create's answer; only ends travel, and pauses and resumes (they
+        // carry their number), so the wire carries one event per sandbox unless it is paused.
+        if (m.event.state !== 'gone' && m.event.state !== 'failed' && m.event.pauseSeq === undefined) return undefined
         this.pending.push(m.event)
         if (this.pending.length === 1) this.ctx.setTimer('flush', 20, { type: 'flush' })
         if (this.pending.length >= 1000) this.flush()

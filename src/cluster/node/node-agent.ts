@@ -14,12 +14,17 @@ import type { SandboxSpec } from '../spec.js'
 import { NodeTrajectories } from '../trajectory/index.js'
 import type { BlobPusher } from './blob-push.js'
 
-/**
- * One sandbox to create: the id and tenant come from the control plane. `trajectory` is set for
- * a sandbox made again under its id (resume of a hibernated one, restore): its trajectory goes
- * on at `nextSeq`, without a new header.
- */
-export interface CreateItem { id: string, tenant: string, spec: SandboxSpec, trajectory?: { nextSeq: number } }
+/** One sandbox to create: the id and tenant come from the control plane. */
+export interface CreateItem {
+  id: string
+  tenant: string
+  spec: SandboxSpec
+  /**
+   * A sandbox made again under its id (resume of a hibernated one, restore): its trajectory
+   * goes on from this seq, without a new header.
+   */
+  trajectory?: { nextSeq: number }
+}
 
 /** One answer per item, in order. */
 export type CreateOutcome = { id: string, address: string } | { id: string, error: WireError }
@@ -41,6 +46,10 @@ export interface SandboxSummary {
   createdAt: number
   /** When it ends (`createdAt + spec.ttlMs` unless a setTtl moved it). */
   expiresAt?: number
+  /** True while it is paused (frozen): its record stays paused, and its CPU free for others. */
+  paused?: boolean
+  /** Its pauses and resumes so far (`SandboxInfo.pauseSeq`). */
+  pauseSeq?: number
 }
 
 export interface NodeAgentOptions {
@@ -105,10 +114,10 @@ export class NodeAgent extends Actor<NodeMessage> {
   private async adoptSurvivors (): Promise<void> {
     for (const backend of Object.values(this.o.backends)) {
       if (backend?.adopt === undefined) continue
-      for (const { handle, meta } of await backend.adopt()) {
+      for (const { handle, meta, paused } of await backend.adopt()) {
         const m = meta as SandboxMeta
         try {
-          await this.start({ id: m.id, tenant: m.tenant, spec: m.spec }, backend, { handle, createdAt: m.createdAt })
+          await this.start({ id: m.id, tenant: m.tenant, spec: m.spec }, backend, { handle, createdAt: m.createdAt, ...(paused === true ? { paused } : {}) })
         } catch {
           await backend.kill(handle).catch(() => {})
         }
@@ -130,7 +139,8 @@ export class NodeAgent extends Actor<NodeMessage> {
         return this.ctx.answerLater(Promise.all([...this.live].map(async ([id, e]): Promise<SandboxSummary> => {
           const summary: SandboxSummary = { id, tenant: e.tenant, address: e.ref.address, spec: e.spec, createdAt: e.createdAt }
           const info = await e.ref.ask<SandboxInfo>({ type: 'info' }, { timeoutMs: 5000 }).catch(() => undefined)
-          return info === undefined ? summary : { ...summary, expiresAt: info.expiresAt }
+          if (info === undefined) return summary
+          return { ...summary, expiresAt: info.expiresAt, ...(info.state === 'paused' ? { paused: true } : {}), ...(info.pauseSeq !== undefined ? { pauseSeq: info.pauseSeq } : {}) }
         })))
       case 'capacity': return this.o.capacity
       case 'layers': return Object.values(this.o.backends).flatMap((b) => b?.cachedLayers?.() ?? [])
@@ -193,7 +203,8 @@ export class NodeAgent extends Actor<NodeMessage> {
       }
       throw err
     }
-    if (info.state !== 'ready') throw startFailure(item, failure ?? { id: item.id, tenant: item.tenant, state: info.state, ...(info.message !== undefined ? { message: info.message } : {}) })
+    // An adopted sandbox that was paused starts paused.
+    if (info.state !== 'ready' && info.state !== 'paused') throw startFailure(item, failure ?? { id: item.id, tenant: item.tenant, state: info.state, ...(info.message !== undefined ? { message: info.message } : {}) })
     return ref.address
   }
 }

@@ -13,6 +13,7 @@ import { join } from 'node:path'
 import { ActorSystem, type Ref } from '../../actors/index.js'
 import { ContainerBackendDefaults, ContainerDefaults, createCgroupProvider, createContainerBackend, type CgroupProvider, type ContainerBackend, type EgressProxyOptions } from '../../backends/container/index.js'
 import { createFunctionBackend } from '../../backends/function/index.js'
+import { createMicrovmBackend, MicrovmDefaults, microvmUnavailable } from '../../backends/microvm/index.js'
 import type { Backend, BackendKind } from '../../backends/types.js'
 import { startLayerService, type LayerService } from '../../images/index.js'
 import type { CacheMetrics } from '../../images/blob/index.js'
@@ -56,6 +57,8 @@ export interface NodeOptions {
   egress?: EgressProxyOptions
   /** What sandboxes' trajectories keep (`TrajectoryDefaults`: the record budget, what goes inline). */
   trajectory?: Partial<TrajectoryLimits>
+  /** MicroVMs: the operator's guest kernel (and its module tree) instead of Debian's. */
+  microvm?: { kernel?: string, kernelModules?: string }
 }
 
 /** Why this machine cannot run container sandboxes, or undefined when it can. */
@@ -111,6 +114,16 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   if (container === undefined && options.dataDir !== undefined) {
     // Each node its own run directory: a node reclaims what it finds there that it did not journal.
     backends.container = containerBackend = createContainerBackend({ dataDir: join(options.dataDir, 'container'), layerSource, ...(lazy !== undefined ? { lazy } : {}), runDir: join(ContainerDefaults.runDir, nodeId), ...(options.layersDir !== undefined ? { layersDir: options.layersDir } : {}), ...(options.containerPool !== undefined ? { pool: options.containerPool } : {}), ...(options.egress !== undefined ? { egress: options.egress } : {}), cgroups: options.cgroups ?? createCgroupProvider(`warren-${nodeId}`) })
+  }
+  if (options.dataDir !== undefined) {
+    const dataDir = join(options.dataDir, 'microvm')
+    const guestDir = MicrovmDefaults.guestDir ?? join(dataDir, 'guest')
+    const why = microvmUnavailable(guestDir, options.microvm?.kernel)
+    if (why === undefined) {
+      // The guest kernel is fetched and unpacked at the first microvm create (once per data dir).
+      const progress = (line: string): void => { process.stderr.write(`warren node ${nodeId}: ${line}\n`) }
+      backends.microvm = createMicrovmBackend({ dataDir, guestDir, layerSource, runDir: join(MicrovmDefaults.runDir, nodeId), cgroups: createCgroupProvider(`warren-${nodeId}-vm`), ...options.microvm, onProgress: progress })
+    }
   }
   const capacity: NodeCapacity = {
     cpus: cpus().length,

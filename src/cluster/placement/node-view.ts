@@ -133,3 +133,13 @@ export function release (node: NodeView, req: PlacementRequest): void {
   node.allocatedMemoryMiB = Math.max(0, node.allocatedMemoryMiB - req.memoryMiB)
   node.sandboxes[req.backend] = Math.max(0, (node.sandboxes[req.backend] ?? 0) - 1)
 }
+
+/**
+ * Gives back (negative `cpus`) or takes again (positive) the CPU share of a sandbox placed here
+ * without touching its memory or its slot: a paused sandbox runs nothing, so others may use its
+ * CPU meanwhile. Taking it back is never refused — a resume is not a new placement — so the
+ * node may be over its overcommit until something ends.
+ */
+export function shiftCpu (node: NodeView, cpus: number): void {
+  node.allocatedCpus = Math.max(0, node.allocatedCpus + cpus)
+}

@@ -17,7 +17,7 @@ import { Actor, type Ref, type ReplyTo } from '../../actors/index.js'
 import type { BackendKind } from '../../backends/types.js'
 import { createError, ErrorCodes } from '../../errors.js'
 import { chooseNode } from './choose.js'
-import { beyondEveryNode, createNodeView, offeredByNone, release, reserve, roomFor, type NodeCapacity, type NodeView, type PlacementRequest, type Room } from './node-view.js'
+import { beyondEveryNode, createNodeView, offeredByNone, release, reserve, roomFor, shiftCpu, type NodeCapacity, type NodeView, type PlacementRequest, type Room } from './node-view.js'
 
 export const PlacementDefaults = {
   /** Nodes sampled per decision. */
@@ -36,6 +36,8 @@ export type ShardMessage =
   | { type: 'place-now', reqs: PlacementRequest[] }
   | { type: 'release', nodeId: string, req: PlacementRequest }
   | { type: 'reserve', nodeId: string, req: PlacementRequest }
+  /** A paused sandbox's CPU given back (`cpus` < 0) or taken again at its resume (> 0); see `shiftCpu`. */
+  | { type: 'shift-cpu', nodeId: string, cpus: number }
   | { type: 'sweep' }
   | { type: 'stats' }
   | { type: 'recovered', nodes: RecoveredNode[] }
@@ -168,6 +170,11 @@ export class PlacementShard extends Actor<ShardMessage> {
         // A sandbox placed before (adopted after a restart) takes its share again.
         const node = this.nodes.get(m.nodeId)
         if (node !== undefined) reserve(node, m.req)
+        return undefined
+      }
+      case 'shift-cpu': {
+        const node = this.nodes.get(m.nodeId)
+        if (node !== undefined) { shiftCpu(node, m.cpus); if (m.cpus < 0) this.drainWaiting() }
         return undefined
       }
       case 'sweep':

@@ -11,17 +11,20 @@ import { checkTimeoutBound, type Backend, type ExecResult, type SandboxHandle, t
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import type { BlobKind } from '../../images/index.js'
 import { parseArgv, placementRequestOf, type SandboxSpec } from '../spec.js'
+import { sandboxEnvironment } from '../spec-determinism.js'
 import { ExecOutput } from './exec-output.js'
 import type { FileRequest, FilesLimits } from './file-requests.js'
 import { OutputPool, type ExecCredit } from './output-pool.js'
+import { expiryAfterResume, PauseControl, ttlDue } from './pause.js'
 import { SandboxFileService } from './sandbox-files.js'
+import { snapshotSandbox } from './snapshot.js'
 import type { AheadBudget } from './file-budget.js'
 import { StdinPipe } from './stdin-pipe.js'
 import { ExecTerminalControl } from './terminal.js'
 import { NodeTrajectoryDefaults, type ExecRecording, type SandboxRecorder } from '../trajectory/index.js'
 import { checkTtl } from './ttl.js'
 
-export type SandboxState = 'creating' | 'ready' | 'stopping' | 'gone' | 'failed'
+export type SandboxState = 'creating' | 'ready' | 'paused' | 'stopping' | 'gone' | 'failed'
 
 /** Why a sandbox ended. */
 export type EndReason = 'killed' | 'ttl' | 'idle' | 'failed' | 'node-shutdown' | 'lost' | 'oom'
@@ -36,6 +39,8 @@ export interface SandboxInfo {
   expiresAt: number
   reason?: EndReason
   message?: string
+  /** Pauses and resumes so far (PauseControl.seq): which of two reports of them is newer. */
+  pauseSeq?: number
 }
 
 /** What a sandbox tells its node (and through it the control plane) when its state changes. */
@@ -47,6 +52,9 @@ export interface SandboxEvent {
   message?: string
   /** When its backend could not make it: the backend's error code (`WARREN_ERR_*`), beside `message`. */
   code?: string
+  /** On a pause (`paused`) or a resume (`ready`): the change's number, and when the sandbox now ends. */
+  pauseSeq?: number
+  expiresAt?: number
 }
 
 /** Exec options as they cross the wire (no callbacks: output is pulled). */
@@ -84,6 +92,12 @@ export type SandboxMessage =
   | { type: 'sweep' }
   /** The backend says the sandbox ended by itself (its init died, its layers were lost). */
   | { type: 'backend-gone', message: string }
+  /** Freezes the sandbox (pause.ts); answers with its info once frozen. */
+  | { type: 'pause' }
+  /** Thaws it; answers with its info (a new `expiresAt` when paused time does not count). */
+  | { type: 'resume' }
+  /** Cuts its file system into a layer and pushes it (snapshot.ts); answers with a SnapshotResult. `snapshot`: the id it is made for, for the trajectory's step. */
+  | { type: 'snapshot', flatten?: boolean, snapshot?: string }
 
 export const SandboxDefaults = {
   maxConcurrentExecs: 64,
@@ -103,7 +117,7 @@ export interface SandboxArgs {
   backend: Backend
   report: (event: SandboxEvent) => void
   /** Set when the sandbox outlived a node restart: drive this handle instead of creating one. */
-  adopted?: { handle: SandboxHandle, createdAt: number }
+  adopted?: { handle: SandboxHandle, createdAt: number, paused?: boolean }
   /** The node's output buffer space, shared by all its sandboxes (without it, one of this sandbox's own). */
   output?: OutputPool
   /** Bounds of file transfers (the rest from `FilesDefaults`). */
@@ -144,6 +158,7 @@ export class Sandbox extends Actor<SandboxMessage> {
   private unwatchEgress: (() => void) | undefined
   private readonly outputPool: OutputPool
   private readonly fileService: SandboxFileService
+  private readonly freeze: PauseControl
 
   constructor (private readonly args: SandboxArgs) {
     super()
@@ -151,6 +166,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     this.expiresAt = this.createdAt + args.spec.ttlMs
     this.outputPool = args.output ?? new OutputPool()
     this.fileService = new SandboxFileService(args.backend, args.files, args.fileBudget, args.trajectory)
+    this.freeze = new PauseControl({ id: args.id, backend: args.backend, handle: () => this.handle!, changed: (paused, frozenMs) => this.frozen(paused, frozenMs) }, args.adopted?.paused === true)
   }
 
   async preStart (): Promise<void> {
@@ -158,7 +174,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     try {
       const meta: SandboxMeta = { id: this.args.id, tenant: this.args.tenant, spec, createdAt: this.createdAt }
       this.handle = this.args.adopted?.handle ?? await this.args.backend.create({
-        id: this.args.id, tenant: this.args.tenant, env: spec.env, limits: spec.limits, layers: placementRequestOf(spec).layers, meta,
+        id: this.args.id, tenant: this.args.tenant, ...sandboxEnvironment(spec), limits: spec.limits, layers: placementRequestOf(spec).layers, meta,
         ...(spec.network !== undefined ? { egress: spec.network.egress } : {})
       })
     } catch (err) {
@@ -171,8 +187,8 @@ export class Sandbox extends Actor<SandboxMessage> {
     }
     this.unwatch = this.args.backend.onGone?.(this.handle, (message) => this.self.tell({ type: 'backend-gone', message }))
     this.unwatchEgress = this.args.backend.onEgress?.(this.handle, (event) => this.args.trajectory.egress(event))
-    this.setState('ready')
-    this.ctx.setTimer('ttl', Math.max(0, this.expiresAt - Date.now()), { type: 'expire', reason: 'ttl' })
+    this.setState(this.freeze.paused ? 'paused' : 'ready')
+    this.armTtl()
     const sweepMs = Math.min(60_000, spec.idleTimeoutMs > 0 ? Math.max(10, spec.idleTimeoutMs / 4) : 60_000)
     this.ctx.setTimer('sweep', sweepMs, { type: 'sweep' }, { repeat: true })
   }
@@ -192,12 +208,14 @@ export class Sandbox extends Actor<SandboxMessage> {
         return true
       }
       case 'exec-resize': {
+        this.freeze.refuse('resize a terminal')
         const exec = this.running(m.execId)
         if (exec.terminal === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `command ${m.execId} was not started with pty`, { field: 'pty' })
         exec.terminal.resize({ cols: m.cols, rows: m.rows })
         return true
       }
       case 'stdin': {
+        this.freeze.refuse('write to a command')
         const exec = this.running(m.execId)
         if (exec.stdin === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `command ${m.execId} was not started with openStdin`, { field: 'openStdin' })
         const before = exec.stdin.received
@@ -228,7 +246,34 @@ export class Sandbox extends Actor<SandboxMessage> {
         this.endMessage = m.message
         this.end('failed')
         return undefined
+      case 'pause':
+      case 'resume':
+        this.requireLive()
+        this.ctx.answerLater((m.type === 'pause' ? this.freeze.pause() : this.freeze.resume()).then(() => this.info()))
+        return undefined
+      case 'snapshot':
+        this.requireLive()
+        this.ctx.answerLater(snapshotSandbox({ id: this.args.id, backend: this.args.backend, handle: this.handle!, pushBlob: this.args.pushBlob, serial: (w) => this.freeze.serial(w) }, m.flatten === true)
+          .then((cut) => { if (m.snapshot !== undefined) this.args.trajectory.snapshot(m.snapshot, cut.layer); return cut }))
+        return undefined
     }
+  }
+
+  /** The backend froze or thawed the sandbox: the TTL and idle clocks follow, and the node is told. */
+  private frozen (paused: boolean, frozenMs: number): void {
+    if (this.state !== 'ready' && this.state !== 'paused') return // it ended meanwhile
+    if (paused) this.args.trajectory.pause(); else this.args.trajectory.resume()
+    if (!paused) {
+      this.expiresAt = expiryAfterResume({ expiresAt: this.expiresAt, createdAt: this.createdAt, frozenMs, pausedTtl: this.args.spec.pausedTtl })
+      this.lastExecAt = Date.now() // a resume is use: the idle clock starts again
+    }
+    this.armTtl()
+    this.setState(paused ? 'paused' : 'ready')
+  }
+
+  private armTtl (): void {
+    const due = ttlDue({ expiresAt: this.expiresAt, createdAt: this.createdAt, frozen: this.freeze.frozen, pausedTtl: this.args.spec.pausedTtl })
+    this.ctx.setTimer('ttl', Math.max(0, due - Date.now()), { type: 'expire', reason: 'ttl' })
   }
 
   /** Starts a command and answers at once; its output is pulled with `read`. */
@@ -364,9 +409,11 @@ export class Sandbox extends Actor<SandboxMessage> {
    * @throws WARREN_ERR_INVALID_ARGUMENT naming `ttlMs` beyond `checkTtl`'s bound
    */
   private setTtl (ttlMs: unknown): SandboxInfo {
-    this.requireReady()
-    this.expiresAt = checkTtl(ttlMs, this.createdAt, Date.now(), this.args.id)
-    this.ctx.setTimer('ttl', this.expiresAt - Date.now(), { type: 'expire', reason: 'ttl' })
+    this.requireLive()
+    const now = Date.now()
+    this.expiresAt = checkTtl(ttlMs, this.createdAt, now, this.args.id)
+    this.freeze.restartCount(now)
+    this.armTtl()
     return this.info()
   }
 
@@ -380,7 +427,8 @@ export class Sandbox extends Actor<SandboxMessage> {
       createdAt: this.createdAt,
       expiresAt: this.expiresAt,
       ...(this.endReason !== undefined ? { reason: this.endReason } : {}),
-      ...(this.endMessage !== undefined ? { message: this.endMessage } : {})
+      ...(this.endMessage !== undefined ? { message: this.endMessage } : {}),
+      ...(this.freeze.seq > 0 ? { pauseSeq: this.freeze.seq } : {})
     }
   }
 
@@ -389,14 +437,20 @@ export class Sandbox extends Actor<SandboxMessage> {
     const idle = this.args.spec.idleTimeoutMs
     this.fileService.sweep(now)
     const busy = [...this.execs.values()].some((e) => !e.output.finished)
-    if (idle > 0 && !busy && now - this.lastExecAt >= idle) { this.end('idle'); return }
+    if (idle > 0 && !busy && !this.freeze.paused && now - this.lastExecAt >= idle) { this.end('idle'); return }
     for (const [id, e] of this.execs) {
       if (e.output.finished && now - e.output.lastReadAt > SandboxDefaults.outputRetentionMs) { this.execs.delete(id); e.output.dispose() }
     }
   }
 
   private requireReady (): void {
-    if (this.state !== 'ready') {
+    this.requireLive()
+    this.freeze.refuse('run commands or use its files')
+  }
+
+  /** Refuses what an ended (or ending) sandbox cannot do; a paused one passes. */
+  private requireLive (): void {
+    if (this.state !== 'ready' && this.state !== 'paused') {
       throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${this.args.id} is ${this.state}`, { id: this.args.id, state: this.state })
     }
   }
@@ -416,7 +470,8 @@ export class Sandbox extends Actor<SandboxMessage> {
       state,
       ...(this.endReason !== undefined ? { reason: this.endReason } : {}),
       ...(this.endMessage !== undefined ? { message: this.endMessage } : {}),
-      ...(this.startErrorCode !== undefined ? { code: this.startErrorCode } : {})
+      ...(this.startErrorCode !== undefined ? { code: this.startErrorCode } : {}),
+      ...(state === 'paused' || (state === 'ready' && this.freeze.seq > 0) ? { pauseSeq: this.freeze.seq, expiresAt: this.expiresAt } : {})
     })
   }
 

@@ -21,7 +21,7 @@
 
 static const char *usage =
 	"usage: warren-init launch --id ID --upper DIR --socket PATH [--egress DIR] --layer IMAGE [--layer IMAGE]...\n"
-	"                          [--disk-mib N] [--cgroup DIR|PROCS_FILE]...\n";
+	"                          [--hostname NAME] [--disk-mib N] [--cgroup DIR|PROCS_FILE]...\n";
 
 static int fail(const char *fmt, const char *a, const char *b)
 {
@@ -47,6 +47,7 @@ static int parse(int argc, char **argv, struct launch_opts *o)
 		if (!v) return fail("%s needs a value%s", a, "");
 		i++;
 		if (!strcmp(a, "--id")) o->id = v;
+		else if (!strcmp(a, "--hostname")) o->hostname = v;
 		else if (!strcmp(a, "--upper")) o->upper = v;
 		else if (!strcmp(a, "--socket")) o->socket = v;
 		else if (!strcmp(a, "--egress")) o->egress = v;
@@ -65,6 +66,7 @@ static int parse(int argc, char **argv, struct launch_opts *o)
 	}
 	if (!o->id || !o->upper || !o->socket || o->nlayers == 0) { fputs(usage, stderr); return 1; }
 	if (!valid_id(o->id)) return fail("bad --id %s: 1-63 of [A-Za-z0-9._-]%s", o->id, "");
+	if (o->hostname && !valid_id(o->hostname)) return fail("bad --hostname %s: 1-63 of [A-Za-z0-9._-]%s", o->hostname, "");
 	return 0;
 }
 

@@ -7,13 +7,15 @@
  *      mount namespace, so the host sees an empty directory and nothing is left when the
  *      sandbox dies; its pages are charged to the sandbox's memory cgroup. (diskMiB 0: the upper
  *      lives in the host directory itself, unlimited.) Chosen over a loop-mounted ext4 image or
- *      project quotas: ~0.1 ms to mount, no loop device, no file system requirement on the host;
+ *      project quotas: ~0.1 ms to mount, no loop device, no file system requirement on the host.
+ *      The agent keeps a descriptor of it at WARREN_UPPER_FD (sandbox.h), the node's one way to
+ *      the upper once the old root is gone (snapshots);
  *   3. each EROFS layer mounted from its image file with mount(2) (file-backed, no loop device);
  *   4. overlayfs over them (nodev, nosuid) as the new root;
  *   5. /proc of the new pid namespace with the dangerous parts masked or read-only, /sys
  *      read-only, a minimal /dev (host null zero full random urandom tty bind-mounted; a new
  *      devpts instance; /dev/shm);
- *   6. hostname = sandbox id, loopback up;
+ *   6. hostname = --hostname (default the sandbox id), loopback up;
  *   7. pivot_root and detach the old root: from here on no path names a host file;
  *   8. capabilities cut to SAFE_CAPS (bounding, effective, permitted, inheritable, ambient),
  *      no_new_privs, not dumpable (same-uid sandbox processes cannot ptrace the agent);
@@ -96,6 +98,17 @@ static void touch(const char *path)
 	close(fd);
 }
 
+/* The writable layer's directory (the cwd) at WARREN_UPPER_FD, close-on-exec so no command
+ * inherits it. Read-only is enough: the node only reads through it. */
+static void keep_upper_fd(void)
+{
+	int fd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) die("open the upper directory: %s", strerror(errno));
+	if (fd == WARREN_UPPER_FD) return;
+	if (dup3(fd, WARREN_UPPER_FD, O_CLOEXEC) < 0) die("dup3 the upper directory: %s", strerror(errno));
+	close(fd);
+}
+
 static void upper_and_layers(const struct launch_opts *o)
 {
 	if (o->disk_mib > 0) {
@@ -107,6 +120,7 @@ static void upper_and_layers(const struct launch_opts *o)
 	}
 	/* Relative names keep the overlay option string short however many layers there are. */
 	if (chdir(o->upper) < 0) die("chdir %s: %s", o->upper, strerror(errno));
+	keep_upper_fd();
 	mkdir_ok("u", 0755);
 	mkdir_ok("w", 0700);
 	mkdir_ok("r", 0755);
@@ -283,7 +297,8 @@ static void shield_from_oom(void)
 	close(fd);
 }
 
-/* Leaves exactly: 0-2 on /dev/null, 3 the listening socket, 4 the report pipe. */
+/* Leaves exactly: 0-2 on /dev/null, 3 the listening socket, 4 the report pipe (5, the upper's
+ * descriptor, is opened later by upper_and_layers). */
 static void tidy_fds(int *listen_fd, int *rep_fd)
 {
 	int null = open("/dev/null", O_RDWR);
@@ -310,7 +325,8 @@ void sandbox_main(const struct launch_opts *o, int listen_fd, int rep_fd)
 	upper_and_layers(o);
 	proc_and_sys();
 	dev(o->disk_mib, o->egress);
-	if (sethostname(o->id, strlen(o->id)) < 0) die("sethostname: %s", strerror(errno));
+	const char *name = o->hostname ? o->hostname : o->id;
+	if (sethostname(name, strlen(name)) < 0) die("sethostname: %s", strerror(errno));
 	loopback_up();
 	shield_from_oom();
 	enter_root();

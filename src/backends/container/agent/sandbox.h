@@ -6,8 +6,17 @@
 #define WARREN_MAX_LAYERS 32
 #define WARREN_MAX_CGROUPS 16
 
+/* The agent's directory descriptor of the writable layer's host side (the tmpfs holding `u`, the
+ * overlay's upper, and `w`, its work dir; with disk_mib 0 the host directory itself), opened
+ * before pivot_root. The old root is detached after it, so no path reaches the upper any more:
+ * the node (root on the host) reads it through /proc/<agent pid>/fd/WARREN_UPPER_FD/u to cut
+ * snapshots. Sandbox processes cannot follow that link: the agent is not dumpable and they lack
+ * CAP_SYS_PTRACE. Mirrored as UPPER_FD in launcher.ts. */
+#define WARREN_UPPER_FD 5
+
 struct launch_opts {
-	const char *id;                           /* hostname; [A-Za-z0-9._-], at most 63 bytes */
+	const char *id;                           /* [A-Za-z0-9._-], at most 63 bytes */
+	const char *hostname;                     /* the UTS name inside (default id); same rule */
 	const char *layers[WARREN_MAX_LAYERS];    /* EROFS image files, bottom to top */
 	int nlayers;
 	const char *upper;                        /* host directory for upper + work (must exist) */

@@ -22,6 +22,11 @@ export const CgroupDefaults = {
   removeTimeoutMs: 5_000,
   /** How long one freeze may take before the kill goes ahead regardless (tasks in D state delay it). */
   freezeWaitMs: 1_000,
+  /**
+   * `freeze` (pause, snapshot) gives up (WARREN_ERR_TIMEOUT, the group thawed again) when the
+   * group is not frozen by then: a task stuck in uninterruptible sleep cannot stop.
+   */
+  freezeTimeoutMs: 5_000,
   /** Polling interval while waiting for a group to freeze or empty. */
   pollMs: 5,
   mountinfoPath: '/proc/self/mountinfo',

@@ -8,6 +8,7 @@ import { createError, ErrorCodes } from '../../../errors.js'
 import { CgroupDefaults } from './defaults.js'
 import { detectLayout } from './detect.js'
 import { errnoOf, fsError, removeGroupTree, writeValue } from './fsio.js'
+import { freezeGroup, freezerState, thawGroup } from './freeze.js'
 import { checkNames, ensureParent, groupHierarchies } from './hierarchy.js'
 import { groupPids, killGroup } from './kill.js'
 import { controllersNeeded, planLimitWrites, toKernelLimits } from './limits.js'
@@ -67,6 +68,17 @@ export function openSandboxCgroup (name: string, opts: CgroupOptions = {}): Sand
     async killAll (kill = {}) {
       await killGroup(target, { timeoutMs: kill.timeoutMs ?? CgroupDefaults.killTimeoutMs, via: kill.via ?? 'auto' })
     },
+
+    async freeze (opts = {}) {
+      if (target.freezer === undefined) throw createError(ErrorCodes.UNSUPPORTED, 'this host has no cgroup freezer (v1 freezer or v2 cgroup.freeze): sandboxes cannot be paused', {})
+      await freezeGroup(target.freezer, opts.timeoutMs ?? CgroupDefaults.freezeTimeoutMs)
+    },
+
+    async thaw () {
+      if (target.freezer !== undefined) await thawGroup(target.freezer)
+    },
+
+    frozen: async () => target.freezer !== undefined && await freezerState(target.freezer) !== 'thawed',
 
     async remove (rm = {}) {
       const timeoutMs = rm.timeoutMs ?? CgroupDefaults.removeTimeoutMs

@@ -5,6 +5,7 @@
  */
 export { CgroupDefaults } from './defaults.js'
 export { describeLayout, detectLayout, layoutFrom, layoutMode, type TextReader } from './detect.js'
+export { freezeGroup, freezerState, thawGroup, type Freezer, type FreezerState } from './freeze.js'
 export { createSandboxCgroup, openSandboxCgroup } from './group.js'
 export { planLimitWrites, toKernelLimits, type KernelLimits, type LimitWrite } from './limits.js'
 export { createCgroupProvider, type CgroupProviderImpl } from './provider.js'

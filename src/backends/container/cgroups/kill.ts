@@ -3,11 +3,13 @@
  * subgroups in one write, with no race against forks. Without it: freeze the group so nothing
  * can fork or exit (and no pid can be reused) between listing and killing, SIGKILL each listed
  * process, thaw so the kills land (v1 frozen tasks die only when thawed), and repeat until empty.
+ * A group paused by its owner is killed the same way: both paths end thawed (freeze.ts).
  */
 import { join } from 'node:path'
 import { createError, ErrorCodes } from '../../../errors.js'
 import { CgroupDefaults } from './defaults.js'
-import { errnoOf, fsError, keyValues, listPids, readOptional, writeValue } from './fsio.js'
+import { freezerState, setFrozen, type Freezer } from './freeze.js'
+import { errnoOf, fsError, listPids, writeValue } from './fsio.js'
 
 /** Where a group can be killed and frozen. */
 export interface KillTarget {
@@ -16,7 +18,7 @@ export interface KillTarget {
   /** The group's v2 directory (for cgroup.kill), if it has one. */
   v2Dir: string | undefined
   /** The group's freezer: a v1 freezer group or a v2 group (cgroup.freeze). */
-  freezer: { dir: string, version: 1 | 2 } | undefined
+  freezer: Freezer | undefined
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
@@ -48,23 +50,6 @@ async function writeCgroupKill (v2Dir: string): Promise<boolean> {
   }
 }
 
-async function isFrozen (freezer: NonNullable<KillTarget['freezer']>): Promise<boolean> {
-  if (freezer.version === 1) return (await readOptional(join(freezer.dir, 'freezer.state')))?.trim() !== 'FREEZING'
-  return keyValues(await readOptional(join(freezer.dir, 'cgroup.events'))).get('frozen') !== 0
-}
-
-/** Sets the freezer state; ENOENT (group gone, or a kernel without the v2 freezer) is ignored. */
-async function setFrozen (freezer: NonNullable<KillTarget['freezer']>, frozen: boolean): Promise<void> {
-  const [file, value] = freezer.version === 1
-    ? [join(freezer.dir, 'freezer.state'), frozen ? 'FROZEN' : 'THAWED']
-    : [join(freezer.dir, 'cgroup.freeze'), frozen ? '1' : '0']
-  try {
-    await writeValue(file, value)
-  } catch (err) {
-    if (errnoOf(err) !== 'ENOENT') throw fsError(err, 'freeze', file, value)
-  }
-}
-
 /** SIGKILL, where a process already gone is fine. */
 function sigkill (pid: number): void {
   try { process.kill(pid, 'SIGKILL') } catch (err) { if (errnoOf(err) !== 'ESRCH') throw err }
@@ -85,7 +70,7 @@ async function killBySignals (target: KillTarget, deadline: number): Promise<voi
         await setFrozen(freezer, true)
         // Tasks in uninterruptible sleep delay freezing; past the bound the kill goes ahead and the next round catches stragglers.
         const until = Math.min(deadline, Date.now() + CgroupDefaults.freezeWaitMs)
-        while (!await isFrozen(freezer) && Date.now() < until) await sleep(CgroupDefaults.pollMs)
+        while (await freezerState(freezer) === 'freezing' && Date.now() < until) await sleep(CgroupDefaults.pollMs)
         pids = await groupPids(target.dirs)
       }
       for (const pid of pids) sigkill(pid)
@@ -105,6 +90,9 @@ async function killBySignals (target: KillTarget, deadline: number): Promise<voi
 export async function killGroup (target: KillTarget, opts: { timeoutMs: number, via: 'auto' | 'signals' }): Promise<void> {
   const deadline = Date.now() + opts.timeoutMs
   if (opts.via === 'auto' && target.v2Dir !== undefined && await writeCgroupKill(target.v2Dir)) {
+    // A paused group's tasks in a v1 freezer die only once thawed: the kill is pending, so
+    // thawing now lets nothing run but their exit.
+    if (target.freezer !== undefined) await setFrozen(target.freezer, false)
     // Usually empty within a few ms; whatever is left (a process only in v1 groups) gets signals.
     await waitEmpty(target.dirs, deadline)
   }

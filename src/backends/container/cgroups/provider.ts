@@ -3,8 +3,9 @@
  * (e.g. `warren-<nodeId>`), sandbox groups named by sandbox id below it.
  */
 import { existsSync } from 'node:fs'
-import type { CgroupProvider } from '../backend.js'
+import type { CgroupProvider } from '../cgroup-types.js'
 import { CgroupDefaults } from './defaults.js'
+import { detectLayout } from './detect.js'
 import { createSandboxCgroup, openSandboxCgroup } from './group.js'
 import { reclaimOrphans, removeParentGroups } from './reclaim.js'
 import type { CgroupLayout, SandboxCgroupHandle, SandboxLimits } from './types.js'
@@ -15,6 +16,7 @@ export interface CgroupProviderImpl extends CgroupProvider {
   open (id: string): SandboxCgroupHandle | undefined
   reclaimOrphans (keep: Set<string>): Promise<void>
   close (): Promise<void>
+  readonly freezes: boolean
 }
 
 /**
@@ -29,6 +31,7 @@ export function createCgroupProvider (parent: string = CgroupDefaults.parent, op
   const base = { parent, ...(opts.layout !== undefined ? { layout: opts.layout } : {}) }
   const oomGroup = opts.oomGroup ?? CgroupDefaults.oomGroup
   return {
+    freezes: (opts.layout ?? detectLayout()).freezer !== undefined,
     create: async (id, limits) => await createSandboxCgroup(id, limits, { ...base, oomGroup }),
     open (id) {
       const group = openSandboxCgroup(id, base)

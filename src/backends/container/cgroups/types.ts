@@ -113,6 +113,17 @@ export interface SandboxCgroupHandle {
   usage (): Promise<CgroupUsage>
   /** Kills every process of the group and waits until it is empty. Idempotent. */
   killAll (opts?: KillOptions): Promise<void>
+  /**
+   * Stops every process of the group (and its subgroups) and waits until all have stopped.
+   * Idempotent. A kill still ends a frozen group (`killAll`, `remove` thaw after the signal).
+   * @throws WARREN_ERR_UNSUPPORTED when the host has no freezer; WARREN_ERR_NOT_FOUND when the
+   *   group does not exist; WARREN_ERR_TIMEOUT (thawed again) when it does not freeze in time
+   */
+  freeze (opts?: { timeoutMs?: number }): Promise<void>
+  /** Lets the processes of a frozen group run on. Idempotent; a group that is gone is fine. */
+  thaw (): Promise<void>
+  /** True while the group is frozen or freezing (false without a freezer, or when it is gone). */
+  frozen (): Promise<boolean>
   /** Kills what is left and removes the group from every hierarchy. Idempotent. */
   remove (opts?: { timeoutMs?: number }): Promise<void>
 }

@@ -1,0 +1,68 @@
+/**
+ * One command of a container sandbox, as the Backend interface puts it (`ExecOptions`), run
+ * through its agent: the user resolved from the sandbox's /etc/passwd, the environment laid
+ * over the sandbox's, credit and resizes passed on, and the agent's result read back as an
+ * `ExecResult` (timeout 124, OOM told apart from a kill by the cgroup's count).
+ */
+import { ErrorCodes, isWarrenError } from '../../errors.js'
+import type { ExecOptions, ExecResult } from '../types.js'
+import type { AgentClient } from './agent-client.js'
+import type { SandboxCgroup } from './cgroup-types.js'
+import { resolveUser, UserDefaults } from './users.js'
+
+/** The agent's cap for output nobody capped: beyond any command's reach (the agent counts in 64 bits). */
+const UNCAPPED_OUTPUT = Number.MAX_SAFE_INTEGER
+
+/** What a command needs of its sandbox. */
+export interface CommandTarget {
+  agent: AgentClient
+  /** The sandbox's environment (`ExecOptions.env` is laid over it). */
+  env: Record<string, string>
+  cgroup: SandboxCgroup | undefined
+}
+
+/**
+ * Runs one command to its end (see `Backend.exec`).
+ * @returns how it ended; an agent that went away mid-command is exit 137, reason oom or killed
+ */
+export async function runCommand (target: CommandTarget, argv: readonly string[], opts: ExecOptions = {}): Promise<ExecResult> {
+  const started = performance.now()
+  try {
+    const who = opts.user !== undefined
+      ? await resolveUser(opts.user, async () => await target.agent.files.read('/etc/passwd', { length: UserDefaults.maxPasswdBytes }))
+      : undefined
+    // With credit the consumer bounds what is held of the output, so none is cut unless asked.
+    const maxOutputBytes = opts.maxOutputBytes ?? (opts.credit !== undefined ? UNCAPPED_OUTPUT : undefined)
+    const execution = target.agent.startExec(argv, {
+      env: { ...(who?.home !== undefined ? { HOME: who.home } : {}), ...target.env, ...opts.env },
+      ...(opts.cwd !== undefined ? { cwd: opts.cwd } : {}),
+      ...(who !== undefined ? { uid: who.uid, gid: who.gid } : {}),
+      ...(opts.pty !== undefined ? { pty: { cols: opts.pty.cols, rows: opts.pty.rows } } : {}),
+      ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}),
+      ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
+      ...(maxOutputBytes !== undefined ? { maxOutputBytes } : {}),
+      ...(opts.credit !== undefined ? { windowBytes: opts.credit.windowBytes } : {}),
+      ...(opts.signal !== undefined ? { signal: opts.signal } : {})
+    }, {
+      ...(opts.onStdout !== undefined ? { onStdout: opts.onStdout } : {}),
+      ...(opts.onStderr !== undefined ? { onStderr: opts.onStderr } : {})
+    })
+    opts.credit?.onGrant((bytes) => execution.grant(bytes))
+    // A resize that comes after the command ended has nothing to resize.
+    opts.pty?.onResize((size) => { execution.resize(size).catch(() => {}) })
+    const r = await execution.result
+    const oom = r.signal === 9 && !r.timedOut && !r.killed && target.cgroup !== undefined && await target.cgroup.oomKills() > 0
+    const reason = r.timedOut ? 'timeout' as const : oom ? 'oom' as const : r.killed ? 'killed' as const : undefined
+    return {
+      exitCode: r.timedOut ? 124 : r.exitCode,
+      durationMs: r.durationMs,
+      truncated: r.truncated,
+      ...(reason !== undefined ? { reason } : {})
+    }
+  } catch (err) {
+    if (isWarrenError(err) && err.code !== ErrorCodes.CONNECTION_CLOSED) throw err
+    // The agent went away mid-command: out of memory, or the sandbox was killed.
+    const oom = target.cgroup !== undefined && await target.cgroup.oomKills().catch(() => 0) > 0
+    return { exitCode: 137, durationMs: performance.now() - started, truncated: false, reason: oom ? 'oom' : 'killed', message: 'the sandbox ended during the command' }
+  }
+}

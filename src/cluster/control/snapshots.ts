@@ -1,0 +1,188 @@
+/**
+ * The session's snapshot requests: snapshot, fork, hibernate, the resume of a hibernated
+ * sandbox, and a create's `spec.snapshot`. A snapshot is the sandbox's writes cut into a layer
+ * on its node and pushed to the blob store; the control plane records the whole stack (the
+ * sandbox's layers, then the new one), so a sandbox made from it is an ordinary create with a
+ * longer stack, placed, cached and loaded on demand like an image. Fork is "snapshot once,
+ * create n"; hibernate is "snapshot, then end it on its node, keeping its record".
+ */
+import type { Ref } from '../../actors/index.js'
+import { createError, ErrorCodes, toWireError, type WireError } from '../../errors.js'
+import type { SandboxMessage, SnapshotResult } from '../sandbox/index.js'
+import { isPlainObject, bad } from '../spec-fields.js'
+import { ImageRefDefaults } from '../spec-image.js'
+import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.js'
+import { placeAndCreate, createRecords, newSandboxIds, type CreateDeps } from './create.js'
+import type { SandboxRecord } from './directory.js'
+import { SnapshotDefaults, type SnapshotIndexMessage } from './snapshot-index.js'
+import { shardOf } from './registry.js'
+import { newSnapshotId, toSnapshotView, type SnapshotRecord, type SnapshotView } from './snapshot-store.js'
+import { toView, type SandboxView } from './views.js'
+
+export interface SnapshotDeps extends CreateDeps {
+  snapshots: () => Ref<SnapshotIndexMessage>
+  /** The tenant's record of a sandbox (NOT_FOUND for another tenant's). */
+  record: (id: string) => Promise<SandboxRecord>
+  /** A message to the sandbox's actor, once the record says it can take one (the session's forward). */
+  forward: <R>(id: string, message: SandboxMessage, timeoutMs: number) => Promise<R>
+  /** The seq a sandbox's trajectory goes on from, when the cluster keeps trajectories. */
+  nextSeq?: (id: string) => Promise<number | undefined>
+}
+
+/** One sandbox of a fork: made, or why not. */
+export type ForkOutcome = { ok: true, sandbox: SandboxView } | { ok: false, error: WireError }
+
+/** Spec fields that are maps: a create from a snapshot merges them key by key; any other field it gives replaces the snapshot's. */
+const MERGED_FIELDS = ['labels', 'env', 'limits']
+
+/** The refusal of what a hibernated sandbox cannot do before it resumes (exec, files, pause, snapshot). */
+export function hibernatedError (r: SandboxRecord): Error {
+  return createError(ErrorCodes.SANDBOX_PAUSED, `sandbox ${r.id} is hibernated: resume it first`, { id: r.id, state: r.state })
+}
+
+/**
+ * Lays the fields a client gave over a sandbox's spec: the snapshot's spec for a create from it,
+ * the source sandbox's for a fork. Only what the client sent counts (defaults are not laid over).
+ * @returns the spec, without image and snapshot (the caller sets them from the snapshot)
+ * @throws WARREN_ERR_BAD_SPEC naming the field; `image` beside a snapshot, another `backend`
+ */
+export function overlaySpec (base: SandboxSpec, raw: unknown): SandboxSpec {
+  if (raw === undefined || raw === null) raw = {}
+  if (!isPlainObject(raw)) bad('', 'must be an object')
+  if (raw.image !== undefined) bad('image', 'cannot be given beside snapshot: the snapshot holds the layers')
+  if (raw.backend !== undefined && raw.backend !== base.backend) bad('backend', `must be the snapshot's backend (${base.backend})`)
+  const { image: _image, snapshot: _snapshot, ...merged } = base as SandboxSpec & Record<string, unknown>
+  for (const [k, v] of Object.entries(raw)) {
+    const was = merged[k]
+    merged[k] = MERGED_FIELDS.includes(k) && isPlainObject(v) && isPlainObject(was) ? { ...was, ...v } : v
+  }
+  return parseSandboxSpec(merged)
+}
+
+/** A spec over a snapshot: its stack as the image, its id as `snapshot`. */
+function onSnapshot (spec: SandboxSpec, snap: SnapshotRecord): SandboxSpec {
+  const { snapshot: _ref, ...rest } = spec
+  return { ...rest, ...(snap.spec.image !== undefined ? { image: snap.spec.image } : {}), snapshot: snap.id }
+}
+
+/**
+ * The spec of a create naming `spec.snapshot`: the snapshot's own spec, with the fields the
+ * create gave laid over it.
+ * @throws WARREN_ERR_BAD_SPEC naming `snapshot` for one the tenant has not (unknown, deleted, another tenant's: one answer)
+ */
+export async function specFromSnapshot (d: SnapshotDeps, raw: Record<string, unknown>): Promise<SandboxSpec> {
+  // The reference's form first, as the spec parser checks it.
+  parseSandboxSpec({ snapshot: raw.snapshot, backend: 'container' })
+  if (raw.image !== undefined) bad('image', 'cannot be given beside snapshot: the snapshot holds the layers')
+  const snap = await d.snapshots().ask<SnapshotRecord>({ type: 'resolve', tenant: d.tenant, ref: raw.snapshot as string })
+  return onSnapshot(overlaySpec(snap.spec, raw), snap)
+}
+
+/**
+ * Cuts a snapshot of a sandbox: its stack (`busybox` for a container with no image), then the
+ * new layer; a stack at `maxDiffs` diffs is flattened into one layer instead.
+ * @throws WARREN_ERR_UNSUPPORTED naming `backend` for a function sandbox; QUOTA when the tenant has its most snapshots
+ */
+export async function takeSnapshot (d: SnapshotDeps, r: SandboxRecord, name?: string): Promise<SnapshotRecord> {
+  if (r.backend === 'function') throw createError(ErrorCodes.UNSUPPORTED, 'a function sandbox has no file system to snapshot', { field: 'backend', backend: r.backend })
+  const { flatten } = await d.snapshots().ask<{ flatten: boolean }>({ type: 'plan', tenant: d.tenant, spec: r.spec })
+  // Named before it is cut, so the sandbox's trajectory records the snapshot by its id.
+  const id = newSnapshotId()
+  const cut = await d.forward<SnapshotResult>(r.id, { type: 'snapshot', snapshot: id, ...(flatten ? { flatten } : {}) }, SnapshotDefaults.snapshotTimeoutMs)
+  const image = r.spec.image ?? { base: ImageRefDefaults.builtinBase }
+  const stacked = { ...image, diffs: [...(image.diffs ?? []), cut.layer] }
+  const stack = cut.flattened ? { base: cut.layer } : stacked
+  const { snapshot: parent, ...source } = r.spec
+  const record: SnapshotRecord = {
+    id, tenant: d.tenant, sandboxId: r.id, backend: r.backend, bytes: cut.bytes, createdAt: Date.now(),
+    spec: { ...source, image: stack }, layers: placementRequestOf({ ...source, image: stack }).layers,
+    ...(name !== undefined ? { name } : {}),
+    ...(parent !== undefined ? { parent } : {})
+  }
+  await d.snapshots().ask<SnapshotView>({ type: 'put', record })
+  return record
+}
+
+/**
+ * Forks a sandbox: one snapshot, then `count` sandboxes from it in one request, each with its
+ * own outcome (some may be made when others find no room). The quota of all `count` is
+ * admitted first, all or nothing: a fork the quota cannot hold is refused whole (QUOTA) before
+ * any snapshot is cut.
+ * @throws WARREN_ERR_INVALID_ARGUMENT naming `count`; BAD_SPEC naming a field of `spec`
+ */
+export async function fork (d: SnapshotDeps, m: { id: string, count: number, spec?: unknown }, deadline: number): Promise<{ snapshot: SnapshotView, outcomes: ForkOutcome[] }> {
+  const r = await d.record(m.id)
+  if (m.spec !== undefined && isPlainObject(m.spec) && m.spec.snapshot !== undefined) bad('snapshot', 'cannot be given to a fork: it forks from its own snapshot')
+  // The spec is checked against the sandbox's before anything is cut or admitted.
+  const spec = overlaySpec(r.spec, m.spec)
+  await d.iam().ask({ type: 'admit', tenant: d.tenant, n: m.count })
+  let snap: SnapshotRecord
+  try {
+    snap = await takeSnapshot(d, r)
+  } catch (err) {
+    d.iam().tell({ type: 'release', tenant: d.tenant, n: m.count })
+    throw err
+  }
+  const made = await createRecords(d, onSnapshot(spec, snap), newSandboxIds(m.count), deadline)
+  return {
+    snapshot: toSnapshotView(snap),
+    outcomes: made.map((o): ForkOutcome => o instanceof Error ? { ok: false, error: toWireError(o) } : { ok: true, sandbox: toView(o) })
+  }
+}
+
+/**
+ * Hibernates a sandbox: a snapshot, then its end on its node; its record stays, `hibernated`,
+ * holding no node, reservation or quota, until a resume, a kill or its TTL. A hibernated one
+ * answers as it is.
+ * @throws WARREN_ERR_SANDBOX_GONE when it ended meanwhile (a kill won)
+ */
+export async function hibernate (d: SnapshotDeps, id: string): Promise<SandboxView> {
+  const r = await d.record(id)
+  // Sent again (after a lost answer), it answers the state it reached.
+  if (r.state === 'hibernated') return toView(r)
+  const snap = await takeSnapshot(d, r)
+  try {
+    await d.directory().ask({ type: 'hibernating', tenant: d.tenant, id, snapshot: snap.id })
+  } catch (err) {
+    await d.snapshots().ask({ type: 'delete', tenant: d.tenant, ref: snap.id }).catch(() => {})
+    throw err
+  }
+  await d.refFor<SandboxMessage>(r.address)?.ask({ type: 'kill' }, { timeoutMs: 10_000 }).catch(() => {})
+  const [after] = await d.directory().ask<Array<SandboxRecord | undefined>>({ type: 'await-end', tenant: d.tenant, ids: [id], timeoutMs: 60_000 }, { timeoutMs: 65_000 })
+  if (after?.state !== 'hibernated') {
+    const state = after?.state ?? 'gone'
+    throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${id} is ${state}: it ended before it could hibernate`, { id, state })
+  }
+  return toView(after)
+}
+
+/**
+ * Resumes a hibernated sandbox: quota admitted, placed, and created again from its snapshot
+ * under the same id, to end when it would have (its `expiresAt`). Its files are as they were;
+ * its processes are not (they ended with it).
+ * @throws WARREN_ERR_SANDBOX_GONE when it was killed meanwhile; QUOTA, NO_CAPACITY as a create
+ */
+export async function resumeHibernated (d: SnapshotDeps, r: SandboxRecord, deadline: number): Promise<SandboxView> {
+  const snap = await d.snapshots().ask<SnapshotRecord | undefined>({ type: 'get-any', id: r.snapshot! })
+  if (snap === undefined) throw createError(ErrorCodes.INTERNAL, `the snapshot ${String(r.snapshot)} of hibernated sandbox ${r.id} is missing`)
+  const spec = onSnapshot({ ...r.spec, ttlMs: Math.max(1, r.expiresAt - Date.now()) }, snap)
+  const nextSeq = await d.nextSeq?.(r.id)
+  await d.iam().ask({ type: 'admit', tenant: d.tenant, n: 1 })
+  const [made] = await placeAndCreate(d, spec, [r.id], deadline, nextSeq !== undefined ? { trajectory: { nextSeq } } : {})
+  if (made instanceof Error || made === undefined) {
+    d.iam().tell({ type: 'release', tenant: d.tenant, n: 1 })
+    throw made ?? new Error('lost outcome')
+  }
+  const req = placementRequestOf(spec)
+  const back = await d.directory().ask<boolean>({ type: 'resumed', tenant: d.tenant, id: r.id, nodeId: made.nodeId, address: made.address, spec, req })
+  if (!back) {
+    // Killed (or resumed by another request) while this one was on its way: what it made goes.
+    await d.refFor<SandboxMessage>(made.address)?.ask({ type: 'kill' }, { timeoutMs: 10_000 }).catch(() => {})
+    const shards = d.shards()
+    shards[shardOf(made.nodeId, shards.length)]!.tell({ type: 'release', nodeId: made.nodeId, req })
+    d.iam().tell({ type: 'release', tenant: d.tenant, n: 1 })
+    const now = await d.record(r.id).catch(() => undefined)
+    throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${r.id} is no longer hibernated`, { id: r.id, state: now?.state ?? 'gone' })
+  }
+  return toView(await d.record(r.id))
+}
