@@ -24,6 +24,7 @@ export function jsonLine (value: unknown): string {
   })
 }
 
+/** The header as one line: the sandbox, its backend and layers, its tenant, node and birth. */
 export function headerLine (h: TrajectoryHeader): string {
   const layers = h.layers.length > 0 ? ` on ${h.layers.join(' < ')}` : ''
   return `sandbox ${h.sandboxId} (${h.spec.backend}${layers}) of ${h.tenant} on ${h.node}, created ${new Date(h.createdAt).toISOString()}` +

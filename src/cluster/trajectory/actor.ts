@@ -95,6 +95,7 @@ export class Trajectories extends Actor<TrajectoriesMessage> {
   }
 }
 
+/** The factory of `cp/trajectories`, a child of the control plane's root. */
 export function createTrajectories (options: TrajectoriesOptions): () => Trajectories {
   return () => new Trajectories(options)
 }

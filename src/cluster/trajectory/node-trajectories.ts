@@ -141,6 +141,7 @@ export class NodeTrajectories {
 
   /** The control link joined (again): what is not acknowledged goes now. */
   linkUp (): void { this.shipper.linkUp() }
+  /** The control link is down: nothing waits for acknowledgements meanwhile. */
   linkDown (): void { this.shipper.linkDown() }
 
   /** Stops shipping (the node is closing); what is on disk goes after the next start. */

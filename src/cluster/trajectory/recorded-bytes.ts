@@ -31,6 +31,7 @@ export class RecordBudget {
     return true
   }
 
+  /** Gives `n` bytes back (a stream no longer kept whole, or let go). */
   give (n: number): void { this.used = Math.max(0, this.used - n) }
 }
 
@@ -59,6 +60,7 @@ export class BytesRecorder {
    */
   constructor (private readonly budget: RecordBudget, private readonly spillPath: () => string, private readonly limits: Limits = TrajectoryDefaults) {}
 
+  /** Bytes taken so far. */
   get bytes (): number { return this.total }
 
   /** Takes the next bytes of the stream (copied where kept: the caller may reuse its buffer). */

@@ -124,17 +124,24 @@ export class SandboxRecorder {
     this.content({ kind: 'upload', path }, content)
   }
 
+  /** A path was removed (a tree, with `recursive`). */
   remove (path: string, recursive: boolean): void { this.instant({ kind: 'remove', path, ...(recursive ? { recursive } : {}) }) }
+  /** A path was renamed. */
   rename (from: string, to: string): void { this.instant({ kind: 'rename', from, to }) }
+  /** A directory was made (and those above it, with `parents`). */
   mkdir (path: string, mode: number | undefined, parents: boolean): void {
     this.instant({ kind: 'mkdir', path, ...(mode !== undefined ? { mode } : {}), ...(parents ? { parents } : {}) })
   }
 
+  /** A symlink was made (no file request makes one on its own today: a tar's are inside its `upload` step). */
   symlink (path: string, target: string): void { this.instant({ kind: 'symlink', path, target }) }
   /** The sandbox was snapshotted: the snapshot's id and the layer it cut. */
   snapshot (snapshot: string, layer: string): void { this.instant({ kind: 'snapshot', snapshot, layer }) }
+  /** The backend froze the sandbox. */
   pause (): void { this.instant({ kind: 'pause' }) }
+  /** The backend thawed it. */
   resume (): void { this.instant({ kind: 'resume' }) }
+  /** The sandbox's egress proxy was asked for a connection (at most `maxEgressSteps` are recorded). */
   egress (e: EgressEvent): void {
     if (this.egressSteps++ >= this.d.limits.maxEgressSteps) return
     this.instant({ kind: 'egress', host: e.host, port: e.port, allowed: e.allowed }, e.at)

@@ -96,6 +96,7 @@ export class TrajectoryShipper {
     })
   }
 
+  /** Stops shipping (the node is closing); what is not acknowledged stays in the logs. */
   close (): void {
     this.closed = true
     clearTimeout(this.timer)
