@@ -50,6 +50,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       ...DIR_FLAGS,
       shards: { type: 'string', value: 'K', help: 'shards of the sandbox directory' },
       'no-local-node': { type: 'boolean', help: 'control plane only (nodes join with warren node)' },
+      'trajectory-retention': { type: 'string', value: 'DURATION', help: 'how long a trajectory is kept after its sandbox ended (7d; 12h, 90m)' },
       ...LAYER_FLAGS,
       ...KERNEL_FLAGS
     },
@@ -114,11 +115,11 @@ export const COMMANDS: readonly CommandSpec[] = [
   }),
   command({
     name: 'log',
-    summary: 'what was run in a sandbox (its trajectory)',
+    summary: 'what happened in a sandbox, also after it ended (its trajectory)',
     args: 'ID',
     positionals: { min: 1, max: 1 },
-    flags: {},
-    run: async ({ positionals }) => await commands.log(positionals[0])
+    flags: { json: { type: 'boolean', help: 'JSON lines: the header, then one step per line (bytes as base64)' } },
+    run: async ({ positionals, values }) => await commands.log(positionals[0], values)
   }),
   command({
     name: 'kill',
