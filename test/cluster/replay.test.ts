@@ -15,7 +15,7 @@ import { join } from 'node:path'
 import { pack } from 'tar-stream'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { containerUnavailable, encodeValue, startNode, TrajectoryStore, type ControlPlane, type ExecStep, type Step } from '../../src/cluster/index.js'
+import { containerUnavailable, encodeValue, ReplayDefaults, startNode, TrajectoryStore, type ControlPlane, type ExecStep, type Step } from '../../src/cluster/index.js'
 import { ErrorCodes, isWarrenError, type ErrorCode } from '../../src/errors.js'
 import { connect, type Client, type Sandbox } from '../../src/sdk/index.js'
 import { openState } from '../../src/state/index.js'
@@ -109,7 +109,7 @@ ctest('a deterministic run replays with no divergence into the same files; a cha
   const byKind = (seq: number): Step => steps[seq]!
   const big = byKind(6) as Extract<Step, { kind: 'write' }>
   assert.ok(big.content.blob !== undefined, 'the large file is in the blob store')
-  assert.ok((byKind(8) as ExecStep).stdin?.blob !== undefined, 'the large stdin too')
+  assert.ok((byKind(8) as ExecStep).stdin?.blob !== undefined, `the large stdin too: ${JSON.stringify({ ...(byKind(8) as ExecStep).stdin, data: undefined, head: undefined, tail: undefined })}`)
   assert.is(Buffer.from((byKind(1) as ExecStep).stdout!.data!).toString(), 'sandbox\n')
 
   const same = await client.replay(sb.id, { spec: { labels: { run: 'replay' } } })
@@ -154,8 +154,8 @@ ctest('a deterministic run replays with no divergence into the same files; a cha
   assert.is((await upTo.sandbox.exec(['ls', '/work/d'])).stdout, 'small.txt\n', 'nothing after seq 5')
 }))
 
-ctest('another tenant\'s trajectory, an unknown id and garbage fields are refused; a client\'s unrecorded is ignored', timed(120_000, async (defer) => {
-  const { cp, client, other } = await cluster(defer, 'rp2')
+ctest('another tenant\'s trajectory, an unknown id and garbage fields are refused; a client\'s unrecorded is ignored; a step past its time is a timeout', timed(120_000, async (defer) => {
+  const { dir, cp, client, other } = await cluster(defer, 'rp2')
   const sb = await client.create(SPEC)
   defer(() => sb.kill())
   // A client sending unrecorded (on the request or in opts) is recorded all the same.
@@ -183,6 +183,19 @@ ctest('another tenant\'s trajectory, an unknown id and garbage fields are refuse
   await refused(reader.restore(sb.id), ErrorCodes.FORBIDDEN)
   // None of the refusals made a sandbox.
   assert.equal((await client.list()).map((v) => v.id), [sb.id])
+
+  // A command that runs past its time (its recorded duration × the factor, at least minStepMs) is killed: a divergence, timeout.
+  const state = openState(join(dir, 'cp'))
+  defer(() => state.close())
+  const echo = page.steps[0] as ExecStep
+  rewrite(new TrajectoryStore(state.db), sb.id, { ...echo, argv: ['sleep', '600'], durationMs: 1 })
+  const minStepMs = ReplayDefaults.minStepMs
+  ReplayDefaults.minStepMs = 1500
+  defer(() => { ReplayDefaults.minStepMs = minStepMs })
+  const slow = await client.replay(sb.id)
+  defer(() => slow.sandbox.kill())
+  assert.equal([slow.divergedAt, slow.reason, slow.steps, slow.actual?.reason, slow.expected?.exitCode], [0, 'timeout', 1, 'timeout', 0])
+  assert.is((await slow.sandbox.exec(['sh', '-c', 'ps | grep -c "[s]leep 600"'])).stdout, '0\n', 'the overrunning command was killed')
 }))
 
 test.run()
