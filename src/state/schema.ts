@@ -128,6 +128,20 @@ export const MIGRATIONS: readonly Migration[] = [
       ) STRICT, WITHOUT ROWID;
       CREATE INDEX trajectory_blobs_by_sandbox ON trajectory_blobs (sandbox_id);
     `
+  },
+  {
+    version: 5,
+    what: 'hibernated sandboxes',
+    sql: `
+      -- A hibernated sandbox is on no node: nodes cannot report it after a restart, so its
+      -- directory record (JSON) is kept here until it resumes, is killed or its TTL ends.
+      CREATE TABLE hibernated (
+        id             TEXT PRIMARY KEY,
+        tenant         TEXT NOT NULL,
+        record         TEXT NOT NULL,
+        hibernated_at  INTEGER NOT NULL
+      ) STRICT;
+    `
   }
 ]
 

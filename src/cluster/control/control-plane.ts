@@ -29,6 +29,7 @@ import { createRegistry, createShardRecovery, type RegistryMessage } from './reg
 import { createTrajectories, TrajectoryStore, type TrajectoriesMessage } from '../trajectory/index.js'
 import { createSnapshotIndex, type SnapshotIndexMessage, type SnapshotTunables } from './snapshot-index.js'
 import { SnapshotStore } from './snapshot-store.js'
+import { HibernatedStore } from './hibernated-store.js'
 
 /** The control plane's actor system name: nodes address `cp/registry` and `cp/directory`. */
 export const CONTROL_PLANE = 'cp'
@@ -77,6 +78,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const names = new NameIndex(state.db)
   const kinds = new LayerKinds(state.db)
   const snapshotStore = new SnapshotStore(state.db)
+  const hibernated = new HibernatedStore(state.db)
   const blobRoot = options.dataDir === undefined ? undefined : join(options.dataDir, 'blobs')
   // Steps arrive by the thousand a second: their commits wait for no fsync (they survive a crash of this process).
   const trajectoryStore = new TrajectoryStore(state.bulk)
@@ -120,7 +122,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       }),
       spawn: { name: 'placement' }
     },
-    { id: 'directory', start: createDirectory({ shards, iam }), spawn: { name: 'directory', ...big } },
+    { id: 'directory', start: createDirectory({ shards, iam, hibernated }), spawn: { name: 'directory', ...big } },
     { id: 'images', start: createImageIndex(names, kinds, blobRoot), spawn: { name: 'images', ...big } },
     {
       id: 'snapshots',

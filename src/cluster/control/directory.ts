@@ -19,6 +19,7 @@ import { placementRequestOf, type SandboxSpec } from '../spec.js'
 import type { EndReason, SandboxEvent, SandboxState } from '../sandbox/index.js'
 import { HibernatedSet, IdSets, usedBy } from './directory-hibernation.js'
 import { RestoreClaims } from './directory-restore.js'
+import type { HibernatedStore } from './hibernated-store.js'
 import { EndWaits } from './end-waits.js'
 import { shardOf } from './registry.js'
 
@@ -117,6 +118,8 @@ export const DirectoryDefaults = {
 export interface DirectoryOptions {
   shards: () => Ref<ShardMessage>[]
   iam: () => Ref<IamMessage>
+  /** Where hibernated records outlive a restart (without it, in memory only). */
+  hibernated?: HibernatedStore
 }
 
 const TERMINAL = new Set<RecordState>(['gone', 'failed', 'lost'])
@@ -141,6 +144,11 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
   constructor (private readonly o: DirectoryOptions) { super() }
 
   preStart (): void {
+    // Hibernated sandboxes are on no node, so no node reports them: they come back from the store.
+    for (const r of this.o.hibernated?.all() ?? []) {
+      this.records.set(r.id, r)
+      this.hibernated.add(r)
+    }
     this.ctx.setTimer('sweep', DirectoryDefaults.sweepEveryMs, { type: 'sweep' }, { repeat: true })
   }
 
@@ -377,6 +385,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
     delete r.message
     this.hibernated.add(r)
     r.state = 'hibernated'
+    this.o.hibernated?.put(r)
     this.notify(r)
     for (const key of this.endWaits.ended(r.id)) this.ctx.cancelTimer(`end-wait-${key}`)
   }
@@ -389,7 +398,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
   private transition (r: SandboxRecord, state: RecordState): void {
     // A hibernated sandbox gave its reservation and quota back when it hibernated.
     const holds = r.state !== 'hibernated'
-    if (!holds) this.hibernated.delete(r)
+    if (!holds) { this.hibernated.delete(r); this.o.hibernated?.remove(r.id) }
     r.state = state
     if (TERMINAL.has(state)) {
       r.endedAt = Date.now()
