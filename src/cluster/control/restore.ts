@@ -7,16 +7,15 @@
  * directory's record comes back to ready on its new node only once every step is applied, as a
  * hibernated sandbox's does at its resume.
  */
-import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import type { Ref } from '../../actors/index.js'
+import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import type { SandboxMessage } from '../sandbox/index.js'
 import { placementRequestOf } from '../spec.js'
 import { placeAndCreate, recordFor, type Made } from './create.js'
 import { hasEnded, type SandboxRecord } from './directory.js'
 import { shardOf } from './registry.js'
 import { firstPage, pagesOf, recordedSpec, targetAt, type ReplayDeps } from './replay.js'
-import type { PageSource } from './replay-steps.js'
-import { runSteps } from './replay-steps.js'
+import { runSteps, type PageSource } from './replay-steps.js'
 import { ReplayDefaults, type RestoreResult } from './replay-types.js'
 import type { SnapshotIndexMessage } from './snapshot-index.js'
 import type { SnapshotRecord, SnapshotView } from './snapshot-store.js'
