@@ -19,6 +19,7 @@ import { Sandbox, SandboxHandleActor, type HandleMessage } from './sandbox.js'
 import { resumeOf, type SnapshotFilter, type SnapshotView } from './snapshots.js'
 import { startWorkerClient, type WorkerClient } from './worker.js'
 import { allSteps, readTrajectory, recordedBytes, type TrajectoryReadOptions } from './trajectory.js'
+import { replayOf, restoreOf, type ReplayOptions, type Replayed, type Restored } from './replay.js'
 
 export interface ConnectOptions {
   /** Gateway URL; default WARREN_URL, then ~/.warren/config.json. */
@@ -221,6 +222,28 @@ export class Client {
    */
   async recorded (id: string, bytes: RecordedBytes): Promise<Uint8Array | undefined> {
     return await recordedBytes(this.transport, id, bytes)
+  }
+
+  /**
+   * Replays what sandbox `id` did (its trajectory) in a fresh sandbox: the recorded spec (the
+   * same layers, hostname, TZ, SOURCE_DATE_EPOCH and seed), each step applied in order up to
+   * `upTo`, each command compared with what it recorded, stopping at the first that diverges.
+   * The fresh sandbox is kept (`result.sandbox`); it has a trajectory of its own.
+   * @throws WARREN_ERR_NOT_FOUND for a sandbox this tenant never had; INVALID_ARGUMENT naming a bad option
+   */
+  async replay (id: string, opts: ReplayOptions = {}): Promise<Replayed<Sandbox>> {
+    return await replayOf(this.transport, id, opts, (v) => this.handleFor(v))
+  }
+
+  /**
+   * Makes a sandbox whose node was lost (or that ended) again under its id: from its newest
+   * snapshot, or its recorded spec, with the steps after it applied again and compared.
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `id` for a live or hibernated sandbox
+   */
+  async restore (id: string): Promise<Restored<Sandbox>> {
+    const r = await restoreOf(this.transport, id, (v) => this.handleFor(v))
+    r.sandbox.ref.tell({ type: 'sandbox-state', id, state: 'ready' })
+    return r
   }
 
   /** Admin: issues an API key for a tenant. */

@@ -7,5 +7,6 @@ export { FilesClientDefaults, SandboxFiles, type FileInfo, type ReadFormat, type
 export { Sandbox, type Command, type CommandResult, type ExecHandle, type ExecOptions, type SandboxFilesApi, type SpawnOptions } from './sandbox.js'
 export { TrajectoryReadDefaults, type TrajectoryReadOptions } from './trajectory.js'
 export { SnapshotClientDefaults, type ForkItem, type ForkResult, type SnapshotFilter, type SnapshotOptions, type SnapshotView } from './snapshots.js'
+export { ReplayClientDefaults, type DivergenceReason, type ReplayCompare, type ReplayOptions, type Replayed, type Restored, type StepOutcome, type StreamOutcome } from './replay.js'
 export { SessionDefaults, ShellSession, type RunOptions, type SessionOptions } from './session.js'
 export type { WorkerClient, WorkerClientApi } from './worker.js'

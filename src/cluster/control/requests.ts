@@ -10,7 +10,7 @@ import { createError, ErrorCodes } from '../../errors.js'
 import { checkImageName, LAYER_KINDS, type LayerKind } from '../../images/index.js'
 import { isScope, type Quotas, type Scope } from '../iam/index.js'
 import { SandboxDefaults, type FileRequest, type WireExecOptions } from '../sandbox/index.js'
-import { parseArgv } from '../spec.js'
+import { parseArgv, SpecDefaults } from '../spec.js'
 import { badEnvName, isPlainObject, stringMap } from '../spec-fields.js'
 import { RECORD_STATES, type SandboxRecord } from './directory.js'
 import { parseFileRequest } from './file-requests.js'
@@ -55,6 +55,19 @@ export type ClientRequest =
   /** One snapshot of the sandbox, then `count` sandboxes from it (`spec` laid over the sandbox's). */
   | { type: 'fork', id: string, count: number, spec?: unknown, deadlineMs?: number }
   | { type: 'hibernate', id: string }
+  /**
+   * A fresh sandbox from the trajectory of sandbox `id`, its steps applied up to `upTo` and each
+   * command compared (`compare`); `spec` may give only labels and a TTL.
+   */
+  | { type: 'replay', id: string, upTo?: number, compare?: ReplayCompare, spec?: ReplaySpec }
+  /** Sandbox `id` (lost or ended) made again under its id: from its newest snapshot, then the steps after it. */
+  | { type: 'restore', id: string }
+
+/** What a replay compares of each command: its exit code, or that and the sha256 of its stdout and stderr. */
+export type ReplayCompare = 'exit' | 'output'
+export const REPLAY_COMPARE: readonly ReplayCompare[] = ['exit', 'output']
+/** What a replay may change of the recorded spec. */
+export interface ReplaySpec { labels?: Record<string, string>, ttlMs?: number }
 
 /** Bounds of the fields a request carries (not of the work it asks for). */
 export const RequestLimits = {
@@ -154,6 +167,23 @@ function execOptions (v: unknown): WireExecOptions {
 
 const id = (r: Obj): string => text(r.id, 'id', RequestLimits.maxIdLength)
 
+/**
+ * A replay's spec: labels (laid over the recorded ones, as a spec's are checked) and a TTL, and
+ * nothing else — the rest is the recorded spec, or it would not be a replay.
+ */
+function replaySpec (v: unknown): ReplaySpec {
+  if (!isPlainObject(v)) invalid('spec', 'must be an object { labels?, ttlMs? }')
+  for (const k of Object.keys(v)) if (k !== 'labels' && k !== 'ttlMs') invalid(`spec.${k.slice(0, 64)}`, 'cannot be given to a replay: only labels and ttlMs (the rest is the recorded spec)')
+  const d = SpecDefaults
+  const out: ReplaySpec = {}
+  if (v.labels !== undefined) out.labels = stringMap(v.labels, 'spec.labels', { maxEntries: d.maxLabels, maxKey: d.maxLabelLength, maxValue: d.maxLabelLength }, invalid)
+  if (v.ttlMs !== undefined) {
+    if (positive(v.ttlMs, 'spec.ttlMs') > d.maxTtlMs) invalid('spec.ttlMs', `must be an integer from 1 to ${d.maxTtlMs}`)
+    out.ttlMs = v.ttlMs as number
+  }
+  return out
+}
+
 function digest (v: unknown): string {
   if (!isDigest(v)) invalid('digest', 'must be a sha256:<64 hex> digest')
   return v as string
@@ -226,7 +256,11 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
     if (positive(r.count, 'count') > RequestLimits.maxFork) invalid('count', `must be an integer from 1 to ${RequestLimits.maxFork}`)
     return { type: 'fork', id: id(r), count: r.count as number, ...(r.spec !== undefined ? { spec: r.spec } : {}), ...opt(r, 'deadlineMs', count) }
   },
-  hibernate: (r) => ({ type: 'hibernate', id: id(r) })
+  hibernate: (r) => ({ type: 'hibernate', id: id(r) }),
+  replay: (r) => ({
+    type: 'replay', id: id(r), ...opt(r, 'upTo', count), ...opt(r, 'compare', (v, f) => oneOf(v, f, REPLAY_COMPARE)), ...opt(r, 'spec', (v) => replaySpec(v))
+  }),
+  restore: (r) => ({ type: 'restore', id: id(r) })
 }
 
 const hasOwn = Object.prototype.hasOwnProperty

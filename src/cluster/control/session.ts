@@ -29,6 +29,8 @@ import { toView, type SandboxView } from './views.js'
 export { toView, type SandboxView } from './views.js'
 import type { TrajectoriesMessage } from '../trajectory/index.js'
 import { readTrajectory, readTrajectoryBlob, type TrajectoryDeps } from './trajectory-requests.js'
+import { replay } from './replay.js'
+import { restore, type RestoreDeps } from './restore.js'
 
 /**
  * What reaches a session: a client's message as the gateway received it (checked here, never
@@ -199,6 +201,12 @@ export class Session extends Actor<SessionMessage> {
       case 'hibernate':
         this.authorize('sandbox:exec')
         return await hibernate(this.deps(), m.id)
+      case 'replay':
+        this.authorize('sandbox:create')
+        return await replay(this.replayDeps(), m)
+      case 'restore':
+        this.authorize('sandbox:create')
+        return await restore(this.replayDeps(), m.id)
     }
   }
 
@@ -215,6 +223,10 @@ export class Session extends Actor<SessionMessage> {
       // A resumed sandbox's trajectory goes on where it stopped, when the control plane keeps them.
       nextSeq: async (id) => await this.o.trajectories().ask<number>({ type: 'next-seq', sandboxId: id }, { timeoutMs: 10_000 }).catch(() => undefined)
     }
+  }
+
+  private replayDeps (): RestoreDeps {
+    return { ...this.deps(), trajectories: this.o.trajectories }
   }
 
   /** When a create's placement gives up: `deadlineMs` from now, checked against its bounds. */

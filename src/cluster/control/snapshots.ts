@@ -60,7 +60,7 @@ export function overlaySpec (base: SandboxSpec, raw: unknown): SandboxSpec {
 }
 
 /** A spec over a snapshot: its stack as the image, its id as `snapshot`. */
-function onSnapshot (spec: SandboxSpec, snap: SnapshotRecord): SandboxSpec {
+export function onSnapshot (spec: SandboxSpec, snap: SnapshotRecord): SandboxSpec {
   const { snapshot: _ref, ...rest } = spec
   return { ...rest, ...(snap.spec.image !== undefined ? { image: snap.spec.image } : {}), snapshot: snap.id }
 }

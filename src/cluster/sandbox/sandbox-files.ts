@@ -16,7 +16,7 @@ import { TarSource } from './tar-source.js'
 import { RecordingSink, type SandboxRecorder } from '../trajectory/index.js'
 
 /** What the file service tells the sandbox's trajectory: the changes it made. */
-export type FileStepRecorder = Pick<SandboxRecorder, 'bytes' | 'write' | 'upload' | 'remove' | 'rename' | 'mkdir'>
+export type FileStepRecorder = Pick<SandboxRecorder, 'bytes' | 'write' | 'upload' | 'remove' | 'rename' | 'mkdir' | 'symlink'>
 
 /** Members one tree upload or download may hold. */
 export const TarDefaults = { maxTarMembers: 100_000 }
@@ -48,9 +48,14 @@ export class SandboxFileService {
     this.budget = budget ?? new AheadBudget(this.limits.nodeAheadBytes)
   }
 
-  /** Does what the request asks in the sandbox behind `handle`. */
-  async handle (handle: SandboxHandle, r: FileRequest): Promise<unknown> {
+  /**
+   * Does what the request asks in the sandbox behind `handle`.
+   * @param recorded false for a change the control plane re-applies from the trajectory itself
+   *   (a restore): it is done, but not recorded a second time
+   */
+  async handle (handle: SandboxHandle, r: FileRequest, recorded = true): Promise<unknown> {
     const files = this.backend.files
+    const recorder = recorded ? this.recorder : undefined
     switch (r.op) {
       case 'stat': return await files.stat(handle, r.path, r.follow === true ? { follow: true } : {})
       case 'list': return await files.list(handle, r.path)
@@ -68,17 +73,21 @@ export class SandboxFileService {
       }
       case 'mkdir':
         await files.mkdir(handle, r.path, { ...(r.mode !== undefined ? { mode: r.mode } : {}), ...(r.parents === true ? { parents: true } : {}) })
-        this.recorder?.mkdir(r.path, r.mode, r.parents === true)
+        recorder?.mkdir(r.path, r.mode, r.parents === true)
         return true
       case 'remove':
         await files.remove(handle, r.path, r.recursive === true ? { recursive: true } : {})
-        this.recorder?.remove(r.path, r.recursive === true)
+        recorder?.remove(r.path, r.recursive === true)
         return true
       case 'rename':
         await files.rename(handle, r.path, r.to)
-        this.recorder?.rename(r.path, r.to)
+        recorder?.rename(r.path, r.to)
         return true
-      case 'write-begin': return await this.begin(handle, r)
+      case 'symlink':
+        await files.symlink(handle, r.path, r.target)
+        recorder?.symlink(r.path, r.target)
+        return true
+      case 'write-begin': return await this.begin(handle, r, recorder)
       case 'write-chunk': {
         const up = this.uploads.get(r.upload)
         if (up === undefined) return { received: this.endedOrMissing(r.upload).result.size }
@@ -148,7 +157,7 @@ export class SandboxFileService {
     this.downloads.clear()
   }
 
-  private async begin (handle: SandboxHandle, r: Extract<FileRequest, { op: 'write-begin' }>): Promise<UploadState> {
+  private async begin (handle: SandboxHandle, r: Extract<FileRequest, { op: 'write-begin' }>, recorder: FileStepRecorder | undefined): Promise<UploadState> {
     const id = transferId(r.upload, 'upload', this.limits)
     const state = (received: number): UploadState => ({ received, maxChunkBytes: this.limits.maxChunkBytes, maxFileBytes: this.limits.maxFileBytes })
     const open = this.uploads.get(id)
@@ -167,7 +176,7 @@ export class SandboxFileService {
     if (r.format === 'tar') {
       const sink = new TarSink(files, handle, r.path, this.limits)
       await sink.open()
-      this.uploads.set(id, new Upload(id, r.path, this.recorded(sink, (rec, content) => rec.upload(r.path, content)), this.limits, this.budget))
+      this.uploads.set(id, new Upload(id, r.path, this.recorded(recorder, sink, (rec, content) => rec.upload(r.path, content)), this.limits, this.budget))
       return state(0)
     }
     const existing = await files.stat(handle, r.path, { follow: true }).catch((err: unknown) => {
@@ -178,13 +187,12 @@ export class SandboxFileService {
     if (posix.basename(r.path) === '' || r.path.endsWith('/')) throw createError(ErrorCodes.INVALID_ARGUMENT, `${r.path} names a directory`, { field: 'path' })
     const sink = new FileSink(files, handle, r.path, id, r.mode)
     await sink.open()
-    this.uploads.set(id, new Upload(id, r.path, this.recorded(sink, (rec, content) => rec.write(r.path, r.mode, content)), this.limits, this.budget))
+    this.uploads.set(id, new Upload(id, r.path, this.recorded(recorder, sink, (rec, content) => rec.write(r.path, r.mode, content)), this.limits, this.budget))
     return state(0)
   }
 
-  /** The sink, recording its bytes and, once it is visible, its step. */
-  private recorded (sink: UploadSink, commit: (rec: FileStepRecorder, content: ReturnType<FileStepRecorder['bytes']>) => void): UploadSink {
-    const rec = this.recorder
+  /** The sink, recording its bytes and, once it is visible, its step (when it is recorded at all). */
+  private recorded (rec: FileStepRecorder | undefined, sink: UploadSink, commit: (rec: FileStepRecorder, content: ReturnType<FileStepRecorder['bytes']>) => void): UploadSink {
     return rec === undefined ? sink : new RecordingSink(sink, rec.bytes(), (content) => commit(rec, content))
   }
 

@@ -73,8 +73,13 @@ export interface WireExecOptions {
   maxOutputBytes?: number
 }
 
+/**
+ * `unrecorded` (on exec and files): the control plane re-applies a step its trajectory already
+ * holds (a restore), so the change is made but not recorded again. Only the control plane sets
+ * it: the session's request parsers build these messages afresh, and no client field maps to it.
+ */
 export type SandboxMessage =
-  | { type: 'exec', execId: string, argv: string[], opts?: WireExecOptions }
+  | { type: 'exec', execId: string, argv: string[], opts?: WireExecOptions, unrecorded?: boolean }
   | { type: 'read', execId: string, fromSeq: number, maxBytes?: number, waitMs?: number }
   | { type: 'exec-kill', execId: string }
   /** A new size for the pseudo-terminal of a command started with `pty`. */
@@ -87,7 +92,7 @@ export type SandboxMessage =
   /** Ends the sandbox `ttlMs` from now instead (its whole life within `SpecDefaults.maxTtlMs`); answers with its info. */
   | { type: 'set-ttl', ttlMs: number }
   /** A file operation (file-requests.ts): answered later, never holding up other messages. */
-  | { type: 'files', req: FileRequest }
+  | { type: 'files', req: FileRequest, unrecorded?: boolean }
   | { type: 'expire', reason: 'ttl' | 'idle' }
   | { type: 'sweep' }
   /** The backend says the sandbox ended by itself (its init died, its layers were lost). */
@@ -133,7 +138,8 @@ export interface SandboxArgs {
 /** What a durable backend keeps for the node, to rebuild the sandbox actor after a restart. */
 export interface SandboxMeta { id: string, tenant: string, spec: SandboxSpec, createdAt: number }
 
-
+/** The recording of a command whose step the trajectory already holds (a restore re-runs it). */
+const UNRECORDED: ExecRecording = { output () {}, stdin () {}, end () {} }
 
 interface RunningExec {
   output: ExecOutput
@@ -199,7 +205,7 @@ export class Sandbox extends Actor<SandboxMessage> {
         // Starting a command answers with its first page, so a short command costs one round trip.
         // One started to be written to answers at once: its writer waits for this answer, and
         // such a command is often silent until it has read something.
-        const { execId } = this.exec(m.execId, m.argv, m.opts ?? {})
+        const { execId } = this.exec(m.execId, m.argv, m.opts ?? {}, m.unrecorded === true)
         return this.read(execId, 0, undefined, m.opts?.openStdin === true ? 0 : undefined)
       }
       case 'read': return this.read(m.execId, m.fromSeq, m.maxBytes, m.waitMs)
@@ -233,7 +239,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       case 'set-ttl': return this.setTtl(m.ttlMs)
       case 'files':
         this.requireReady()
-        this.ctx.answerLater(this.fileService.handle(this.handle!, m.req))
+        this.ctx.answerLater(this.fileService.handle(this.handle!, m.req, m.unrecorded !== true))
         return undefined
       case 'expire':
         this.end(m.reason)
@@ -277,7 +283,7 @@ export class Sandbox extends Actor<SandboxMessage> {
   }
 
   /** Starts a command and answers at once; its output is pulled with `read`. */
-  private exec (execId: unknown, argvIn: unknown, opts: WireExecOptions): { execId: string } {
+  private exec (execId: unknown, argvIn: unknown, opts: WireExecOptions, unrecorded: boolean): { execId: string } {
     this.requireReady()
     if (typeof execId !== 'string' || execId.length === 0 || execId.length > SandboxDefaults.maxExecIdLength) {
       throw createError(ErrorCodes.INVALID_ARGUMENT, 'execId must be a short string', { field: 'execId' })
@@ -308,7 +314,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     const credit = this.openCredit(maxOutputBytes)
     const output = new ExecOutput(credit)
     const abort = new AbortController()
-    const record = this.args.trajectory.exec(execId, argv, opts)
+    const record = unrecorded ? UNRECORDED : this.args.trajectory.exec(execId, argv, opts)
     const terminal = opts.pty !== undefined ? new ExecTerminalControl(opts.pty) : undefined
     this.execs.set(execId, { output, abort, stdin, record, terminal })
     this.lastExecAt = Date.now()
