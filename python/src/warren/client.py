@@ -13,7 +13,8 @@ from .config import resolve_config
 from .errors import invalid
 from .link import CLIENT_ADDRESS, DEFAULTS, Link, LinkDefaults
 from .sandbox import KILL_TIMEOUT_S, Sandbox, SandboxRef
-from .views import ENDED_STATES, KillOutcome, SandboxView, camel_spec
+from .snapshots import delete_snapshot, list_snapshots, resume_of
+from .views import ENDED_STATES, KillOutcome, SandboxView, SnapshotView, camel_spec
 
 CREATE_DEADLINE_MS = 10_000
 
@@ -66,7 +67,13 @@ class AsyncClient:
         return await self._link.request(dict(message), timeout_s, retry)
 
     async def create(self, *, deadline_ms: int | None = None, **spec: Any) -> Sandbox:
-        """Creates one sandbox and waits until it is ready (spec keys in snake_case: ``backend``, ``ttl_ms``, ``limits``...)."""
+        """Creates one sandbox and waits until it is ready.
+
+        Spec keys in snake_case: ``backend``, ``ttl_ms``, ``limits``, ``image``, ``env``, ``labels``,
+        ``network``, ``paused_ttl`` (False: paused time does not count against the TTL),
+        ``deterministic`` (True, or ``{hostname, tz, lang, source_date_epoch, seed}``), ``snapshot``
+        (a snapshot id or ``name:tag`` to start from: its files and its spec, the fields given here
+        laid over it; no ``image`` beside it)."""
         view = await self._link.request(self._create_message(spec, None, deadline_ms), self._create_timeout(deadline_ms))
         return self._handle(SandboxView.from_wire(view))
 
@@ -78,14 +85,24 @@ class AsyncClient:
         return [self._handle(SandboxView.from_wire(v)) for v in views]
 
     async def attach(self, target: Union[str, SandboxRef, Sandbox]) -> Sandbox:
-        """The handle of an existing sandbox, by id or by a (possibly unpickled) handle."""
+        """The handle of an existing sandbox, by id or by a (possibly unpickled) handle.
+
+        A hibernated sandbox is resumed first (created again from its snapshot, with the same id)."""
         sid = target if isinstance(target, str) else target.id
-        view = await self._link.request({"type": "info", "id": sid}, 10.0, retry=True)
-        known = self._handles.get(sid)
-        if known is not None:
-            known.view = SandboxView.from_wire(view)
-            return known
-        return self._handle(SandboxView.from_wire(view))
+        view = SandboxView.from_wire(await self._link.request({"type": "info", "id": sid}, 10.0, retry=True))
+        if view.state == "hibernated":
+            view = await resume_of(self._link, sid)
+        return self._handle(view)
+
+    async def snapshots(self, *, sandbox_id: str | None = None, limit: int | None = None) -> list[SnapshotView]:
+        """The tenant's snapshots, newest first (only those cut from ``sandbox_id`` when given; at most 200)."""
+        return await list_snapshots(self._link, sandbox_id, limit)
+
+    async def delete_snapshot(self, id_or_name: str) -> str:
+        """Deletes a snapshot (by id or ``name:tag``) and returns its id. Sandboxes made from it live on;
+        its layers leave the blob store once nothing uses them. ``NotFoundError`` naming ``id`` for one
+        the tenant has not."""
+        return await delete_snapshot(self._link, id_or_name)
 
     async def list(self, *, labels: Mapping[str, str] | None = None, state: str | None = None, all: bool = False,
                    limit: int | None = None) -> list[SandboxView]:
@@ -153,7 +170,7 @@ class AsyncClient:
         if known is not None:
             known.view = view
             return known
-        sb = Sandbox(self._link, view)
+        sb = Sandbox(self._link, view, self._handle)
         self._handles[view.id] = sb
         return sb
 
