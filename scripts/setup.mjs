@@ -40,7 +40,10 @@ const DEBIAN_PACKAGES = [
   { name: 'python3-pytest', provides: '/usr/lib/python3/dist-packages/pytest/__init__.py' },
   // `pip install ./python` is tested offline: Debian's pip and the setuptools build backend
   { name: 'python3-pip', provides: '/usr/lib/python3/dist-packages/pip/__init__.py' },
-  { name: 'python3-setuptools', provides: '/usr/lib/python3/dist-packages/setuptools/__init__.py' }
+  { name: 'python3-setuptools', provides: '/usr/lib/python3/dist-packages/setuptools/__init__.py' },
+  // microvm sandboxes: QEMU's microvm machine (the guest kernel is extracted from Debian's
+  // linux-image-cloud-amd64 into the node's data dir on first use, not installed here)
+  { name: 'qemu-system-x86', provides: '/usr/bin/qemu-system-x86_64' }
 ]
 
 function log (line) { process.stderr.write(`setup: ${line}\n`) }

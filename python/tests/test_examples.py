@@ -19,7 +19,7 @@ def example(cluster: Cluster, name: str, *args: str) -> subprocess.CompletedProc
 def test_the_rollout_example_scores_a_batch_and_kills_it(cluster: Cluster, client: object) -> None:
     done = example(cluster, "rollout.py", "8", "4")
     assert done.returncode == 0, done.stderr
-    m = re.search(r"batch (\w+): 8 rollouts, mean reward ([\d.]+), (\d+) trajectory entries", done.stdout)
+    m = re.search(r"batch (\w+): 8 rollouts, mean reward ([\d.]+), (\d+) trajectory steps", done.stdout)
     assert m is not None, done.stdout
     assert int(m.group(3)) >= 8 * 4  # three agent commands and the test run each
     assert "rollouts 8/8" in done.stderr

@@ -10,7 +10,7 @@ import { ControlPlaneDefaults, defaultNodeId, startControlPlane, startNode, type
 import { createError, ErrorCodes } from '../errors.js'
 import { configPath, writeConfig } from '../sdk/index.js'
 import { systemCause } from './failure.js'
-import { parsePairs } from './units.js'
+import { parseMilliseconds, parsePairs } from './units.js'
 
 function waitForSignal (): Promise<string> {
   return new Promise((resolve) => {
@@ -41,7 +41,19 @@ function listenRefusal (err: unknown, host: string, port: number): unknown {
   return createError(ErrorCodes.INVALID_ARGUMENT, `cannot listen on ${host} port ${port}: ${systemCause(e)}; choose another with --${field}`, { field, address: host, port, cause: e.code })
 }
 
-export interface UpFlags { port?: string, host?: string, 'data-dir'?: string, 'functions-dir'?: string, shards?: string, 'no-local-node'?: boolean, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean }
+export interface UpFlags {
+  port?: string, host?: string, 'data-dir'?: string, 'functions-dir'?: string, shards?: string, 'no-local-node'?: boolean, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, kernel?: string, 'kernel-modules'?: string,
+  'trajectory-retention'?: string
+}
+
+/** The node's microvm options from `--kernel` / `--kernel-modules`. */
+function kernelOptions (flags: { kernel?: string, 'kernel-modules'?: string }): { microvm?: { kernel: string, kernelModules?: string } } {
+  if (flags.kernel === undefined) {
+    if (flags['kernel-modules'] !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, '--kernel-modules goes with --kernel', { field: 'kernel-modules' })
+    return {}
+  }
+  return { microvm: { kernel: flags.kernel, ...(flags['kernel-modules'] !== undefined ? { kernelModules: flags['kernel-modules'] } : {}) } }
+}
 
 /** `warren up`: prints the URL and an admin token, writes ~/.warren/config.json (0600), runs until a signal. */
 export async function up (flags: UpFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
@@ -49,16 +61,18 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   const port = flags.port !== undefined ? Number(flags.port) : ControlPlaneDefaults.port
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw createError(ErrorCodes.INVALID_ARGUMENT, `--port must be 0-65535, got ${flags.port}`, { field: 'port' })
   const host = flags.host ?? ControlPlaneDefaults.host
+  const retention = flags['trajectory-retention'] !== undefined ? parseMilliseconds(flags['trajectory-retention'], 'trajectory-retention') : undefined
   const cp = await startControlPlane({
     port,
     host,
     dataDir,
-    ...(flags.shards !== undefined ? { shards: Number(flags.shards) } : {})
+    ...(flags.shards !== undefined ? { shards: Number(flags.shards) } : {}),
+    ...(retention !== undefined ? { trajectoryRetentionMs: retention } : {})
   }).catch((err: unknown) => { throw listenRefusal(err, host, port) })
   let node: NodeProcess | undefined
   try {
     if (flags['no-local-node'] !== true) {
-      node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null, dataDir, lazyLayers: flags['no-lazy-layers'] !== true })
+      node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null, dataDir, lazyLayers: flags['no-lazy-layers'] !== true, ...kernelOptions(flags) })
     }
     const token = await cp.createToken('admin', ['admin'])
     const written = writeConfig({ url: cp.url, token })
@@ -79,7 +93,7 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   return 0
 }
 
-export interface NodeFlags { join?: string, token?: string, 'node-id'?: string, 'data-dir'?: string, 'functions-dir'?: string, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, 'egress-host'?: string[] }
+export interface NodeFlags { join?: string, token?: string, 'node-id'?: string, 'data-dir'?: string, 'functions-dir'?: string, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, 'egress-host'?: string[], kernel?: string, 'kernel-modules'?: string }
 
 /** `warren node --join URL --token T`: joins and runs until a signal. */
 export async function node (flags: NodeFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
@@ -92,6 +106,7 @@ export async function node (flags: NodeFlags, until: Promise<unknown> = waitForS
     functionsDir: flags['functions-dir'] ?? null,
     dataDir,
     lazyLayers: flags['no-lazy-layers'] !== true,
+    ...kernelOptions(flags),
     ...(flags['egress-host'] !== undefined ? { egress: { hosts: parsePairs(flags['egress-host'], 'egress-host', 'name=address:port') ?? {} } } : {})
   })
   process.stdout.write(`warren node ${n.nodeId} joined ${flags.join}\n`)

@@ -17,6 +17,12 @@ const LAYER_FLAGS = {
   'no-lazy-layers': { type: 'boolean', help: 'fetch each layer whole before a sandbox starts' }
 } as const
 
+/** The microvm backend's guest kernel, when not Debian's cloud kernel (fetched on first use). */
+const KERNEL_FLAGS = {
+  kernel: { type: 'string', value: 'FILE', help: 'the guest kernel (bzImage) microVMs boot, instead of Debian\'s' },
+  'kernel-modules': { type: 'string', value: 'DIR', help: 'that kernel\'s lib/modules/<release> tree (with modules.dep)' }
+} as const
+
 const DIR_FLAGS = {
   'data-dir': { type: 'string', value: 'DIR', help: 'where state, blobs and layers are kept' },
   'functions-dir': { type: 'string', value: 'DIR', help: 'modules the function backend may run by name' }
@@ -44,7 +50,9 @@ export const COMMANDS: readonly CommandSpec[] = [
       ...DIR_FLAGS,
       shards: { type: 'string', value: 'K', help: 'shards of the sandbox directory' },
       'no-local-node': { type: 'boolean', help: 'control plane only (nodes join with warren node)' },
-      ...LAYER_FLAGS
+      'trajectory-retention': { type: 'string', value: 'DURATION', help: 'how long a trajectory is kept after its sandbox ended (7d; 12h, 90m)' },
+      ...LAYER_FLAGS,
+      ...KERNEL_FLAGS
     },
     run: async ({ values }) => await servers.up(values)
   }),
@@ -57,6 +65,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       'node-id': { type: 'string', value: 'ID', help: 'this node\'s id (kept in the data dir by default)' },
       ...DIR_FLAGS,
       ...LAYER_FLAGS,
+      ...KERNEL_FLAGS,
       'egress-host': { type: 'string', multiple: true, value: 'NAME=ADDR:PORT', help: 'an inside address sandboxes may reach by NAME' }
     },
     run: async ({ values }) => await servers.node(values)
@@ -106,11 +115,11 @@ export const COMMANDS: readonly CommandSpec[] = [
   }),
   command({
     name: 'log',
-    summary: 'what was run in a sandbox (its trajectory)',
+    summary: 'what happened in a sandbox, also after it ended (its trajectory)',
     args: 'ID',
     positionals: { min: 1, max: 1 },
-    flags: {},
-    run: async ({ positionals }) => await commands.log(positionals[0])
+    flags: { json: { type: 'boolean', help: 'JSON lines: the header, then one step per line (bytes as base64)' } },
+    run: async ({ positionals, values }) => await commands.log(positionals[0], values)
   }),
   command({
     name: 'kill',

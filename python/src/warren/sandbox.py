@@ -147,7 +147,7 @@ class Sandbox:
         return await open_session(self, cwd=cwd, env=env, user=user)
 
     async def trajectory(self, from_seq: int | None = None, limit: int | None = None) -> dict[str, Any]:
-        """What was run in the sandbox: ``{entries, nextSeq, dropped}``."""
+        """A page of the sandbox's trajectory: ``{header?, steps, nextSeq, complete}`` (docs/protocol.md, "Trajectories")."""
         msg: dict[str, Any] = {"type": "trajectory", "id": self.id}
         if from_seq is not None:
             msg["fromSeq"] = from_seq

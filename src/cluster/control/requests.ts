@@ -14,6 +14,8 @@ import { parseArgv } from '../spec.js'
 import { badEnvName, isPlainObject, stringMap } from '../spec-fields.js'
 import { RECORD_STATES, type SandboxRecord } from './directory.js'
 import { parseFileRequest } from './file-requests.js'
+import { isDigest } from '../../images/blob/index.js'
+import { TrajectoryDefaults } from '../trajectory/index.js'
 
 /** What an SDK may ask of its session. */
 export type ClientRequest =
@@ -35,6 +37,8 @@ export type ClientRequest =
   | { type: 'exec-resize', id: string, execId: string, cols: number, rows: number }
   | { type: 'stdin', id: string, execId: string, offset: number, data?: Uint8Array, eof?: boolean }
   | { type: 'trajectory', id: string, fromSeq?: number, limit?: number }
+  /** Recorded bytes of a trajectory kept in the blob store (a step's `blob`), one range at a time. */
+  | { type: 'trajectory-blob', id: string, digest: string, offset: number, length: number }
   /** On the wire the file request's fields sit beside `type` and `id`; parsed, they are `req`. */
   | { type: 'files', id: string, req: FileRequest }
   | { type: 'token-create', tenant: string, scopes: Scope[] }
@@ -150,6 +154,16 @@ function execOptions (v: unknown): WireExecOptions {
 
 const id = (r: Obj): string => text(r.id, 'id', RequestLimits.maxIdLength)
 
+function digest (v: unknown): string {
+  if (!isDigest(v)) invalid('digest', 'must be a sha256:<64 hex> digest')
+  return v as string
+}
+
+function blobLength (v: unknown): number {
+  if (positive(v, 'length') > TrajectoryDefaults.maxBlobReadBytes) invalid('length', `must be an integer from 1 to ${TrajectoryDefaults.maxBlobReadBytes}`)
+  return v as number
+}
+
 /** A kill names exactly one of `id`, `ids` (1 to maxKillIds of them) and `labels` (at least one). */
 function kill (r: Obj): Extract<ClientRequest, { type: 'kill' }> {
   const given = (['id', 'ids', 'labels'] as const).filter((k) => r[k] !== undefined)
@@ -188,7 +202,8 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
   'exec-kill': (r) => ({ type: 'exec-kill', id: id(r), execId: execId(r) }),
   'exec-resize': (r) => ({ type: 'exec-resize', id: id(r), execId: execId(r), cols: cells(r.cols, 'cols'), rows: cells(r.rows, 'rows') }),
   stdin: (r) => ({ type: 'stdin', id: id(r), execId: execId(r), offset: count(r.offset, 'offset'), ...opt(r, 'data', bytes), ...opt(r, 'eof', flag) }),
-  trajectory: (r) => ({ type: 'trajectory', id: id(r), ...opt(r, 'fromSeq', count), ...opt(r, 'limit', count) }),
+  trajectory: (r) => ({ type: 'trajectory', id: id(r), ...opt(r, 'fromSeq', count), ...opt(r, 'limit', positive) }),
+  'trajectory-blob': (r) => ({ type: 'trajectory-blob', id: id(r), digest: digest(r.digest), offset: count(r.offset, 'offset'), length: blobLength(r.length) }),
   files: (r) => ({ type: 'files', id: id(r), req: parseFileRequest(r, { text, cText, count, flag, bytes, oneOf, invalid }, RequestLimits.maxPathLength) }),
   'token-create': (r) => {
     const scopes = r.scopes

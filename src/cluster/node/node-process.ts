@@ -13,6 +13,7 @@ import { join } from 'node:path'
 import { ActorSystem, type Ref } from '../../actors/index.js'
 import { ContainerBackendDefaults, ContainerDefaults, createCgroupProvider, createContainerBackend, type CgroupProvider, type ContainerBackend, type EgressProxyOptions } from '../../backends/container/index.js'
 import { createFunctionBackend } from '../../backends/function/index.js'
+import { createMicrovmBackend, MicrovmDefaults, microvmUnavailable } from '../../backends/microvm/index.js'
 import type { Backend, BackendKind } from '../../backends/types.js'
 import { startLayerService, type LayerService } from '../../images/index.js'
 import type { CacheMetrics } from '../../images/blob/index.js'
@@ -22,6 +23,7 @@ import type { NodeCapacity } from '../placement/index.js'
 import { createControlLink, type ControlLinkMessage } from './control-link.js'
 import { createBlobPusher } from './blob-push.js'
 import { createNodeAgent, type NodeAgentOptions } from './node-agent.js'
+import { NodeTrajectories, type ShipAck, type TrajectoryLimits } from '../trajectory/index.js'
 import { cpus, totalmem } from 'node:os'
 
 export interface NodeOptions {
@@ -53,6 +55,10 @@ export interface NodeOptions {
   files?: NodeAgentOptions['files']
   /** Container egress: the operator's pinned names (`{ 'mirror.internal': '10.0.0.5:3141' }`), and a resolver for tests. */
   egress?: EgressProxyOptions
+  /** What sandboxes' trajectories keep (`TrajectoryDefaults`: the record budget, what goes inline). */
+  trajectory?: Partial<TrajectoryLimits>
+  /** MicroVMs: the operator's guest kernel (and its module tree) instead of Debian's. */
+  microvm?: { kernel?: string, kernelModules?: string }
 }
 
 /** Why this machine cannot run container sandboxes, or undefined when it can. */
@@ -109,6 +115,16 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     // Each node its own run directory: a node reclaims what it finds there that it did not journal.
     backends.container = containerBackend = createContainerBackend({ dataDir: join(options.dataDir, 'container'), layerSource, ...(lazy !== undefined ? { lazy } : {}), runDir: join(ContainerDefaults.runDir, nodeId), ...(options.layersDir !== undefined ? { layersDir: options.layersDir } : {}), ...(options.containerPool !== undefined ? { pool: options.containerPool } : {}), ...(options.egress !== undefined ? { egress: options.egress } : {}), cgroups: options.cgroups ?? createCgroupProvider(`warren-${nodeId}`) })
   }
+  if (options.dataDir !== undefined) {
+    const dataDir = join(options.dataDir, 'microvm')
+    const guestDir = MicrovmDefaults.guestDir ?? join(dataDir, 'guest')
+    const why = microvmUnavailable(guestDir, options.microvm?.kernel)
+    if (why === undefined) {
+      // The guest kernel is fetched and unpacked at the first microvm create (once per data dir).
+      const progress = (line: string): void => { process.stderr.write(`warren node ${nodeId}: ${line}\n`) }
+      backends.microvm = createMicrovmBackend({ dataDir, guestDir, layerSource, runDir: join(MicrovmDefaults.runDir, nodeId), cgroups: createCgroupProvider(`warren-${nodeId}-vm`), ...options.microvm, onProgress: progress })
+    }
+  }
   const capacity: NodeCapacity = {
     cpus: cpus().length,
     memoryMiB: Math.floor(totalmem() / 1024 / 1024),
@@ -122,6 +138,17 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     backends: Object.keys(backends) as BackendKind[],
     ...options.capacity
   }
+  const pushBlob = createBlobPusher(options.url, options.joinToken)
+  // The logs outlive the agent actor (a restarted one finds them) and go to the control plane over the control link.
+  const trajectories = new NodeTrajectories({
+    nodeId, pushBlob, ...(options.dataDir !== undefined ? { dir: join(options.dataDir, 'trajectories') } : {}),
+    ...(options.trajectory !== undefined ? { limits: options.trajectory } : {}),
+    send: async (batch) => {
+      const link = control()
+      if (link === undefined) throw new Error('no control link')
+      return await link.ask<ShipAck>({ type: 'ship', batch }, { timeoutMs: 15_000 })
+    }
+  })
   let joined!: () => void
   const joinedOnce = new Promise<void>((resolve) => { joined = resolve })
   const root = system.spawn(createSupervisor({
@@ -132,7 +159,8 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
         id: 'agent',
         start: createNodeAgent({
           nodeId, capacity, backends, report: (event) => control()?.tell({ type: 'event', event }),
-          pushBlob: createBlobPusher(options.url, options.joinToken),
+          pushBlob,
+          trajectories,
           ...(options.output !== undefined ? { output: options.output } : {}),
           ...(options.files !== undefined ? { files: options.files } : {})
         }),
@@ -148,6 +176,9 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
           capacity,
           registry: 'cp/registry',
           directory: 'cp/directory',
+          trajectories: 'cp/trajectories',
+          onSession: () => trajectories.linkUp(),
+          onLinkDown: () => trajectories.linkDown(),
           ...(options.heartbeatEveryMs !== undefined ? { heartbeatEveryMs: options.heartbeatEveryMs } : {}),
           ...(options.link !== undefined ? { link: options.link } : {}),
           onJoined: () => joined()
@@ -169,6 +200,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     async close () {
       await system.stop(root, 15_000)
       await system.shutdown(1000)
+      trajectories.close()
       await Promise.all(Object.values(backends).map((b) => b.close().catch(() => {})))
       await lazy?.close().catch(() => {})
     }

@@ -7,6 +7,8 @@
  *       serves the protocol on a Unix socket it binds (no namespaces: for protocol tests).
  *   warren-init agent --stream DEVICE
  *       serves one stream device, such as a VM's virtio serial port, reopening it on hang-up.
+ *   warren-init vm   (or as /init, PID 1, of warren's initramfs)
+ *       sets up a microVM's guest and serves its virtio serial port. See vm.c.
  *
  * The protocol is described in protocol.h. */
 #define _GNU_SOURCE
@@ -18,6 +20,7 @@
 #include <unistd.h>
 #include "agent.h"
 #include "sandbox.h"
+#include "vm.h"
 
 static int listen_on(const char *path)
 {
@@ -36,6 +39,7 @@ static int listen_on(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "launch")) return launch_main(argc - 2, argv + 2);
+	if ((argc == 2 && !strcmp(argv[1], "vm")) || (argc == 1 && getpid() == 1 && !strcmp(argv[0], "/init"))) return vm_main();
 	if (argc == 4 && !strcmp(argv[1], "agent") && !strcmp(argv[2], "--socket")) {
 		int fd = listen_on(argv[3]);
 		return fd < 0 ? 1 : agent_run(fd, NULL);
@@ -45,6 +49,6 @@ int main(int argc, char **argv)
 		printf("warren-init protocol %d\n", WARREN_PROTOCOL_VERSION);
 		return 0;
 	}
-	fprintf(stderr, "usage: warren-init launch ... | agent --socket PATH | agent --stream DEVICE | version\n");
+	fprintf(stderr, "usage: warren-init launch ... | agent --socket PATH | agent --stream DEVICE | vm | version\n");
 	return 2;
 }

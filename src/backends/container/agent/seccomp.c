@@ -15,8 +15,16 @@ struct filter_prog { unsigned short len; const struct filter_insn *insns; };
 
 #include "seccomp-policy.h"
 
+static int disabled;
+
+void seccomp_disable_for_vm(void)
+{
+	disabled = 1;
+}
+
 int seccomp_install_command_filter(void)
 {
+	if (disabled) return 0;
 	struct filter_prog prog = { (unsigned short)(sizeof seccomp_policy / sizeof seccomp_policy[0]), seccomp_policy };
 	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER_, &prog, 0, 0) < 0 ? -1 : 0;
 }

@@ -1,0 +1,45 @@
+/**
+ * Tunable defaults of the microvm backend, in one place. What the agent protocol fixes is in
+ * `AgentLimits` (container/protocol.ts): the guest runs the same agent.
+ */
+export const MicrovmDefaults = {
+  /** QEMU (Debian qemu-system-x86); WARREN_QEMU_PATH overrides it. */
+  qemuPath: process.env.WARREN_QEMU_PATH ?? '/usr/bin/qemu-system-x86_64',
+  /** Where each VM gets `<id>/` with its sockets (agent, QMP, console) and pid file. */
+  runDir: '/run/warren/vms',
+  /**
+   * Where the guest kernel, initramfs and module disk are kept; default `<dataDir>/guest`.
+   * WARREN_GUEST_DIR lets nodes on one machine (tests) share one copy.
+   */
+  guestDir: process.env.WARREN_GUEST_DIR,
+  /** The Debian package whose kernel the guest runs (its dependency names the real one). */
+  kernelPackage: 'linux-image-cloud-amd64',
+  /** Modules the guest needs to boot (with their dependencies); built-in ones are skipped. */
+  bootModules: ['virtio_mmio', 'virtio_blk', 'virtio_console', 'virtio_balloon', 'erofs', 'overlay'] as readonly string[],
+  /** A guest below this cannot boot the kernel and the agent with room to run anything. */
+  minMemoryMiB: 128,
+  /** Guest memory, writable layer and process limit when a spec names no limits. */
+  memoryMiB: 512,
+  diskMiB: 1024,
+  pids: 4096,
+  /** Most vCPUs one VM gets, whatever it asks for. */
+  maxVcpus: 16,
+  /** TCG's translated-code cache (QEMU's default is 1 GiB): bounded, so the host cgroup can be. */
+  tcgCacheMiB: 64,
+  /** QEMU's own memory beyond the guest's (devices, I/O buffers, its heap), charged to its cgroup. */
+  qemuOverheadMiB: 160,
+  /** Threads QEMU may have (vCPUs, I/O workers, RCU, main): its cgroup's pids limit. */
+  qemuPids: 128,
+  /** From starting QEMU to it having its sockets up (it daemonizes then). */
+  startTimeoutMs: 15_000,
+  /** From starting QEMU to the agent answering inside (TCG boots in seconds, slower when loaded); under the node's 60 s for a start. */
+  bootTimeoutMs: 55_000,
+  /** How long a QMP quit is given before SIGKILL. */
+  quitTimeoutMs: 3_000,
+  /** How long destroy waits for QEMU to end and its cgroup to empty. */
+  destroyTimeoutMs: 10_000,
+  /** QMP commands other than quit. */
+  qmpTimeoutMs: 5_000,
+  /** The console's last bytes kept during boot, to say why a boot failed. */
+  consoleTailBytes: 8192
+}

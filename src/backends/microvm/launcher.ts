@@ -1,0 +1,222 @@
+/**
+ * Starting and ending one microVM on the host. QEMU is started inside the VM's cgroups (a shell
+ * joins them, then execs QEMU, so every page and thread is charged from the first), daemonizes
+ * once its sockets listen, and outlives the node agent; `LaunchedVm` is plain data, so a node
+ * can journal it and end or re-adopt the VM after a restart.
+ */
+import { spawn } from 'node:child_process'
+import { mkdir, readFile, rm } from 'node:fs/promises'
+import { createConnection } from 'node:net'
+import { join } from 'node:path'
+import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
+import { connectAgent, type AgentClient } from '../container/agent-client.js'
+import { isAlive, processInfo } from '../container/proc.js'
+import { MicrovmDefaults } from './defaults.js'
+import type { GuestImage } from './guest/index.js'
+import { connectQmp } from './qmp.js'
+import { qemuArgs, type VmPlan } from './qemu-args.js'
+
+/** What `launchVm` needs. */
+export interface LaunchVmOptions {
+  /** Unique among the node's VMs: 1-63 of [A-Za-z0-9._-]. */
+  id: string
+  /** The hostname inside (default the id). */
+  hostname?: string
+  /** EROFS image files, bottom layer first. */
+  layers: readonly string[]
+  guest: GuestImage
+  vcpus: number
+  memoryMiB: number
+  diskMiB: number
+  pids: number
+  accel: 'kvm' | 'tcg'
+  tscKhz?: number
+  /** Cgroup directories QEMU runs in, one per hierarchy. */
+  cgroups?: readonly string[]
+  runDir?: string
+  qemuPath?: string
+  bootTimeoutMs?: number
+  /** Kernel parameters added for this VM (e.g. `warren.debug=1`). */
+  extraCmdline?: string
+  /** Called as soon as QEMU runs, before the boot is waited for: journal it here. */
+  onStarted?: (vm: LaunchedVm) => void
+}
+
+/** A running VM, as plain data (journal it as JSON). */
+export interface LaunchedVm {
+  readonly id: string
+  /** QEMU's PID and start time (clock ticks since boot), telling it apart from a later process with the PID. */
+  readonly pid: number
+  readonly startTime: number
+  /** The VM's host directory: its sockets and pid file. */
+  readonly dir: string
+  readonly agentSocket: string
+  readonly qmpSocket: string
+  readonly accel: 'kvm' | 'tcg'
+  readonly vcpus: number
+  readonly memoryMiB: number
+  /** From starting QEMU to the agent answering; 0 until then. */
+  readonly bootMs: number
+}
+
+const ID_PATTERN = /^[A-Za-z0-9._-]{1,63}$/
+// sockaddr_un.sun_path is 108 bytes including the terminating NUL.
+const MAX_SOCKET_PATH = 107
+// Joins each cgroup named after the count, then becomes QEMU: `sh -c SCRIPT sh N procs... qemu args...`.
+const JOIN_AND_EXEC = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || exit 125; shift; n=$((n - 1)); done; exec "$@"'
+
+/**
+ * Starts a VM and returns once its agent answers.
+ * @throws WARREN_ERR_INVALID_ARGUMENT (bad id, path too long), WARREN_ERR_TIMEOUT (no answer in
+ *   `bootTimeoutMs`), WARREN_ERR_BACKEND_UNAVAILABLE (QEMU refused or the guest died; `details.console`
+ *   holds the console's last lines)
+ */
+export async function launchVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, agent: AgentClient }> {
+  const started = performance.now()
+  if (!ID_PATTERN.test(opts.id)) throw createError(ErrorCodes.INVALID_ARGUMENT, `VM id ${JSON.stringify(opts.id)} must be 1-63 of [A-Za-z0-9._-]`, { field: 'id' })
+  const hostname = opts.hostname ?? opts.id
+  if (!ID_PATTERN.test(hostname)) throw createError(ErrorCodes.INVALID_ARGUMENT, `hostname ${JSON.stringify(hostname)} must be 1-63 of [A-Za-z0-9._-]`, { field: 'hostname' })
+  if (opts.layers.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'a VM needs at least one layer', { field: 'layers' })
+  const dir = join(opts.runDir ?? MicrovmDefaults.runDir, opts.id)
+  const plan: VmPlan = {
+    id: opts.id,
+    hostname,
+    layers: opts.layers,
+    kernel: opts.guest.kernel,
+    initrd: opts.guest.initrd,
+    ...(opts.guest.modulesDisk !== undefined ? { modulesDisk: opts.guest.modulesDisk } : {}),
+    vcpus: opts.vcpus,
+    memoryMiB: opts.memoryMiB,
+    diskMiB: opts.diskMiB,
+    pids: opts.pids,
+    accel: opts.accel,
+    ...(opts.tscKhz !== undefined ? { tscKhz: opts.tscKhz } : {}),
+    agentSocket: join(dir, 'agent.sock'),
+    qmpSocket: join(dir, 'qmp.sock'),
+    consoleSocket: join(dir, 'con.sock'),
+    pidFile: join(dir, 'qemu.pid'),
+    ...(opts.extraCmdline !== undefined ? { extraCmdline: opts.extraCmdline } : {})
+  }
+  for (const s of [plan.agentSocket, plan.qmpSocket, plan.consoleSocket]) {
+    if (Buffer.byteLength(s) > MAX_SOCKET_PATH) throw createError(ErrorCodes.INVALID_ARGUMENT, `socket path ${s} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter runDir`, { field: 'runDir' })
+  }
+  await rm(dir, { recursive: true, force: true })
+  await mkdir(dir, { recursive: true, mode: 0o700 })
+  let vm: LaunchedVm | undefined
+  try {
+    await startQemu(opts.qemuPath ?? MicrovmDefaults.qemuPath, qemuArgs(plan), opts.cgroups ?? [])
+    const pid = Number.parseInt(await readFile(plan.pidFile, 'utf8'), 10)
+    const info = Number.isInteger(pid) && pid > 0 ? await processInfo(pid) : undefined
+    if (info === undefined) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `QEMU of VM ${opts.id} died right after start`, { reason: 'launch-failed' })
+    vm = { id: opts.id, pid, startTime: info.startTime, dir, agentSocket: plan.agentSocket, qmpSocket: plan.qmpSocket, accel: opts.accel, vcpus: opts.vcpus, memoryMiB: opts.memoryMiB, bootMs: 0 }
+    opts.onStarted?.(vm)
+    const console = readConsole(plan.consoleSocket)
+    try {
+      const agent = await waitForAgent(vm, opts.bootTimeoutMs ?? MicrovmDefaults.bootTimeoutMs, console.tail)
+      return { vm: { ...vm, bootMs: performance.now() - started }, agent }
+    } finally {
+      console.close()
+    }
+  } catch (err) {
+    if (vm !== undefined) await destroyVm(vm).catch(() => {})
+    else await rm(dir, { recursive: true, force: true }).catch(() => {})
+    throw err
+  }
+}
+
+/** Runs QEMU (joining `cgroups` first); resolves once it has daemonized, its sockets listening. */
+function startQemu (qemu: string, args: string[], cgroups: readonly string[]): Promise<void> {
+  const [cmd, argv] = cgroups.length > 0
+    ? ['/bin/sh', ['-c', JOIN_AND_EXEC, 'sh', String(cgroups.length), ...cgroups.map((d) => join(d, 'cgroup.procs')), qemu, ...args]]
+    : [qemu, args]
+  return new Promise((resolve, reject) => {
+    // An empty environment: nothing of the node's reaches QEMU.
+    const child = spawn(cmd, argv, { stdio: ['ignore', 'ignore', 'pipe'], env: {} })
+    let errText = ''
+    child.stderr.setEncoding('utf8').on('data', (s: string) => { if (errText.length < 4096) errText += s })
+    const timer = setTimeout(() => { child.kill('SIGKILL') }, MicrovmDefaults.startTimeoutMs)
+    child.once('error', (err) => {
+      clearTimeout(timer)
+      reject(createError(ErrorCodes.BACKEND_UNAVAILABLE, `cannot run ${qemu}: ${err.message}`, { reason: 'no-qemu' }))
+    })
+    // With -daemonize the first process exits 0 once the daemon is set up (which then lets go of
+    // stderr), non-zero with why: 'close' comes after both, with all of stderr read.
+    child.once('close', (code, signal) => {
+      clearTimeout(timer)
+      if (code === 0) { resolve(); return }
+      const message = errText.trim() || (code === 125 ? 'joining its cgroups failed' : `QEMU exited with ${code ?? signal}`)
+      reject(createError(ErrorCodes.BACKEND_UNAVAILABLE, `QEMU refused to start: ${message}`, { reason: 'launch-failed', message }))
+    })
+  })
+}
+
+/** Keeps the last bytes the guest writes to its console, while connected. */
+function readConsole (path: string): { tail: () => string, close: () => void } {
+  let kept = ''
+  const socket = createConnection({ path })
+  socket.on('error', () => {})
+  socket.setEncoding('utf8')
+  socket.on('data', (s: string) => { kept = (kept + s).slice(-MicrovmDefaults.consoleTailBytes) })
+  return { tail: () => kept.trim(), close: () => socket.destroy() }
+}
+
+/** Connects to the agent's port and waits for its first answer, or for QEMU to end, or the deadline. */
+async function waitForAgent (vm: LaunchedVm, timeoutMs: number, consoleTail: () => string): Promise<AgentClient> {
+  const deadline = Date.now() + timeoutMs
+  const failed = (why: string): Error => createError(ErrorCodes.BACKEND_UNAVAILABLE, `VM ${vm.id} did not boot: ${why}`, { reason: 'boot-failed', console: consoleTail().slice(-2000) })
+  const agent = await connectAgent(vm.agentSocket)
+  try {
+    for (;;) {
+      // What is written before the guest opens its port waits in the socket: one ping is enough
+      // unless it times out on a slow boot.
+      const left = deadline - Date.now()
+      if (left <= 0) throw createError(ErrorCodes.TIMEOUT, `VM ${vm.id} did not boot within ${timeoutMs} ms`, { timeoutMs, console: consoleTail().slice(-2000) })
+      let timer: NodeJS.Timeout | undefined
+      const answered = await Promise.race([
+        agent.ping().then(() => true, (err: unknown) => {
+          if (isWarrenError(err, ErrorCodes.TIMEOUT)) return false
+          throw err
+        }),
+        new Promise<boolean>((resolve) => { timer = setTimeout(() => resolve(false), left) })
+      ]).finally(() => clearTimeout(timer))
+      if (answered) return agent
+      if (!await isAlive(vm.pid, vm.startTime)) throw failed('QEMU ended')
+    }
+  } catch (err) {
+    await agent.close().catch(() => {})
+    if (isWarrenError(err, ErrorCodes.CONNECTION_CLOSED) || isWarrenError(err, ErrorCodes.SANDBOX_GONE)) throw failed('QEMU ended')
+    throw err
+  }
+}
+
+/**
+ * Ends a VM and removes its host directory: QMP quit, SIGKILL if QEMU is still there after
+ * `MicrovmDefaults.quitTimeoutMs`, then waits until it is gone. Idempotent: a VM already gone
+ * only has its directory removed.
+ * @throws WARREN_ERR_TIMEOUT when QEMU outlives SIGKILL
+ */
+export async function destroyVm (vm: LaunchedVm, opts: { timeoutMs?: number } = {}): Promise<void> {
+  const deadline = Date.now() + (opts.timeoutMs ?? MicrovmDefaults.destroyTimeoutMs)
+  if (await isAlive(vm.pid, vm.startTime)) {
+    const quitBy = Date.now() + MicrovmDefaults.quitTimeoutMs
+    try {
+      const qmp = await connectQmp(vm.qmpSocket, MicrovmDefaults.quitTimeoutMs)
+      // QEMU may close the socket before the reply: the process ending is what counts.
+      await qmp.execute('quit', undefined, MicrovmDefaults.quitTimeoutMs).catch(() => {})
+      qmp.close()
+    } catch { /* no monitor to ask: SIGKILL below */ }
+    while (Date.now() < quitBy && await isAlive(vm.pid, vm.startTime)) await pause(5)
+    if (await isAlive(vm.pid, vm.startTime)) {
+      try { process.kill(vm.pid, 'SIGKILL') } catch { /* ended meanwhile */ }
+    }
+  }
+  while (await isAlive(vm.pid, vm.startTime)) {
+    if (Date.now() > deadline) throw createError(ErrorCodes.TIMEOUT, `VM ${vm.id} (QEMU pid ${vm.pid}) outlived SIGKILL`, { id: vm.id, pid: vm.pid })
+    await pause(5)
+  }
+  await rm(vm.dir, { recursive: true, force: true })
+}
+
+function pause (ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}

@@ -1,0 +1,117 @@
+/**
+ * The QEMU command line of one microVM, as a pure function of what the VM is, so it can be
+ * checked without starting anything. The machine is `-M microvm` (virtio-mmio devices, no PCI,
+ * no firmware beyond qboot) with `-nodefaults`: every device is one asked for here.
+ *
+ *   disks    each layer read-only as virtio-blk, serial `warren-l<i>` (0 = bottom); the kernel's
+ *            module tree as `warren-mods`; the guest finds them by serial, not by probe order
+ *   agent    virtio-serial port `warren.agent` on a chardev socket the node connects to
+ *   control  QMP on a second socket; the console (ttyS0) on a third, read during boot only
+ *   network  none (`-nic none`): the guest has loopback only
+ */
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs'
+import { MicrovmDefaults } from './defaults.js'
+
+/** What one VM is made of. */
+export interface VmPlan {
+  id: string
+  /** Hostname inside. */
+  hostname: string
+  /** EROFS images, bottom first. */
+  layers: readonly string[]
+  kernel: string
+  initrd: string
+  modulesDisk?: string
+  vcpus: number
+  memoryMiB: number
+  /** The guest's writable layer (a tmpfs); 0: unbounded (up to its memory). */
+  diskMiB: number
+  /** Processes the guest may have; 0: unbounded. */
+  pids: number
+  accel: 'kvm' | 'tcg'
+  /** Under TCG: the host's TSC rate, so the guest need not calibrate it (that fails on a busy host). */
+  tscKhz?: number
+  agentSocket: string
+  qmpSocket: string
+  consoleSocket: string
+  pidFile: string
+  /** Kernel parameters added at the end (e.g. `warren.debug=1`). */
+  extraCmdline?: string
+}
+
+/** A value inside a QEMU option list, where a comma separates options unless doubled. */
+function opt (value: string): string {
+  return value.replace(/,/g, ',,')
+}
+
+/** The kernel command line: quiet, powering off on panic, and the agent's parameters. */
+export function kernelCmdline (plan: VmPlan): string {
+  const parts = ['console=ttyS0', 'quiet', 'panic=-1', 'reboot=triple']
+  // Without kvmclock (TCG) the kernel calibrates the TSC against the PIT, which a starved vCPU
+  // thread gets wrong, leaving no clock at all; told the rate, it skips that.
+  if (plan.accel === 'tcg' && plan.tscKhz !== undefined) parts.push(`tsc_early_khz=${plan.tscKhz}`, 'tsc=reliable', 'no_timer_check')
+  parts.push(`warren.id=${plan.hostname}`, `warren.layers=${plan.layers.length}`, `warren.disk=${plan.diskMiB}`, `warren.pids=${plan.pids}`)
+  if (plan.modulesDisk !== undefined) parts.push('warren.mods=1')
+  if (plan.extraCmdline !== undefined && plan.extraCmdline !== '') parts.push(plan.extraCmdline)
+  return parts.join(' ')
+}
+
+/** QEMU's arguments (after the program name) for `plan`. */
+export function qemuArgs (plan: VmPlan): string[] {
+  const args = [
+    '-name', `warren-${plan.id}`,
+    '-M', 'microvm,x-option-roms=off',
+    '-accel', plan.accel === 'tcg' ? `tcg,tb-size=${MicrovmDefaults.tcgCacheMiB}` : 'kvm',
+    '-cpu', plan.accel === 'kvm' ? 'host' : 'max',
+    '-smp', String(plan.vcpus),
+    '-m', `${plan.memoryMiB}M`,
+    '-nodefaults', '-no-user-config', '-display', 'none', '-nic', 'none', '-no-reboot',
+    // QEMU runs as root: its own seccomp filter takes obsolete calls and scheduler control from
+    // it. (spawn=deny and elevateprivileges=deny would also forbid what -daemonize does.)
+    '-sandbox', 'on,obsolete=deny,resourcecontrol=deny',
+    '-kernel', plan.kernel,
+    '-initrd', plan.initrd,
+    '-append', kernelCmdline(plan)
+  ]
+  const disk = (file: string, id: string, serial: string): void => {
+    args.push('-drive', `file=${opt(file)},format=raw,readonly=on,if=none,id=${id}`, '-device', `virtio-blk-device,drive=${id},serial=${serial}`)
+  }
+  plan.layers.forEach((layer, i) => disk(layer, `l${i}`, `warren-l${i}`))
+  if (plan.modulesDisk !== undefined) disk(plan.modulesDisk, 'mods', 'warren-mods')
+  args.push(
+    // Free page reporting: pages the guest frees once the driver runs go back to the host
+    // instead of staying charged to QEMU (~20 MiB of an idle guest here; what the kernel freed
+    // before, its decompression scratch above all, stays).
+    '-device', 'virtio-balloon-device,free-page-reporting=on',
+    '-device', 'virtio-serial-device,max_ports=2',
+    '-chardev', `socket,id=agent,path=${opt(plan.agentSocket)},server=on,wait=off`,
+    '-device', 'virtserialport,chardev=agent,name=warren.agent,id=agent0',
+    '-chardev', `socket,id=qmp,path=${opt(plan.qmpSocket)},server=on,wait=off`,
+    '-mon', 'chardev=qmp,mode=control',
+    '-chardev', `socket,id=con,path=${opt(plan.consoleSocket)},server=on,wait=off`,
+    '-serial', 'chardev:con',
+    '-daemonize', '-pidfile', plan.pidFile
+  )
+  return args
+}
+
+/** KVM when /dev/kvm can be opened, else TCG (slower, but needs nothing of the host). */
+export function detectAccel (): 'kvm' | 'tcg' {
+  try {
+    accessSync('/dev/kvm', constants.R_OK | constants.W_OK)
+    return 'kvm'
+  } catch {
+    return 'tcg'
+  }
+}
+
+/**
+ * The host's TSC rate in kHz, which a TCG guest's TSC runs at (QEMU reads the host's), from
+ * /proc/cpuinfo; undefined where it says none.
+ */
+export function hostTscKhz (): number | undefined {
+  if (!existsSync('/proc/cpuinfo')) return undefined
+  const mhz = /^cpu MHz\s*:\s*([0-9.]+)/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1]
+  const khz = mhz !== undefined ? Math.round(Number(mhz) * 1000) : NaN
+  return Number.isFinite(khz) && khz > 0 ? khz : undefined
+}

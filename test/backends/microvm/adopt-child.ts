@@ -1,0 +1,17 @@
+/**
+ * A node agent stand-in for the adopt test, run as its own process so it can be killed with
+ * SIGKILL: makes a VM on the given data dir, leaves a file and a background process in it,
+ * prints the VM as JSON, then waits to be killed.
+ *
+ *   node adopt-child.js DATA_DIR RUN_DIR CGROUP_PARENT GUEST_DIR
+ */
+import { createCgroupProvider } from '../../../src/backends/container/index.js'
+import { createMicrovmBackend } from '../../../src/backends/microvm/index.js'
+
+const [dataDir, runDir, parent, guestDir] = process.argv.slice(2)
+const b = createMicrovmBackend({ dataDir: dataDir!, runDir: runDir!, guestDir: guestDir!, cgroups: createCgroupProvider(parent!) })
+const h = await b.create({ id: 'adoptee', limits: { cpus: 1, memoryMiB: 192, diskMiB: 16, pids: 64 }, meta: { who: 'the first agent' } })
+await b.files.write(h, '/root/note', new TextEncoder().encode('written before the crash'))
+await b.exec(h, ['sh', '-c', 'sleep 1000 >/dev/null 2>&1 &'])
+process.stdout.write(JSON.stringify(b.vm(h)) + '\n')
+setInterval(() => {}, 60_000)

@@ -1,0 +1,57 @@
+import { spawn } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { createCgroupProvider, isAlive } from '../../../src/backends/container/index.js'
+import type { LaunchedVm } from '../../../src/backends/microvm/index.js'
+import { timed } from '../../support/index.js'
+import { assertGone, CGROUP_PARENT, GUEST_DIR, leftoverCgroups, newBackend, registerLeftoverCheck, runDir, sh, vmTest } from './helpers.js'
+
+const here = dirname(fileURLToPath(import.meta.url))
+
+vmTest('kill -9 of the node agent, then a new backend on the same data dir re-adopts the running VM and reclaims the rest', timed(120_000, async (defer) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'warren-adopt-'))
+  defer(() => rmSync(dataDir, { recursive: true, force: true }))
+  const dir = await runDir()
+  const child = spawn(process.execPath, [join(here, 'adopt-child.js'), dataDir, dir, CGROUP_PARENT, GUEST_DIR], { stdio: ['ignore', 'pipe', 'pipe'] })
+  defer(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL') })
+  const vm = await new Promise<LaunchedVm>((resolve, reject) => {
+    let out = ''
+    child.stdout.on('data', (b: Buffer) => { out += b.toString(); if (out.includes('\n')) resolve(JSON.parse(out) as LaunchedVm) })
+    child.stderr.on('data', (b: Buffer) => { out += b.toString() })
+    child.once('exit', (code) => reject(new Error(`the first agent exited with ${code}: ${out}`)))
+  })
+  defer(async () => { if (await isAlive(vm.pid, vm.startTime)) process.kill(vm.pid, 'SIGKILL') })
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  child.kill('SIGKILL')
+  await exited
+  assert.ok(await isAlive(vm.pid, vm.startTime), 'QEMU outlived the agent')
+
+  // Leftovers a crash can leave: a record of a VM long dead, a directory nobody journaled, a group nobody uses.
+  writeFileSync(join(dataDir, 'journal', 'ghost.json'), JSON.stringify({ vm: { ...vm, id: 'ghost', pid: 999_999_999, dir: join(dir, 'ghost') }, meta: {}, claimed: true, refs: [] }))
+  mkdirSync(join(dir, 'stray'))
+  await createCgroupProvider(CGROUP_PARENT).create('stray', { memoryMiB: 64 })
+
+  const b = await newBackend(dataDir)
+  defer(() => b.close())
+  const adopted = await b.adopt!()
+  assert.equal(adopted.map((a) => a.handle.id), ['adoptee'])
+  assert.equal(adopted[0]!.meta, { who: 'the first agent' })
+  const h = adopted[0]!.handle
+  assert.is(b.vm(h)!.pid, vm.pid, 'the same QEMU, not a new boot')
+  assert.is((await sh(b, h, 'cat /root/note')), 'written before the crash')
+  assert.match(await sh(b, h, 'ps'), /sleep 1000/, 'its processes ran on')
+  assert.equal(readdirSync(join(dataDir, 'journal')), ['adoptee.json'], 'the ghost record is gone')
+  assert.equal(readdirSync(dir), ['adoptee'], 'the stray directory is gone')
+  assert.equal(leftoverCgroups('stray'), [], 'the stray group is gone')
+
+  await b.kill(h)
+  await assertGone(vm)
+  assert.not.ok(existsSync(join(dataDir, 'journal', 'adoptee.json')))
+}))
+
+registerLeftoverCheck()
+test.run()

@@ -1,0 +1,101 @@
+/**
+ * Helpers of the microvm tests: real VMs (root, QEMU, TCG here) on the busybox layer, with one
+ * guest kernel kept between runs, a run directory and cgroup parent per test file, and the
+ * check that nothing of a killed VM is left on the host.
+ */
+import { existsSync, readdirSync } from 'node:fs'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { createCgroupProvider, detectLayout, isAlive } from '../../../src/backends/container/index.js'
+import { createMicrovmBackend, microvmUnavailable, type LaunchedVm, type MicrovmBackend, type MicrovmBackendOptions } from '../../../src/backends/microvm/index.js'
+import type { ExecOptions, ExecResult, SandboxHandle } from '../../../src/backends/types.js'
+
+/** The guest kernel, initramfs and module disk, made once and kept between runs (the download is 27 MB). */
+export const GUEST_DIR = '/var/tmp/warren-test-guest'
+
+/** Why these tests cannot run here, or undefined when they can. */
+export const skipReason: string | undefined = microvmUnavailable(GUEST_DIR)
+if (skipReason !== undefined) process.stderr.write(`microvm tests skipped: ${skipReason}\n`)
+
+/** Registers a uvu test, or skips it when VMs cannot run here. */
+export function vmTest (name: string, fn: () => Promise<void>): void {
+  if (skipReason === undefined) test(name, fn)
+  else test.skip(name, fn)
+}
+
+export const text = (b: Uint8Array): string => new TextDecoder().decode(b)
+export const bytes = (s: string): Uint8Array => new TextEncoder().encode(s)
+
+/** This file's cgroup parent and run directory (short: socket paths must stay under 108 bytes). */
+export const CGROUP_PARENT = `warren-vmtest-${process.pid}`
+let runDirP: Promise<string> | undefined
+export function runDir (): Promise<string> {
+  runDirP ??= mkdtemp(join(tmpdir(), 'wvm-'))
+  return runDirP
+}
+
+/** A backend on `dataDir` with this file's run directory and cgroup parent. */
+export async function newBackend (dataDir: string, over: Partial<MicrovmBackendOptions> = {}): Promise<MicrovmBackend> {
+  return createMicrovmBackend({ dataDir, guestDir: GUEST_DIR, runDir: await runDir(), cgroups: createCgroupProvider(CGROUP_PARENT), ...over })
+}
+
+/** What `run` collects: the result, both streams, and every chunk in arrival order. */
+export interface Ran extends ExecResult {
+  stdout: string
+  stderr: string
+  events: Array<['out' | 'err', string]>
+}
+
+/** Runs a command in a VM and collects its output as text. */
+export async function run (b: MicrovmBackend, h: SandboxHandle, argv: string[], opts: ExecOptions = {}): Promise<Ran> {
+  const events: Ran['events'] = []
+  let stdout = ''
+  let stderr = ''
+  const r = await b.exec(h, argv, {
+    ...opts,
+    onStdout: (c) => { const s = text(c); stdout += s; events.push(['out', s]) },
+    onStderr: (c) => { const s = text(c); stderr += s; events.push(['err', s]) }
+  })
+  return { ...r, stdout, stderr, events }
+}
+
+/** Runs `sh -c script`, failing the test on a non-zero exit; returns its stdout. */
+export async function sh (b: MicrovmBackend, h: SandboxHandle, script: string, opts: ExecOptions = {}): Promise<string> {
+  const r = await run(b, h, ['sh', '-c', script], opts)
+  assert.is(r.exitCode, 0, `sh -c ${JSON.stringify(script)} exited ${r.exitCode}: ${r.stderr}`)
+  return r.stdout
+}
+
+/** The median of some numbers. */
+export function p50 (values: number[]): number {
+  const s = [...values].sort((a, b) => a - b)
+  return s.length === 0 ? NaN : s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2
+}
+
+/** The cgroup directories of a VM that still exist, in every hierarchy. */
+export function leftoverCgroups (id: string): string[] {
+  return Object.values(detectLayout()).map((p) => join(p.mount, CGROUP_PARENT, id)).filter((d) => existsSync(d))
+}
+
+/** Asserts nothing of `vm` is left: no QEMU, no directory, no cgroup. */
+export async function assertGone (vm: LaunchedVm): Promise<void> {
+  assert.not.ok(await isAlive(vm.pid, vm.startTime), `QEMU ${vm.pid} of ${vm.id} still runs`)
+  assert.not.ok(existsSync(vm.dir), `${vm.dir} is left`)
+  assert.equal(leftoverCgroups(vm.id), [], 'its cgroups are left')
+}
+
+/** The file's last check: the run directory and the cgroup parent are empty, then removed. */
+export function registerLeftoverCheck (): void {
+  vmTest('leaves no VM directory or cgroup behind', async () => {
+    const dir = await runDir()
+    assert.equal(existsSync(dir) ? readdirSync(dir) : [], [], 'VM directories remain')
+    await rm(dir, { recursive: true, force: true })
+    for (const p of Object.values(detectLayout())) {
+      const parent = join(p.mount, CGROUP_PARENT)
+      if (existsSync(parent)) assert.equal(readdirSync(parent, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name), [], `groups under ${parent}`)
+    }
+  })
+}
