@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import warren
-from support import label
+from support import completed, label
 
 SPEC: dict[str, Any] = {"backend": "container", "ttl_ms": 120_000, "limits": {"memory_mib": 128, "cpus": 0.25}}
 SNAP_ID = re.compile(r"^snap-[0-9a-z]{16}$")
@@ -45,8 +45,13 @@ async def test_a_file_written_before_a_fork_is_in_each_of_three_forks_and_a_chan
             assert await cat(other, "/work/f") == "before\n"
             assert (await other.exec(["test", "-e", "/work/g"])).exit_code == 1
         assert [s.id for s in await async_client.snapshots(sandbox_id=sb.id)] == [r.snapshot.id]
+        fork_page = await async_client.trajectory(forks[1].id)
+        assert fork_page.header is not None and fork_page.header.snapshot == r.snapshot.id
+        assert fork_page.header.layers == r.snapshot.layers
     finally:
         await async_client.kill(labels=mine)
+    cut = [s for s in await completed(async_client, sb.id) if isinstance(s, warren.SnapshotStep)]
+    assert [(s.snapshot, s.layer) for s in cut] == [(r.snapshot.id, r.snapshot.layers[-1])]
 
 
 @pytest.mark.deadline(60)
@@ -97,6 +102,9 @@ async def test_a_paused_sandbox_refuses_exec_and_files_naming_its_state_and_goes
         assert (await sb.exec("cat /f")).stdout == "x"
     finally:
         await sb.kill()
+    steps = await completed(async_client, sb.id)
+    assert [s.kind for s in steps] == ["write", "pause", "resume", "exec"], "refused commands are not steps"
+    assert isinstance(steps[1], warren.PauseStep) and isinstance(steps[2], warren.ResumeStep)
 
 
 @pytest.mark.deadline(60)

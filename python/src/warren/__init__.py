@@ -13,6 +13,8 @@ from .sandbox import Sandbox, SandboxRef
 from .session import ShellSession
 from .snapshots import ForkItem, ForkResult
 from .sync import Client, SyncProcess, SyncSandbox, SyncSession
+from .trajectory import (EgressStep, ExecStep, MkdirStep, OtherStep, PauseStep, RecordedBytes, RemoveStep, RenameStep,
+                         ResumeStep, SnapshotStep, Step, SymlinkStep, TrajectoryHeader, TrajectoryPage, UploadStep, WriteStep)
 from .views import KillOutcome, SandboxView, SnapshotView
 
 __version__ = "0.1.0"
@@ -24,5 +26,7 @@ __all__ = [
     "ProtocolVersionError", "ForbiddenError", "InvalidArgumentError", "BadSpecError", "NotFoundError", "QuotaError",
     "NoCapacityError", "UnsupportedError", "SandboxGoneError", "SandboxPausedError", "OverloadedError",
     "WarrenTimeoutError", "BackendUnavailableError", "FrameTooLargeError", "ProtocolError", "ConnectionClosedError",
-    "InternalError",
+    "InternalError", "TrajectoryPage", "TrajectoryHeader", "RecordedBytes", "Step", "ExecStep", "WriteStep", "UploadStep",
+    "RemoveStep", "RenameStep", "MkdirStep", "SymlinkStep", "SnapshotStep", "PauseStep", "ResumeStep", "EgressStep",
+    "OtherStep",
 ]

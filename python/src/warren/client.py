@@ -7,13 +7,14 @@
 from __future__ import annotations
 
 import weakref
-from typing import Any, Mapping, Sequence, Union
+from typing import Any, AsyncIterator, Mapping, Sequence, Union
 
 from .config import resolve_config
 from .errors import invalid
 from .link import CLIENT_ADDRESS, DEFAULTS, Link, LinkDefaults
 from .sandbox import KILL_TIMEOUT_S, Sandbox, SandboxRef
 from .snapshots import delete_snapshot, list_snapshots, resume_of
+from .trajectory import RecordedBytes, Step, TrajectoryPage, all_steps, read_blob, read_page, recorded_bytes
 from .views import ENDED_STATES, KillOutcome, SandboxView, SnapshotView, camel_spec
 
 CREATE_DEADLINE_MS = 10_000
@@ -134,6 +135,28 @@ class AsyncClient:
             if h is not None and o.ok and o.state is not None:
                 h._notice(o.state, o.reason, None)
         return outcomes
+
+    async def trajectory(self, id: str, *, from_seq: int | None = None, limit: int | None = None) -> TrajectoryPage:
+        """A page of sandbox ``id``'s trajectory (its header from seq 0, then at most ``limit``, 200, steps),
+        also after the sandbox has ended (for the cluster's retention, 7 days by default).
+        ``NotFoundError`` for a sandbox this tenant never had."""
+        return await read_page(self._link, id, from_seq, limit)
+
+    def steps(self, id: str) -> AsyncIterator[Step]:
+        """Every step of sandbox ``id``'s trajectory recorded so far, in order: ``async for s in client.steps(id)``
+        (it reads a page at a time)."""
+        return all_steps(self._link, id)
+
+    async def trajectory_blob(self, id: str, digest: str, size: int | None = None) -> bytes:
+        """The bytes of a blob sandbox ``id``'s trajectory recorded (a ``RecordedBytes.blob``), read in ranges;
+        give ``size`` (its ``RecordedBytes.bytes``) to read exactly that many. ``NotFoundError`` naming
+        ``digest`` for one the trajectory does not reference."""
+        return await read_blob(self._link, id, digest, size)
+
+    async def recorded(self, id: str, r: RecordedBytes) -> bytes | None:
+        """All the bytes a step of sandbox ``id`` recorded (``step.stdout``, ``step.content``...): inline, or
+        read from the blob store; None when they were not kept whole (only head, tail, count and sha256)."""
+        return await recorded_bytes(self._link, id, r)
 
     async def create_token(self, tenant: str, scopes: Sequence[str]) -> str:
         """Admin: issues an API key for ``tenant`` (shown once)."""

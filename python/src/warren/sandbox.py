@@ -17,6 +17,7 @@ from .link import Link
 from .process import Process
 from .session import ShellSession, open_session
 from .snapshots import ForkResult, fork_of, hibernate_of, pause_of, resume_of, snapshot_of
+from .trajectory import TrajectoryPage, read_page
 from .views import SandboxView, SnapshotView
 
 if TYPE_CHECKING:
@@ -146,15 +147,12 @@ class Sandbox:
         """A persistent shell: cwd, variables and jobs carry from one ``run`` to the next."""
         return await open_session(self, cwd=cwd, env=env, user=user)
 
-    async def trajectory(self, from_seq: int | None = None, limit: int | None = None) -> dict[str, Any]:
-        """A page of the sandbox's trajectory: ``{header?, steps, nextSeq, complete}`` (docs/protocol.md, "Trajectories")."""
-        msg: dict[str, Any] = {"type": "trajectory", "id": self.id}
-        if from_seq is not None:
-            msg["fromSeq"] = from_seq
-        if limit is not None:
-            msg["limit"] = limit
-        page: dict[str, Any] = await self._link.request(msg, 10.0, retry=True)
-        return page
+    async def trajectory(self, from_seq: int | None = None, limit: int | None = None) -> TrajectoryPage:
+        """What happened in the sandbox, a page at a time: its header (from seq 0), then its steps (every
+        command with argv, env, cwd, stdin, exit code and outputs; file changes; egress; snapshot, pause,
+        resume), numbered; read on from ``next_seq`` (``client.steps(id)`` pages for you). Kept by the
+        control plane, so it reads the same after the sandbox has ended."""
+        return await read_page(self._link, self.id, from_seq, limit)
 
     async def kill(self) -> None:
         """Ends the sandbox; returns once it has ended and its capacity is free again."""

@@ -17,6 +17,7 @@ from .process import Process
 from .sandbox import Command, Sandbox, SandboxRef
 from .session import MAX_OUTPUT_BYTES, ShellSession
 from .snapshots import ForkResult
+from .trajectory import RecordedBytes, Step, TrajectoryPage
 from .views import KillOutcome, SandboxView, SnapshotView
 
 T = TypeVar("T")
@@ -173,7 +174,7 @@ class SyncSandbox:
     def session(self, **opts: Any) -> SyncSession:
         return SyncSession(self._lt, self._lt.run(self._sb.session(**opts)))
 
-    def trajectory(self, from_seq: int | None = None, limit: int | None = None) -> dict[str, Any]:
+    def trajectory(self, from_seq: int | None = None, limit: int | None = None) -> TrajectoryPage:
         return self._lt.run(self._sb.trajectory(from_seq, limit))
 
     def kill(self) -> None:
@@ -271,6 +272,28 @@ class Client:
 
     def delete_snapshot(self, id_or_name: str) -> str:
         return self._lt.run(self._c.delete_snapshot(id_or_name))
+
+    def trajectory(self, id: str, *, from_seq: int | None = None, limit: int | None = None) -> TrajectoryPage:
+        return self._lt.run(self._c.trajectory(id, from_seq=from_seq, limit=limit))
+
+    def steps(self, id: str) -> Iterator[Step]:
+        """Every step recorded so far, in order: ``for s in client.steps(id)`` (a page at a time)."""
+        pages = self._c.steps(id)
+        try:
+            while True:
+                try:
+                    step = self._lt.run(pages.__anext__())
+                except StopAsyncIteration:
+                    return
+                yield step
+        finally:
+            self._lt.run(pages.aclose())  # type: ignore[attr-defined]
+
+    def trajectory_blob(self, id: str, digest: str, size: int | None = None) -> bytes:
+        return self._lt.run(self._c.trajectory_blob(id, digest, size))
+
+    def recorded(self, id: str, r: RecordedBytes) -> bytes | None:
+        return self._lt.run(self._c.recorded(id, r))
 
     def create_token(self, tenant: str, scopes: Sequence[str]) -> str:
         return self._lt.run(self._c.create_token(tenant, scopes))
