@@ -38,3 +38,11 @@ async def completed(c: warren.AsyncClient, sid: str) -> list[warren.Step]:
         assert time.monotonic() < deadline, f"the trajectory of {sid} was not complete within {COMPLETE_WAIT_S} s"
         await asyncio.sleep(0.1)
     return [s async for s in c.steps(sid)]
+
+
+def completed_sync(c: warren.Client, sid: str) -> None:
+    """``completed`` for the sync client: returns once the trajectory of ended sandbox ``sid`` is complete."""
+    deadline = time.monotonic() + COMPLETE_WAIT_S
+    while not c.trajectory(sid, limit=1).complete:
+        assert time.monotonic() < deadline, f"the trajectory of {sid} was not complete within {COMPLETE_WAIT_S} s"
+        time.sleep(0.1)

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import time
 from typing import Any
 
 import pytest
 
 import warren
-from support import COMPLETE_WAIT_S, completed, label
+from support import completed, completed_sync, label
 
 SPEC: dict[str, Any] = {"backend": "container", "ttl_ms": 120_000, "limits": {"memory_mib": 128, "cpus": 0.5}}
 
@@ -103,10 +102,7 @@ def test_the_sync_client_reads_a_trajectory_its_steps_and_recorded_bytes(client:
         assert live.header is not None and live.header.sandbox_id == sb.id and not live.complete
     finally:
         sb.kill()
-    deadline = time.monotonic() + COMPLETE_WAIT_S
-    while not client.trajectory(sb.id).complete:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    completed_sync(client, sb.id)
     steps = list(client.steps(sb.id))
     assert [s.kind for s in steps] == ["exec", "write"]
     ex, wr = steps
