@@ -63,7 +63,7 @@ async def rollout(index: int, sb: warren.Sandbox, gate: asyncio.Semaphore, progr
         scored = await sb.exec("/task/test.sh", timeout_ms=30_000)
         trajectory = await sb.trajectory()
         progress.done(scored.exit_code == 0)
-        return Rollout(index, sb.id, 1.0 if scored.exit_code == 0 else 0.0, scored.stdout.strip(), len(trajectory["steps"]))
+        return Rollout(index, sb.id, 1.0 if scored.exit_code == 0 else 0.0, scored.stdout.strip(), len(trajectory.steps))
 
 
 class Progress:
