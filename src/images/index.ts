@@ -8,4 +8,4 @@ export { BLOB_KINDS, checkImageName, checkTag, isImageName, LAYER_KINDS, NameInd
 export { describeKind, kindForField, LayerKinds } from './layer-kinds.js'
 export { isDigest } from './blob/index.js'
 export { createLazyLayers, type LazyLayers, type LazyLayersOptions } from './lazy.js'
-export { startLayerService, type LayerService, type LayerServiceOptions } from './layer-server/index.js'
+export { shareLayerService, startLayerService, type LayerService, type LayerServiceOptions } from './layer-server/index.js'

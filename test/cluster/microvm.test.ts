@@ -1,12 +1,16 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { createHash, randomBytes } from 'node:crypto'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { release, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { MicrovmDefaults, microvmUnavailable } from '../../src/backends/microvm/index.js'
+import { startNode } from '../../src/cluster/index.js'
+import { pushLayer } from '../../src/images/blob/index.js'
+import { buildLayerFromDir } from '../../src/images/index.js'
 import { connect } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
-import { ALL_SCOPES, spawnNode, startTestControlPlane } from './harness.js'
+import { ALL_SCOPES, busyboxTree, spawnNode, startTestControlPlane } from './harness.js'
 
 // The guest kernel is kept between runs, shared with the backend's own tests.
 const GUEST_DIR = '/var/tmp/warren-test-guest'
@@ -41,6 +45,73 @@ vtest('a microvm sandbox through the SDK and a real node: uname -r is the guest 
   await waitFor(() => !existsSync(join(runDir, sb.id)), 20_000, 'its host directory removed')
   await node.kill('SIGTERM')
   assert.ok(!existsSync(runDir) || readdirSync(runDir).length === 0, 'run directory emptied')
+}))
+
+vtest('fork(3) of a microvm sandbox through the SDK: each fork is a VM with the file written before, its own hostname; pause and resume; a create from the snapshot', timed(240_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-vmfork-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const cp = await startTestControlPlane({ heartbeatTimeoutMs: 30_000, dataDir: join(dir, 'cp') })
+  defer(() => cp.close())
+  const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'vmfork', dataDir: join(dir, 'node'), containerPool: { max: 0 }, microvm: { guestDir: GUEST_DIR } })
+  defer(() => node.close())
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]), requestTimeoutMs: 120_000 })
+  defer(() => client.close())
+
+  const sb = await client.create({ backend: 'microvm', limits: { cpus: 1, memoryMiB: 192, diskMiB: 32 } })
+  defer(() => sb.kill())
+  assert.is((await sb.exec('echo before > /root/f')).exitCode, 0)
+  await sb.pause()
+  assert.is(sb.state, 'paused')
+  await sb.resume()
+  assert.is((await sb.exec(['cat', '/root/f'])).stdout, 'before\n')
+
+  const { snapshot, sandboxes, outcomes } = await sb.fork(3)
+  for (const f of sandboxes) defer(() => f.kill())
+  assert.ok(outcomes.every((o) => o.ok), outcomes.map((o) => o.ok ? 'ok' : `${o.error.code}: ${o.error.message}`).join('; '))
+  assert.is(sandboxes.length, 3)
+  for (const f of sandboxes) {
+    assert.is((await f.exec(['cat', '/root/f'])).stdout, 'before\n')
+    assert.is((await f.exec(['hostname'])).stdout, `${f.id}\n`)
+    assert.match((await f.exec(['uname', '-r'])).stdout, /-cloud-amd64\n$/, 'a VM, not a container')
+  }
+  assert.is((await sandboxes[0]!.exec('echo changed > /root/f')).exitCode, 0)
+  assert.is((await sandboxes[1]!.exec(['cat', '/root/f'])).stdout, 'before\n')
+  const again = await client.create({ snapshot: snapshot.id })
+  defer(() => again.kill())
+  assert.is((await again.exec(['cat', '/root/f'])).stdout, 'before\n')
+  for (const x of [...sandboxes, again, sb]) await x.kill()
+
+}))
+
+vtest('a layer on demand as a VM\'s disk: the layer server\'s FUSE file, read-only; every file byte-identical', timed(150_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-vmlazy-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const cp = await startTestControlPlane({ dataDir: join(dir, 'cp') })
+  defer(() => cp.close())
+  const tree = join(dir, 'tree')
+  busyboxTree(tree, ['sh', 'cat', 'find', 'sort', 'xargs', 'md5sum', 'hostname', 'uname'])
+  mkdirSync(join(tree, 'data'), { recursive: true })
+  const bytes = randomBytes((2 << 20) + 123)
+  writeFileSync(join(tree, 'data', 'blob'), bytes)
+  const layer = await buildLayerFromDir(tree, join(dir, 'build'))
+  const pushed = await pushLayer(join(dir, 'cp', 'blobs'), layer.path)
+  const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'vmlazy', dataDir: join(dir, 'node'), lazyLayers: true, containerPool: { max: 0 }, microvm: { guestDir: GUEST_DIR, pool: { max: 0 } } })
+  defer(() => node.close())
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', ['admin']), requestTimeoutMs: 120_000 })
+  defer(() => client.close())
+  const vm = await client.create({ backend: 'microvm', image: { base: pushed.digest }, limits: { cpus: 1, memoryMiB: 192, diskMiB: 32 } })
+  defer(() => vm.kill())
+  const r = await vm.exec(['md5sum', '/data/blob'])
+  assert.is(r.exitCode, 0, r.stderr)
+  assert.is(r.stdout.split(' ')[0], createHash('md5').update(bytes).digest('hex'))
+  assert.match((await vm.exec(['uname', '-r'])).stdout, /-cloud-amd64\n$/)
+  const qemu = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).map((p) => { try { return readFileSync(`/proc/${p}/cmdline`, 'utf8') } catch { return '' } })
+    .find((c) => c.split('\0').includes(`warren-${vm.id}`))
+  assert.ok(qemu !== undefined, 'the VM\'s QEMU')
+  assert.match(qemu, /file=\/run\/warren\/layers\/vmlazy\/[^,]*,format=raw,readonly=on/, 'its layer is the layer server\'s FUSE file')
+  const m = (await node.layerMetrics())!
+  assert.ok(m.bytesFetched > 0 && m.bytesFetched <= pushed.size + pushed.manifest.chunkBytes, `fetched ${m.bytesFetched} of ${pushed.size}`)
+  await vm.kill()
 }))
 
 test.run()

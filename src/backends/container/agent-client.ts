@@ -8,10 +8,11 @@ import { constants as osConstants } from 'node:os'
 import type { Duplex } from 'node:stream'
 import { createError, ErrorCodes, fromWireError, isWarrenError, type WarrenError } from '../../errors.js'
 import type {
-  AgentExecHandlers, AgentExecOptions, AgentExecResult, AgentExecution, AgentFiles, FileEntry, FileStat
+  AgentExecHandlers, AgentExecOptions, AgentExecResult, AgentExecution, AgentFiles
 } from './agent-types.js'
+import { createAgentFiles } from './agent-files.js'
 import { ContainerDefaults } from './defaults.js'
-import { AgentLimits, encodeFrame, FrameReader, type AgentMessage, type AgentRequest } from './protocol.js'
+import { encodeFrame, FrameReader, type AgentMessage, type AgentRequest } from './protocol.js'
 
 /** Options of `connectAgent` / `createAgentClient`. */
 export interface AgentClientOptions {
@@ -27,6 +28,16 @@ export interface AgentClient {
   ping (): Promise<{ version: number, pid: number }>
   /** Renames the sandbox (its UTS hostname): a pooled sandbox takes the id it is handed out as. */
   setHostname (name: string): Promise<void>
+  /**
+   * Gives a VM what must be its own after a restore (or a pause): a name, randomness mixed into
+   * its kernel's pool (which is then reseeded), the time. Seed and time: VMs only (UNSUPPORTED elsewhere).
+   */
+  setIdentity (identity: { name?: string, seed?: Uint8Array, timeMs?: number }): Promise<void>
+  /**
+   * Streams a VM's writable layer (or, with `flatten`, its whole tree) as a pax tar through
+   * `onStdout`, within the credit of `windowBytes`; ends like an exec (exit code 0 when whole).
+   */
+  startTree (opts: { flatten?: boolean, windowBytes?: number }, handlers: AgentExecHandlers): AgentExecution
   /**
    * Runs a command to its end. Resolves with how it ended (a non-zero exit is a result);
    * rejects when it could not start (e.g. WARREN_ERR_NOT_FOUND for a missing program), when a
@@ -98,9 +109,6 @@ function signalNumber (signal: number | NodeJS.Signals | undefined): number {
   return n
 }
 
-function checkPath (path: string): void {
-  if (typeof path !== 'string' || path.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'path must be a non-empty string')
-}
 
 /**
  * Speaks the protocol over an already connected stream (a socket, a VM's serial port).
@@ -263,8 +271,8 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
     }
   }
 
-  function startExec (argv: readonly string[], opts: AgentExecOptions = {}, handlers: AgentExecHandlers = {}): AgentExecution {
-    const id = nextId++
+  /** An exec-like request's execution (exec and tree): replies started, out..., exit. */
+  function startExecution (id: number, handlers: AgentExecHandlers): { execution: AgentExecution, e: ExecState, result: Promise<AgentExecResult> } {
     let resolve!: (r: AgentExecResult) => void
     let reject!: (err: unknown) => void
     const result = new Promise<AgentExecResult>((res, rej) => { resolve = res; reject = rej })
@@ -279,11 +287,31 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
         send({ t: 'credit', id, bytes: Math.floor(bytes) })
       }
     }
+    return { execution, result, e: { handlers, resolve, reject, nextSeq: 0, pid: 0, done: false } }
+  }
+
+  function startTree (opts: { flatten?: boolean, windowBytes?: number }, handlers: AgentExecHandlers): AgentExecution {
+    const id = nextId++
+    const { execution, e } = startExecution(id, handlers)
+    try {
+      // Uncapped: the consumer bounds what it takes through the credit.
+      send({ t: 'tree', id, flatten: opts.flatten, window: opts.windowBytes, maxOutputBytes: Number.MAX_SAFE_INTEGER })
+    } catch (err) {
+      e.reject(err)
+      return execution
+    }
+    execs.set(id, e)
+    return execution
+  }
+
+  function startExec (argv: readonly string[], opts: AgentExecOptions = {}, handlers: AgentExecHandlers = {}): AgentExecution {
+    const id = nextId++
+    const { execution, result, e } = startExecution(id, handlers)
+    const reject = e.reject
     if (!Array.isArray(argv) || argv.length === 0 || !argv.every((a) => typeof a === 'string')) {
       reject(createError(ErrorCodes.INVALID_ARGUMENT, 'argv must be a non-empty array of strings'))
       return execution
     }
-    const e: ExecState = { handlers, resolve, reject, nextSeq: 0, pid: 0, done: false }
     let inline: Uint8Array | undefined
     let streamed: AsyncIterable<Uint8Array> | undefined
     const stdin = opts.stdin
@@ -327,54 +355,16 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
     return execution
   }
 
-  const files: AgentFiles = {
-    async read (path, opts = {}) {
-      checkPath(path)
-      const m = await request({ t: 'read', id: nextId++, path, offset: opts.offset, length: opts.length })
-      return m.data as Uint8Array
-    },
-    async write (path, data, opts = {}) {
-      checkPath(path)
-      if (data.length > AgentLimits.maxFileBytes) {
-        throw createError(ErrorCodes.INVALID_ARGUMENT, `${data.length} bytes exceed the write limit of ${AgentLimits.maxFileBytes}`)
-      }
-      await request({ t: 'write', id: nextId++, path, data, mode: opts.mode, append: opts.append, offset: opts.offset, mkdirs: opts.mkdirs })
-    },
-    async list (path) {
-      checkPath(path)
-      const m = await request({ t: 'list', id: nextId++, path })
-      return { entries: m.entries as FileEntry[], truncated: m.truncated === true }
-    },
-    async stat (path, opts = {}) {
-      checkPath(path)
-      const m = await request({ t: 'stat', id: nextId++, path, follow: opts.follow })
-      const { t: _t, id: _id, ...stat } = m
-      return stat as unknown as FileStat
-    },
-    async remove (path, opts = {}) {
-      checkPath(path)
-      await request({ t: 'remove', id: nextId++, path, recursive: opts.recursive })
-    },
-    async mkdir (path, opts = {}) {
-      checkPath(path)
-      await request({ t: 'mkdir', id: nextId++, path, mode: opts.mode, parents: opts.parents })
-    },
-    async rename (from, to) {
-      checkPath(from)
-      checkPath(to)
-      await request({ t: 'rename', id: nextId++, path: from, to })
-    },
-    async symlink (path, target, opts = {}) {
-      checkPath(path)
-      checkPath(target)
-      await request({ t: 'symlink', id: nextId++, path, target, mkdirs: opts.mkdirs })
-    }
-  }
+  const files = createAgentFiles((msg) => request(msg), () => nextId++)
 
   return {
     async setHostname (name) {
       await request({ t: 'hostname', id: nextId++, name })
     },
+    async setIdentity (identity) {
+      await request({ t: 'identity', id: nextId++, ...identity })
+    },
+    startTree,
 
     async ping () {
       const m = await request({ t: 'ping', id: nextId++ })

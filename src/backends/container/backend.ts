@@ -14,7 +14,7 @@ import { readdir, rm, rmdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createError, ErrorCodes } from '../../errors.js'
 import { LayerStore, type LayerService, type LayerSource } from '../../images/index.js'
-import { createEgressRouting, EgressDefaults, startEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress.js'
+import { createEgressRouting, EGRESS_ENV, startEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress.js'
 import type { AdoptedSandbox, Backend, EgressEvent, ExecOptions, ExecResult, SandboxHandle, SandboxSpec } from '../types.js'
 import { connectAgent, type AgentClient } from './agent-client.js'
 import type { CgroupProvider, SandboxCgroup } from './cgroup-types.js'
@@ -51,12 +51,6 @@ export interface ContainerBackendOptions {
 }
 
 export const ContainerBackendDefaults = { defaultLayers: ['busybox'], poolMax: 8 }
-
-/** What commands of a sandbox with egress see: the relay to its proxy, under every usual name. */
-const EGRESS_ENV: Record<string, string> = {
-  HTTP_PROXY: EgressDefaults.proxyUrl, HTTPS_PROXY: EgressDefaults.proxyUrl, http_proxy: EgressDefaults.proxyUrl, https_proxy: EgressDefaults.proxyUrl,
-  NO_PROXY: 'localhost,127.0.0.1', no_proxy: 'localhost,127.0.0.1'
-}
 
 interface Live {
   /** The layer references it was made from (released when it ends). */

@@ -38,6 +38,12 @@ interface Rule { host: string, wildcard: boolean, port: number | undefined }
 const HOST = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/
 
 /** How a sandbox's proxy resolves a name: every address it has. A seam for tests. */
+/** What commands of a sandbox with egress see: the relay to its proxy, under every usual name. */
+export const EGRESS_ENV: Readonly<Record<string, string>> = {
+  HTTP_PROXY: EgressDefaults.proxyUrl, HTTPS_PROXY: EgressDefaults.proxyUrl, http_proxy: EgressDefaults.proxyUrl, https_proxy: EgressDefaults.proxyUrl,
+  NO_PROXY: 'localhost,127.0.0.1', no_proxy: 'localhost,127.0.0.1'
+}
+
 export type EgressLookup = (name: string) => Promise<Array<{ address: string }>>
 
 export interface EgressProxyOptions {

@@ -12,5 +12,5 @@ export { ContainerBackendDefaults, createContainerBackend, type CgroupProvider, 
 export { Journal } from './journal.js'
 export { WarmPool, WarmPoolDefaults, type WarmPoolOptions } from './warm-pool.js'
 export { CgroupDefaults, createCgroupProvider, detectLayout, type CgroupLayout } from './cgroups/index.js'
-export { createEgressRouting, EgressDefaults, parseEgressRules, startEgressProxy, type EgressAsk, type EgressLookup, type EgressProxy, type EgressProxyOptions, type EgressRouting } from './egress.js'
+export { createEgressRouting, EgressDefaults, EGRESS_ENV, parseEgressRules, startEgressProxy, type EgressAsk, type EgressLookup, type EgressProxy, type EgressProxyOptions, type EgressRouting } from './egress.js'
 export { canonicalHost, insideReason, isInternal } from './egress-address.js'

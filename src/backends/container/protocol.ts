@@ -5,7 +5,8 @@
  *   frame = 4-byte big-endian length N (1..maxFrameBytes) + N bytes of one msgpack map
  *
  * Every map has `t` (the kind); requests carry `id`, which replies echo. Requests: ping, exec,
- * stdin, credit, kill, resize, read, write, list, stat, remove, mkdir, rename, symlink, hostname. Replies
+ * stdin, credit, kill, resize, read, write, list, stat, remove, mkdir, rename, symlink, hostname,
+ * identity, tree. Replies
  * and events: ok, err, started, out, exit.
  */
 import { Packr, Unpackr } from 'msgpackr'
@@ -54,6 +55,10 @@ export type AgentRequest =
   /** Makes `path` a symlink holding `target` as given. */
   | { t: 'symlink', id: number, path: string, target: string, mkdirs?: boolean }
   | { t: 'hostname', id: number, name: string }
+  /** A VM's fresh identity: a name, randomness for its kernel's pool, the time (seed and timeMs: VMs only). */
+  | { t: 'identity', id: number, name?: string, seed?: Uint8Array, timeMs?: number }
+  /** A VM's writable layer (or, `flatten`, its whole tree) as a pax tar: replies as an exec's. */
+  | { t: 'tree', id: number, flatten?: boolean, window?: number, maxOutputBytes?: number }
 
 /** Agent -> client. */
 export type AgentMessage =

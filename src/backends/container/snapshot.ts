@@ -42,18 +42,29 @@ export interface CutOptions {
  * @throws WARREN_ERR_QUOTA when the tree holds more than `maxBytes`
  */
 export async function cutSnapshot (sb: LaunchedSandbox, storeDir: string, opts: CutOptions): Promise<SnapshotLayer> {
-  // The copy goes one level down: `cp -a` gives its top the mode of the sandbox's root, which the
+  return await buildStagedLayer(storeDir, sb.id, async (stage) =>
+    await opts.whileFrozen(async () => opts.flatten === true ? await stageRoot(sb, stage) : await stageUpper(sb, stage)), opts.maxBytes)
+}
+
+/**
+ * The one builder of snapshot layers, for containers and VMs alike: `fill` puts the tree into a
+ * fresh staging directory beside the layer store (returning what to exclude, as mkfs.erofs
+ * regular expressions), the tree's size is checked, and the layer is built from it with
+ * owners, modes, xattrs and device nodes kept. The staging directory is removed whatever happens.
+ * @throws WARREN_ERR_QUOTA when the tree holds more than `maxBytes` (default `ContainerDefaults.snapshotMaxBytes`)
+ */
+export async function buildStagedLayer (storeDir: string, id: string, fill: (stage: string) => Promise<string[]>, maxBytes: number = ContainerDefaults.snapshotMaxBytes): Promise<SnapshotLayer> {
+  // The copy goes one level down: its top gets the mode of the sandbox's root, which the
   // sandbox chooses, while this directory stays 0700, so no host user reaches a setuid file or a
   // device node the sandbox made (it is root inside) while it sits on the host.
   const guard = await mkdtemp(join(storeDir, '.stage-'))
   const stage = join(guard, 'tree')
   try {
     await mkdir(stage)
-    const excludes = await opts.whileFrozen(async () => opts.flatten === true ? await stageRoot(sb, stage) : await stageUpper(sb, stage))
-    const maxBytes = opts.maxBytes ?? ContainerDefaults.snapshotMaxBytes
+    const excludes = await fill(stage)
     const bytes = await treeBytes(stage, maxBytes)
     if (bytes > maxBytes) {
-      throw createError(ErrorCodes.QUOTA, `sandbox ${sb.id} holds over ${maxBytes} bytes (sparse files count whole): too large to snapshot`, { id: sb.id, maxBytes })
+      throw createError(ErrorCodes.QUOTA, `sandbox ${id} holds over ${maxBytes} bytes (sparse files count whole): too large to snapshot`, { id, maxBytes })
     }
     return await buildLayerFromDir(stage, storeDir, { preserve: true, excludeRegex: excludes })
   } finally {

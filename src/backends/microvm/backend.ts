@@ -1,56 +1,45 @@
 /**
- * The microvm backend: each sandbox is a QEMU `-M microvm` guest booted from warren's kernel and
- * initramfs, its root the sandbox's EROFS layers (read-only virtio-blk disks) under a tmpfs of
- * `diskMiB`, reached through the same agent as containers over a virtio serial port. QEMU runs in
- * its own cgroups (CPU quota, guest memory + QEMU's overhead, threads) and outlives the node
- * agent: every VM is journaled from the moment QEMU runs, so a restarted node re-adopts the ones
- * that still answer (QMP, then the agent) and reclaims the rest.
+ * The microvm backend: each sandbox is a QEMU `-M microvm` guest running warren's agent as its
+ * PID 1, its root the sandbox's EROFS layers (read-only virtio-blk disks: whole files, or the
+ * layer server's FUSE files) under a tmpfs of `diskMiB`, reached through the same agent client as
+ * containers over a virtio serial port. QEMU runs in its own cgroups and outlives the node agent:
+ * every VM is journaled from the moment QEMU runs, so a restarted node re-adopts the ones that
+ * still answer (QMP, then the agent) and reclaims the rest.
  *
- * Not here yet: snapshots, pause, fork, a warm pool, egress (a create asking for egress is refused).
+ * Creation: a warm pool of ready VMs per shape (layer stack and limits) hands one out when it has
+ * it; otherwise a VM is restored from the shape's template (a VM booted once and saved, vm-launch.ts)
+ * or, the first time and where templates do not work, booted. Pause stops the vCPUs (the guest's
+ * commands frozen first), snapshot streams the guest's tree into an EROFS layer (snapshot.ts),
+ * egress relays the guest's 127.0.0.1:3128 over a second serial port to the sandbox's proxy.
  */
 import { nanoid } from 'nanoid'
+import { randomBytes } from 'node:crypto'
 import { readdir, rm, rmdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createError, ErrorCodes } from '../../errors.js'
-import { LayerStore, type LayerSource } from '../../images/index.js'
-import type { CgroupProvider, SandboxCgroup } from '../container/backend.js'
+import { LayerStore } from '../../images/index.js'
+import type { SandboxCgroup } from '../container/backend.js'
 import { connectAgent, type AgentClient } from '../container/agent-client.js'
+import { createEgressRouting, EGRESS_ENV } from '../container/egress.js'
+import type { FreezeControl } from '../container/freeze-control.js'
 import { Journal } from '../container/journal.js'
 import { isAlive } from '../container/proc.js'
 import { AgentLimits } from '../container/protocol.js'
-import type { AdoptedSandbox, Backend, SandboxHandle, SandboxSpec } from '../types.js'
+import { WarmPool } from '../container/warm-pool.js'
+import type { AdoptedSandbox, EgressEvent, SandboxHandle, SandboxSpec } from '../types.js'
+import type { MicrovmBackend, MicrovmBackendOptions } from './backend-types.js'
 import { MicrovmDefaults } from './defaults.js'
+import { openVmEgress, type VmEgress } from './egress-mux.js'
 import { guestOomKills, runInVm, type VmExecTarget } from './exec.js'
 import { prepareGuest, type GuestImage } from './guest/index.js'
-import { destroyVm, launchVm, type LaunchedVm } from './launcher.js'
-import { connectQmp } from './qmp.js'
+import { destroyVm, type LaunchedVm } from './launcher.js'
+import { createVmPause, freezeCommands } from './pause.js'
 import { detectAccel, hostTscKhz } from './qemu-args.js'
-
-export interface MicrovmBackendOptions {
-  /** Holds the journal, and the layer store and guest files unless placed elsewhere. */
-  dataDir: string
-  /** Where layers are cached (default `<dataDir>/layers`). */
-  layersDir?: string
-  /** Where layers named by digest are fetched from when not cached here. */
-  layerSource?: LayerSource
-  /** Parent of each VM's socket directory (default `MicrovmDefaults.runDir`); give each node its own. */
-  runDir?: string
-  /** Groups for QEMU processes; its parent must be this backend's alone (adopt reclaims the rest). */
-  cgroups?: CgroupProvider
-  /** Where the guest kernel, initramfs and module disk are kept (default `MicrovmDefaults.guestDir`, else `<dataDir>/guest`). */
-  guestDir?: string
-  /** The operator's guest kernel instead of Debian's, and its module tree. */
-  kernel?: string
-  kernelModules?: string
-  /** Default layer stack when a spec names none. */
-  defaultLayers?: string[]
-  /** Default: KVM when /dev/kvm opens, else TCG. */
-  accel?: 'kvm' | 'tcg'
-  /** Kernel parameters added to every VM (`warren.debug=1` writes the guest's set-up steps to its console). */
-  extraCmdline?: string
-  /** A line per slow step of making the guest (first use only). */
-  onProgress?: (line: string) => void
-}
+import { poolKey, vmLimits, type VmShape } from './shape.js'
+import { cutVmSnapshot } from './snapshot.js'
+import { createTemplateStore } from './templates.js'
+import { createVmLauncher, type MadeVm } from './vm-launch.js'
+import { setVcpus, vmRunState } from './vm-state.js'
 
 export const MicrovmBackendDefaults = { defaultLayers: ['busybox'] }
 
@@ -58,51 +47,29 @@ interface Live extends VmExecTarget {
   vm: LaunchedVm
   refs: string[]
   cgroup: SandboxCgroup | undefined
+  pause: FreezeControl
+  egress: VmEgress | undefined
+  record: JournalEntry
 }
 
-/** `claimed`: handed out (an unclaimed record is a boot a crash interrupted). */
-interface JournalEntry { vm: LaunchedVm, meta: unknown, claimed: boolean, refs: string[] }
+/** `claimed`: handed out (an unclaimed record is a boot a crash interrupted, or a pooled VM). */
+interface JournalEntry { vm: LaunchedVm, meta: unknown, claimed: boolean, refs: string[], paused?: boolean, egress?: string[] }
 
-export interface MicrovmBackend extends Backend {
-  /** VMs alive. */
-  status (): { live: number, accel: 'kvm' | 'tcg' }
-  /** The guest's files, made on first call (creates wait for it too). */
-  guest (): Promise<GuestImage>
-  /** The QEMU process and host directory of a live VM, for inspection; undefined once it is gone. */
-  vm (handle: SandboxHandle): LaunchedVm | undefined
-}
+export type { MicrovmBackend, MicrovmBackendOptions } from './backend-types.js'
 
-type Limits = NonNullable<SandboxSpec['limits']>
-
-/** The refusal of a create asking for what a VM cannot be given, naming the field. */
-function badVmLimit (field: string, message: string): Error {
-  return createError(ErrorCodes.INVALID_ARGUMENT, message, { field })
-}
-
-/** What a VM is given for `limits`: vCPUs, guest memory, writable layer, processes. */
-function vmShape (limits: Limits | undefined): { vcpus: number, memoryMiB: number, diskMiB: number, pids: number, cpus: number } {
-  const cpus = limits?.cpus ?? 0
-  if (!Number.isFinite(cpus) || cpus < 0) throw badVmLimit('limits.cpus', `limits.cpus must be a number >= 0, got ${String(cpus)}`)
-  const memoryMiB = limits?.memoryMiB !== undefined && limits.memoryMiB > 0 ? limits.memoryMiB : MicrovmDefaults.memoryMiB
-  if (!Number.isInteger(memoryMiB) || memoryMiB < MicrovmDefaults.minMemoryMiB) {
-    throw badVmLimit('limits.memoryMiB', `a VM needs at least ${MicrovmDefaults.minMemoryMiB} MiB of memory, got ${String(memoryMiB)}`)
-  }
-  const diskMiB = limits?.diskMiB ?? MicrovmDefaults.diskMiB
-  if (!Number.isInteger(diskMiB) || diskMiB < 0) throw badVmLimit('limits.diskMiB', `limits.diskMiB must be a whole number >= 0, got ${String(diskMiB)}`)
-  const pids = limits?.pids ?? MicrovmDefaults.pids
-  if (!Number.isInteger(pids) || pids < 0) throw badVmLimit('limits.pids', `limits.pids must be a whole number >= 0, got ${String(pids)}`)
-  const vcpus = Math.min(MicrovmDefaults.maxVcpus, Math.max(1, Math.ceil(cpus)))
-  return { vcpus, memoryMiB, diskMiB, pids, cpus }
-}
-
+/** A microvm backend (see the file's head); nothing starts until the first create or adopt. */
 export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBackend {
   const runDir = options.runDir ?? MicrovmDefaults.runDir
   const accel = options.accel ?? detectAccel()
-  const tscKhz = accel === 'tcg' ? hostTscKhz() : undefined
-  const store = new LayerStore(options.layersDir ?? join(options.dataDir, 'layers'), options.layerSource)
+  const store = new LayerStore(options.layersDir ?? join(options.dataDir, 'layers'), options.layerSource, options.lazy)
   const journal = new Journal<JournalEntry>(join(options.dataDir, 'journal'))
+  const egressRouting = createEgressRouting(options.egress)
+  // Made even when templates are off: adopt clears what a previous process left in its directory.
+  const templateStore = createTemplateStore(options.templateDir ?? `${runDir}-templates`, MicrovmDefaults.maxTemplates)
+  const templates = options.templates === false ? undefined : templateStore
   const live = new Map<string, Live>()
   const goneListeners = new Map<string, (message: string) => void>()
+  const egressListeners = new Map<string, Set<(event: EgressEvent) => void>>()
   let closed = false
 
   let guestWork: Promise<GuestImage> | undefined
@@ -118,6 +85,13 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     return guestWork
   }
 
+  const launcher = createVmLauncher({
+    runDir, accel, tscKhz: accel === 'tcg' ? hostTscKhz() : undefined, extraCmdline: options.extraCmdline, cgroups: options.cgroups, guest, templates,
+    journal: (vm, refs) => journal.write(vm.id, { vm, meta: undefined, claimed: false, refs }),
+    unjournal: (id) => journal.remove(id),
+    onTemplateFailure: (err) => options.onProgress?.(`a VM template failed, booting instead: ${(err as Error).message}`)
+  })
+
   const gone = (id: string, message: string): void => {
     const listener = goneListeners.get(id)
     goneListeners.delete(id)
@@ -127,32 +101,105 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
   const watch = (id: string, entry: Live): void => {
     void entry.agent.ended.then(() => { if (!closed && live.get(id) === entry) gone(id, 'the VM ended (QEMU exited or the guest powered off)') })
   }
+  const egressOf = (id: string) => (ask: { host: string, port: number, allowed: boolean }): void => {
+    for (const listener of egressListeners.get(id) ?? []) listener({ ...ask, at: Date.now() })
+  }
+
+  /** The backend's record of a made VM: its pause control writes its flag to the journal. */
+  function entryOf (made: Pick<MadeVm, 'vm' | 'agent' | 'cgroup'>, refs: string[], record: JournalEntry, paused: boolean): Live {
+    const entry: Live = {
+      vm: made.vm, agent: made.agent, cgroup: made.cgroup, refs, env: {}, oomSeen: 0, egress: undefined, record,
+      pause: createVmPause({ qmpSocket: made.vm.qmpSocket, agent: made.agent }, paused, (p) => {
+        entry.record = { ...entry.record, paused: p }
+        if (live.has(made.vm.id)) journal.write(made.vm.id, entry.record)
+      })
+    }
+    const group = made.cgroup
+    if (group !== undefined) entry.hostOomKills = () => group.oomKills()
+    return entry
+  }
 
   /** Ends a VM and removes all it had on the host: process, sockets, cgroup, journal record. */
   async function reclaim (entry: Live | JournalEntry): Promise<void> {
-    if ('agent' in entry) await entry.agent.close().catch(() => {})
+    if ('agent' in entry) {
+      await entry.agent.close().catch(() => {})
+      await entry.egress?.close().catch(() => {})
+    }
     await destroyVm(entry.vm).catch(() => {})
     const cgroup = 'agent' in entry ? entry.cgroup : options.cgroups?.open?.(entry.vm.id)
     await cgroup?.remove().catch(() => {})
-    for (const ref of entry.refs) await store.release(ref).catch(() => {})
+    // A journal entry's layers are settled by the layer server's sync at the end of adopt.
+    if ('agent' in entry) for (const ref of entry.refs) await store.release(ref).catch(() => {})
     journal.remove(entry.vm.id)
   }
+
+  /** The spec's layer references and what its limits give a VM (nothing resolved yet). */
+  function plainShape (spec: SandboxSpec): Omit<VmShape, 'layers'> {
+    const refs = spec.layers !== undefined && spec.layers.length > 0 ? spec.layers : options.defaultLayers ?? MicrovmBackendDefaults.defaultLayers
+    return { refs, ...vmLimits(spec.limits) }
+  }
+  /** The shape with its layers' files; each resolve counts one user of an on-demand layer. */
+  async function resolved (plain: Omit<VmShape, 'layers'>): Promise<VmShape> {
+    return { ...plain, layers: await Promise.all(plain.refs.map(async (r) => await store.resolve(r))) }
+  }
+
+  const pool = new WarmPool<Live>({
+    create: async (key) => {
+      // A pooled VM counts as a user of its layers like any other (released when it ends).
+      const shape = await resolved(JSON.parse(key) as Omit<VmShape, 'layers'>)
+      const refs = shape.refs
+      const id = `p${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`
+      try {
+        const made = await launcher.make(id, shape, id)
+        const record: JournalEntry = { vm: made.vm, meta: undefined, claimed: false, refs }
+        journal.write(id, record)
+        return entryOf(made, refs, record, false)
+      } catch (err) {
+        for (const ref of refs) await store.release(ref).catch(() => {})
+        throw err
+      }
+    },
+    destroy: reclaim,
+    min: options.pool?.min ?? 0,
+    max: options.pool?.max ?? MicrovmDefaults.poolMax,
+    onError: (err) => options.onProgress?.(`a pooled VM failed to start: ${(err as Error).message}`)
+  })
 
   function find (handle: SandboxHandle): Live {
     const entry = live.get(handle.id)
     if (entry === undefined) throw createError(ErrorCodes.SANDBOX_GONE, `VM ${handle.id} is gone`, { id: handle.id })
     return entry
   }
+  /** A live VM that is not paused: its vCPUs are stopped, so a request would wait until resume. */
+  function running (handle: SandboxHandle): Live {
+    const entry = find(handle)
+    if (entry.pause.paused) throw createError(ErrorCodes.SANDBOX_PAUSED, `VM ${handle.id} is paused: resume it first`, { id: handle.id, state: 'paused' })
+    return entry
+  }
+  /** A pause or snapshot that failed because the VM was killed meanwhile says so. */
+  const goneOr = (handle: SandboxHandle, err: unknown): unknown =>
+    live.has(handle.id) ? err : createError(ErrorCodes.SANDBOX_GONE, `VM ${handle.id} is gone`, { id: handle.id })
 
   async function adoptOne (entry: JournalEntry): Promise<Live> {
-    const qmp = await connectQmp(entry.vm.qmpSocket)
-    try { await qmp.execute('query-status') } finally { qmp.close() }
+    const state = await vmRunState(entry.vm.qmpSocket)
+    // Stopped and journaled paused: a pause. Any other mix is a pause or resume a crash cut short: it runs.
+    const paused = state === 'paused' && entry.paused === true
+    if (state === 'paused' && !paused) await setVcpus(entry.vm.qmpSocket, true)
     let agent: AgentClient | undefined
     try {
       agent = await connectAgent(entry.vm.agentSocket)
       // The guest's agent hears the old connection hang up and opens its port again for this one.
-      await agent.ping()
-      return { vm: entry.vm, agent, refs: entry.refs, env: {}, cgroup: options.cgroups?.open?.(entry.vm.id), oomSeen: await guestOomKills(agent) }
+      if (!paused) await agent.ping()
+      if (!paused && entry.paused === true) await freezeCommands(agent, false).catch(() => {})
+      const record: JournalEntry = { ...entry, paused }
+      if (entry.paused === true && !paused) journal.write(entry.vm.id, record)
+      const e = entryOf({ vm: entry.vm, agent, cgroup: options.cgroups?.open?.(entry.vm.id) }, entry.refs, record, paused)
+      if (!paused) e.oomSeen = await guestOomKills(agent)
+      if (entry.egress !== undefined && entry.egress.length > 0) {
+        e.egress = await openVmEgress(entry.vm, entry.egress, egressRouting, egressOf(entry.vm.id))
+        e.env = { ...EGRESS_ENV }
+      }
+      return e
     } catch (err) {
       await agent?.close().catch(() => {})
       throw err
@@ -165,56 +212,41 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     outputCredit: true,
     commandIdentity: true,
     terminal: true,
+    snapshots: true,
 
     async create (spec = {}) {
       if (closed) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, 'the microvm backend is closed', { reason: 'closed' })
-      if (spec.egress !== undefined && spec.egress.length > 0) {
-        throw createError(ErrorCodes.UNSUPPORTED, 'the microvm backend has no egress yet: a VM has loopback only', { field: 'egress' })
-      }
-      const shape = vmShape(spec.limits)
-      const image = await guest()
-      const refs = spec.layers !== undefined && spec.layers.length > 0 ? spec.layers : options.defaultLayers ?? MicrovmBackendDefaults.defaultLayers
-      const layers = await Promise.all(refs.map(async (r) => await store.resolve(r)))
-      const id = spec.id ?? `v${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`
-      // QEMU's memory is the guest's plus its own (and TCG's code cache); its threads are its own count.
-      const overheadMiB = MicrovmDefaults.qemuOverheadMiB + (accel === 'tcg' ? MicrovmDefaults.tcgCacheMiB : 0)
-      let cgroup: SandboxCgroup | undefined
-      let launched: { vm: LaunchedVm, agent: AgentClient } | undefined
+      const shape = await resolved(plainShape(spec))
+      const key = poolKey(shape)
+      const name = spec.hostname ?? spec.id
+      let entry: Live | undefined
       try {
-        cgroup = await options.cgroups?.create(id, { cpus: shape.cpus, memoryMiB: shape.memoryMiB + overheadMiB, diskMiB: 0, pids: MicrovmDefaults.qemuPids + shape.vcpus })
-        const group = cgroup
-        launched = await launchVm({
-          id,
-          hostname: spec.hostname ?? id,
-          layers,
-          guest: image,
-          vcpus: shape.vcpus,
-          memoryMiB: shape.memoryMiB,
-          diskMiB: shape.diskMiB,
-          pids: shape.pids,
-          accel,
-          ...(tscKhz !== undefined ? { tscKhz } : {}),
-          ...(group !== undefined ? { cgroups: group.dirs } : {}),
-          runDir,
-          ...(options.extraCmdline !== undefined ? { extraCmdline: options.extraCmdline } : {}),
-          // Journaled while it boots: a crash from here on leaves a record to reclaim.
-          onStarted: (started) => journal.write(id, { vm: started, meta: undefined, claimed: false, refs })
-        })
-        const { vm, agent } = launched
-        const entry: Live = { vm, agent, refs, cgroup, env: spec.env ?? {}, oomSeen: await guestOomKills(agent), ...(group !== undefined ? { hostOomKills: () => group.oomKills() } : {}) }
-        if (closed) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, 'the microvm backend closed during the create', { reason: 'closed' })
-        journal.write(id, { vm, meta: spec.meta, claimed: true, refs })
-        live.set(id, entry)
-        watch(id, entry)
-        return { id, kind: 'microvm' }
-      } catch (err) {
-        if (launched !== undefined) {
-          await launched.agent.close().catch(() => {})
-          await destroyVm(launched.vm).catch(() => {})
+        entry = pool.claim(key)
+        if (entry !== undefined) {
+          // A claimed VM already counts as a user of its layers: this create's count goes back.
+          for (const ref of shape.refs) await store.release(ref)
+          // Named, reseeded and given the time as it is handed out (it may have waited a while).
+          await entry.agent.setIdentity({ ...(name !== undefined ? { name } : {}), seed: randomBytes(MicrovmDefaults.seedBytes), timeMs: Date.now() })
+        } else {
+          const id = spec.id ?? `v${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`
+          const made = await launcher.make(id, shape, name ?? id)
+          entry = entryOf(made, shape.refs, { vm: made.vm, meta: undefined, claimed: false, refs: shape.refs }, false)
         }
-        journal.remove(id)
-        await cgroup?.remove().catch(() => {})
-        for (const ref of refs) await store.release(ref).catch(() => {})
+        const { vm } = entry
+        entry.oomSeen = await guestOomKills(entry.agent)
+        const allow = [...new Set(spec.egress ?? [])].sort()
+        if (allow.length > 0) entry.egress = await openVmEgress(vm, allow, egressRouting, egressOf(vm.id))
+        // Commands find the way out where the usual tools look for it.
+        entry.env = entry.egress !== undefined ? { ...EGRESS_ENV, ...spec.env } : spec.env ?? {}
+        if (closed) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, 'the microvm backend closed during the create', { reason: 'closed' })
+        entry.record = { vm, meta: spec.meta, claimed: true, refs: entry.refs, ...(allow.length > 0 ? { egress: allow } : {}) }
+        journal.write(vm.id, entry.record)
+        live.set(vm.id, entry)
+        watch(vm.id, entry)
+        return { id: vm.id, kind: 'microvm' }
+      } catch (err) {
+        if (entry !== undefined) await reclaim(entry)
+        else for (const ref of shape.refs) await store.release(ref).catch(() => {})
         throw err
       }
     },
@@ -226,41 +258,80 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
         if (entry.claimed && await isAlive(entry.vm.pid, entry.vm.startTime)) {
           try {
             const e = await adoptOne(entry)
-            if (e.cgroup !== undefined) { const cg = e.cgroup; e.hostOomKills = () => cg.oomKills() }
             live.set(entry.vm.id, e)
             watch(entry.vm.id, e)
-            adopted.push({ handle: { id: entry.vm.id, kind: 'microvm' }, meta: entry.meta })
+            adopted.push({ handle: { id: entry.vm.id, kind: 'microvm' }, meta: entry.meta, ...(e.pause.paused ? { paused: true } : {}) })
             keep.add(entry.vm.id)
             continue
           } catch { /* no monitor or no agent answering: reclaimed below */ }
         }
-        await reclaim(entry) // dead, unreachable, or a boot a crash interrupted
+        await reclaim(entry) // dead, unreachable, a pooled VM, or a boot a crash interrupted
       }
       // Directories of boots that crashed before their journal record was written.
       for (const name of await readdir(runDir).catch(() => [] as string[])) {
         if (!keep.has(name)) await rm(join(runDir, name), { recursive: true, force: true }).catch(() => {})
       }
+      // Staging copies and half-built images of snapshots the old agent was cutting.
+      for (const name of await readdir(store.dir).catch(() => [] as string[])) {
+        if (name.startsWith('.stage-') || name.startsWith('.build-')) await rm(join(store.dir, name), { recursive: true, force: true }).catch(() => {})
+      }
+      // Templates of the old agent: this one makes its own (adopted VMs keep the pages they map).
+      await templateStore.clear().catch(() => {})
       // A group that will not go is no reason to keep the node from starting.
       await options.cgroups?.reclaimOrphans?.(keep).catch(() => {})
+      // The layer server outlived the old agent: it learns which of its layers' users survived.
+      if (options.lazy !== undefined) {
+        const users: Record<string, number> = {}
+        for (const e of live.values()) for (const r of e.refs) if (r.startsWith('sha256:')) users[r] = (users[r] ?? 0) + 1
+        await options.lazy.sync(users).catch(() => {})
+      }
       return adopted
     },
 
-    exec: async (handle, argv, opts) => await runInVm(find(handle), argv, opts),
+    exec: async (handle, argv, opts) => await runInVm(running(handle), argv, opts),
 
     files: {
       maxChunkBytes: AgentLimits.maxFileBytes,
-      read: async (handle, path, range) => await find(handle).agent.files.read(path, range),
-      write: async (handle, path, data, opts = {}) => { await find(handle).agent.files.write(path, data, { mkdirs: true, ...opts }) },
-      list: async (handle, path) => await find(handle).agent.files.list(path),
-      stat: async (handle, path, opts) => await find(handle).agent.files.stat(path, opts),
-      mkdir: async (handle, path, opts) => { await find(handle).agent.files.mkdir(path, opts) },
-      remove: async (handle, path, opts) => { await find(handle).agent.files.remove(path, opts) },
-      rename: async (handle, from, to) => { await find(handle).agent.files.rename(from, to) },
-      symlink: async (handle, path, target) => { await find(handle).agent.files.symlink(path, target) }
+      read: async (handle, path, range) => await running(handle).agent.files.read(path, range),
+      write: async (handle, path, data, opts = {}) => { await running(handle).agent.files.write(path, data, { mkdirs: true, ...opts }) },
+      list: async (handle, path) => await running(handle).agent.files.list(path),
+      stat: async (handle, path, opts) => await running(handle).agent.files.stat(path, opts),
+      mkdir: async (handle, path, opts) => { await running(handle).agent.files.mkdir(path, opts) },
+      remove: async (handle, path, opts) => { await running(handle).agent.files.remove(path, opts) },
+      rename: async (handle, from, to) => { await running(handle).agent.files.rename(from, to) },
+      symlink: async (handle, path, target) => { await running(handle).agent.files.symlink(path, target) }
+    },
+
+    async pause (handle) {
+      await find(handle).pause.pause().catch((err: unknown) => { throw goneOr(handle, err) })
+    },
+
+    async resume (handle) {
+      await find(handle).pause.resume().catch((err: unknown) => { throw goneOr(handle, err) })
+    },
+
+    async snapshot (handle, opts = {}) {
+      const entry = find(handle)
+      try {
+        return await cutVmSnapshot(entry.agent, handle.id, store.dir, { flatten: opts.flatten === true, whileFrozen: entry.pause.whileFrozen })
+      } catch (err) {
+        throw goneOr(handle, err)
+      }
+    },
+
+    onEgress (handle, listener) {
+      let set = egressListeners.get(handle.id)
+      if (set === undefined) egressListeners.set(handle.id, set = new Set())
+      set.add(listener)
+      return () => {
+        set.delete(listener)
+        if (set.size === 0 && egressListeners.get(handle.id) === set) egressListeners.delete(handle.id)
+      }
     },
 
     async kill (handle) {
       goneListeners.delete(handle.id)
+      egressListeners.delete(handle.id)
       const entry = live.get(handle.id)
       if (entry === undefined) return
       live.delete(handle.id)
@@ -274,20 +345,33 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       return () => { if (goneListeners.get(handle.id) === listener) goneListeners.delete(handle.id) }
     },
 
+    layersLost () {
+      for (const [id, entry] of live) {
+        const lost = entry.refs.filter((r) => store.onDemand(r))
+        if (lost.length > 0) gone(id, `the layer server died: its layers (${lost.join(', ')}) can no longer be read`)
+      }
+    },
+
     cachedLayers () {
       return store.cached()
     },
 
+    async prewarm (spec, n) {
+      pool.prewarm(poolKey(plainShape(spec)), n)
+    },
+
     async close () {
       closed = true
+      await pool.close()
       await Promise.all([...live.values()].map(reclaim))
       live.clear()
+      await templateStore.close().catch(() => {})
       await rmdir(runDir).catch(() => {}) // only when empty
       await options.cgroups?.close?.().catch(() => {})
     },
 
     status () {
-      return { live: live.size, accel }
+      return { live: live.size, pooled: pool.size, templates: templates?.size ?? 0, accel }
     },
 
     vm: (handle) => live.get(handle.id)?.vm,

@@ -41,5 +41,22 @@ export const MicrovmDefaults = {
   /** QMP commands other than quit. */
   qmpTimeoutMs: 5_000,
   /** The console's last bytes kept during boot, to say why a boot failed. */
-  consoleTailBytes: 8192
+  consoleTailBytes: 8192,
+  /** Saving a VM's machine state to a file, or loading it (the RAM is not in it: ~70 KB). */
+  stateTimeoutMs: 20_000,
+  /** Saved VMs (templates) kept per backend, the least recently used dropped past it. */
+  maxTemplates: 4,
+  /** Templates that failed to be made or restored from this many times running are given up (VMs boot). */
+  templateFailures: 3,
+  /**
+   * Ready VMs kept per shape in the warm pool, at most (the target grows from 0 with each create
+   * that found none); 0 turns the pool off.
+   */
+  poolMax: 2,
+  /** How long the guest's commands are given to freeze (pause, snapshot). */
+  freezeTimeoutMs: 5_000,
+  /** Output credit of a snapshot's tar stream: what may be in flight between guest and host. */
+  treeWindowBytes: 1024 * 1024,
+  /** Bytes of randomness a restored or pooled VM's kernel is given when it is handed out. */
+  seedBytes: 64
 }

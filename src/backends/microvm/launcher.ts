@@ -15,6 +15,7 @@ import { MicrovmDefaults } from './defaults.js'
 import type { GuestImage } from './guest/index.js'
 import { connectQmp } from './qmp.js'
 import { qemuArgs, type VmPlan } from './qemu-args.js'
+import { loadVmState } from './vm-state.js'
 
 /** What `launchVm` needs. */
 export interface LaunchVmOptions {
@@ -40,6 +41,10 @@ export interface LaunchVmOptions {
   extraCmdline?: string
   /** Called as soon as QEMU runs, before the boot is waited for: journal it here. */
   onStarted?: (vm: LaunchedVm) => void
+  /** Guest RAM as a file (see `VmPlan.memoryFile`). */
+  memoryFile?: { path: string, share: boolean }
+  /** Start from this saved state (vm-state.ts) instead of booting; `memoryFile` is then the saved RAM, private. */
+  restoreFrom?: string
 }
 
 /** A running VM, as plain data (journal it as JSON). */
@@ -51,6 +56,8 @@ export interface LaunchedVm {
   /** The VM's host directory: its sockets and pid file. */
   readonly dir: string
   readonly agentSocket: string
+  /** The guest's egress relay (the `warren.egress` port), multiplexed (egress-mux.ts). */
+  readonly egressSocket: string
   readonly qmpSocket: string
   readonly accel: 'kvm' | 'tcg'
   readonly vcpus: number
@@ -66,7 +73,7 @@ const MAX_SOCKET_PATH = 107
 const JOIN_AND_EXEC = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || exit 125; shift; n=$((n - 1)); done; exec "$@"'
 
 /**
- * Starts a VM and returns once its agent answers.
+ * Starts a VM (booting it, or from a saved state) and returns once its agent answers.
  * @throws WARREN_ERR_INVALID_ARGUMENT (bad id, path too long), WARREN_ERR_TIMEOUT (no answer in
  *   `bootTimeoutMs`), WARREN_ERR_BACKEND_UNAVAILABLE (QEMU refused or the guest died; `details.console`
  *   holds the console's last lines)
@@ -92,12 +99,18 @@ export async function launchVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm
     accel: opts.accel,
     ...(opts.tscKhz !== undefined ? { tscKhz: opts.tscKhz } : {}),
     agentSocket: join(dir, 'agent.sock'),
+    egressSocket: join(dir, 'egress.sock'),
     qmpSocket: join(dir, 'qmp.sock'),
     consoleSocket: join(dir, 'con.sock'),
     pidFile: join(dir, 'qemu.pid'),
-    ...(opts.extraCmdline !== undefined ? { extraCmdline: opts.extraCmdline } : {})
+    ...(opts.extraCmdline !== undefined ? { extraCmdline: opts.extraCmdline } : {}),
+    ...(opts.memoryFile !== undefined ? { memoryFile: opts.memoryFile } : {}),
+    ...(opts.restoreFrom !== undefined ? { incoming: true } : {})
   }
-  for (const s of [plan.agentSocket, plan.qmpSocket, plan.consoleSocket]) {
+  if (opts.restoreFrom !== undefined && opts.memoryFile?.share !== false) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, 'a restored VM maps its saved RAM private', { field: 'memoryFile' })
+  }
+  for (const s of [plan.agentSocket, plan.egressSocket, plan.qmpSocket, plan.consoleSocket]) {
     if (Buffer.byteLength(s) > MAX_SOCKET_PATH) throw createError(ErrorCodes.INVALID_ARGUMENT, `socket path ${s} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter runDir`, { field: 'runDir' })
   }
   await rm(dir, { recursive: true, force: true })
@@ -108,8 +121,9 @@ export async function launchVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm
     const pid = Number.parseInt(await readFile(plan.pidFile, 'utf8'), 10)
     const info = Number.isInteger(pid) && pid > 0 ? await processInfo(pid) : undefined
     if (info === undefined) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `QEMU of VM ${opts.id} died right after start`, { reason: 'launch-failed' })
-    vm = { id: opts.id, pid, startTime: info.startTime, dir, agentSocket: plan.agentSocket, qmpSocket: plan.qmpSocket, accel: opts.accel, vcpus: opts.vcpus, memoryMiB: opts.memoryMiB, bootMs: 0 }
+    vm = { id: opts.id, pid, startTime: info.startTime, dir, agentSocket: plan.agentSocket, egressSocket: plan.egressSocket, qmpSocket: plan.qmpSocket, accel: opts.accel, vcpus: opts.vcpus, memoryMiB: opts.memoryMiB, bootMs: 0 }
     opts.onStarted?.(vm)
+    if (opts.restoreFrom !== undefined) await loadVmState(plan.qmpSocket, opts.restoreFrom)
     const console = readConsole(plan.consoleSocket)
     try {
       const agent = await waitForAgent(vm, opts.bootTimeoutMs ?? MicrovmDefaults.bootTimeoutMs, console.tail)

@@ -6,6 +6,10 @@
  *   disks    each layer read-only as virtio-blk, serial `warren-l<i>` (0 = bottom); the kernel's
  *            module tree as `warren-mods`; the guest finds them by serial, not by probe order
  *   agent    virtio-serial port `warren.agent` on a chardev socket the node connects to
+ *   egress   a second port, `warren.egress`: the guest's relay of 127.0.0.1:3128, multiplexed
+ *            (relay-mux.c); every VM has it, used only when its sandbox is given egress
+ *   memory   anonymous, or a file: a template's RAM (shared: the file is the RAM) or a restored
+ *            VM's (private: the file's pages shared until the guest writes them), `-incoming`
  *   control  QMP on a second socket; the console (ttyS0) on a third, read during boot only
  *   network  none (`-nic none`): the guest has loopback only
  */
@@ -32,11 +36,16 @@ export interface VmPlan {
   /** Under TCG: the host's TSC rate, so the guest need not calibrate it (that fails on a busy host). */
   tscKhz?: number
   agentSocket: string
+  egressSocket: string
   qmpSocket: string
   consoleSocket: string
   pidFile: string
   /** Kernel parameters added at the end (e.g. `warren.debug=1`). */
   extraCmdline?: string
+  /** Guest RAM as this file, shared (written through: a template) or private (copy-on-write: a restore). */
+  memoryFile?: { path: string, share: boolean }
+  /** Wait for the VM's state over QMP (`migrate-incoming`) instead of booting. */
+  incoming?: boolean
 }
 
 /** A value inside a QEMU option list, where a comma separates options unless doubled. */
@@ -60,7 +69,7 @@ export function kernelCmdline (plan: VmPlan): string {
 export function qemuArgs (plan: VmPlan): string[] {
   const args = [
     '-name', `warren-${plan.id}`,
-    '-M', 'microvm,x-option-roms=off',
+    '-M', `microvm,x-option-roms=off${plan.memoryFile !== undefined ? ',memory-backend=mem' : ''}`,
     '-accel', plan.accel === 'tcg' ? `tcg,tb-size=${MicrovmDefaults.tcgCacheMiB}` : 'kvm',
     '-cpu', plan.accel === 'kvm' ? 'host' : 'max',
     '-smp', String(plan.vcpus),
@@ -73,6 +82,9 @@ export function qemuArgs (plan: VmPlan): string[] {
     '-initrd', plan.initrd,
     '-append', kernelCmdline(plan)
   ]
+  if (plan.memoryFile !== undefined) {
+    args.push('-object', `memory-backend-file,id=mem,size=${plan.memoryMiB}M,mem-path=${opt(plan.memoryFile.path)},share=${plan.memoryFile.share ? 'on' : 'off'}`)
+  }
   const disk = (file: string, id: string, serial: string): void => {
     args.push('-drive', `file=${opt(file)},format=raw,readonly=on,if=none,id=${id}`, '-device', `virtio-blk-device,drive=${id},serial=${serial}`)
   }
@@ -83,15 +95,18 @@ export function qemuArgs (plan: VmPlan): string[] {
     // instead of staying charged to QEMU (~20 MiB of an idle guest here; what the kernel freed
     // before, its decompression scratch above all, stays).
     '-device', 'virtio-balloon-device,free-page-reporting=on',
-    '-device', 'virtio-serial-device,max_ports=2',
+    '-device', 'virtio-serial-device,max_ports=3',
     '-chardev', `socket,id=agent,path=${opt(plan.agentSocket)},server=on,wait=off`,
     '-device', 'virtserialport,chardev=agent,name=warren.agent,id=agent0',
+    '-chardev', `socket,id=egress,path=${opt(plan.egressSocket)},server=on,wait=off`,
+    '-device', 'virtserialport,chardev=egress,name=warren.egress,id=egress0',
     '-chardev', `socket,id=qmp,path=${opt(plan.qmpSocket)},server=on,wait=off`,
     '-mon', 'chardev=qmp,mode=control',
     '-chardev', `socket,id=con,path=${opt(plan.consoleSocket)},server=on,wait=off`,
     '-serial', 'chardev:con',
     '-daemonize', '-pidfile', plan.pidFile
   )
+  if (plan.incoming === true) args.push('-incoming', 'defer')
   return args
 }
 

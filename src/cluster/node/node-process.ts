@@ -13,9 +13,9 @@ import { join } from 'node:path'
 import { ActorSystem, type Ref } from '../../actors/index.js'
 import { ContainerBackendDefaults, ContainerDefaults, createCgroupProvider, createContainerBackend, type CgroupProvider, type ContainerBackend, type EgressProxyOptions } from '../../backends/container/index.js'
 import { createFunctionBackend } from '../../backends/function/index.js'
-import { createMicrovmBackend, MicrovmDefaults, microvmUnavailable } from '../../backends/microvm/index.js'
+import { createMicrovmBackend, MicrovmDefaults, microvmUnavailable, type MicrovmBackend } from '../../backends/microvm/index.js'
 import type { Backend, BackendKind } from '../../backends/types.js'
-import { startLayerService, type LayerService } from '../../images/index.js'
+import { shareLayerService, startLayerService, type LayerService } from '../../images/index.js'
 import type { CacheMetrics } from '../../images/blob/index.js'
 import { createSupervisor } from '../../supervisors/index.js'
 import type { LinkOptionsInput } from '../../transport/index.js'
@@ -53,12 +53,12 @@ export interface NodeOptions {
   output?: NodeAgentOptions['output']
   /** Bounds of file transfers (the largest file a write makes or a read fetches): `FilesDefaults`. */
   files?: NodeAgentOptions['files']
-  /** Container egress: the operator's pinned names (`{ 'mirror.internal': '10.0.0.5:3141' }`), and a resolver for tests. */
+  /** Egress (containers and VMs): the operator's pinned names (`{ 'mirror.internal': '10.0.0.5:3141' }`), and a resolver for tests. */
   egress?: EgressProxyOptions
   /** What sandboxes' trajectories keep (`TrajectoryDefaults`: the record budget, what goes inline). */
   trajectory?: Partial<TrajectoryLimits>
   /** MicroVMs: the operator's guest kernel (and its module tree) instead of Debian's. */
-  microvm?: { kernel?: string, kernelModules?: string }
+  microvm?: { kernel?: string, kernelModules?: string, pool?: { min?: number, max?: number }, templates?: boolean, guestDir?: string }
 }
 
 /** Why this machine cannot run container sandboxes, or undefined when it can. */
@@ -93,6 +93,10 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   const container = containerUnavailable()
   const layerSource = { baseUrl: options.url.replace(/^ws/, 'http'), token: options.joinToken }
   let containerBackend: ContainerBackend | undefined
+  let microvmBackend: MicrovmBackend | undefined
+  const vmDataDir = options.dataDir !== undefined ? join(options.dataDir, 'microvm') : undefined
+  const guestDir = vmDataDir !== undefined ? options.microvm?.guestDir ?? MicrovmDefaults.guestDir ?? join(vmDataDir, 'guest') : undefined
+  const vmWhy = vmDataDir !== undefined ? microvmUnavailable(guestDir, options.microvm?.kernel) : 'no data directory'
   // Layers on demand are served by a process of the node's own that outlives the agent, so
   // sandboxes re-adopted after a crash of the agent keep reading their layers.
   const lazy = container === undefined && options.dataDir !== undefined && options.lazyLayers !== false
@@ -104,26 +108,27 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
       // The sandbox reading got EIO; the node says why, once per failure.
       onError: (message) => process.stderr.write(`warren node ${nodeId}: layer read failed: ${message}\n`),
       // Its sandboxes on layers the dead server presented end, and their owners learn why.
-      onRestart: () => containerBackend?.layersLost()
+      onRestart: () => { containerBackend?.layersLost(); microvmBackend?.layersLost() }
     }).catch((err: unknown) => {
       // No FUSE here (or it failed): the node still works, pulling layers whole.
       process.stderr.write(`warren node ${nodeId}: layers on demand unavailable, pulling them whole: ${(err as Error).message}\n`)
       return undefined
     })
     : undefined
+  // Both backends stack the server's files: each reports its layers' users at adopt, the server hears the sum.
+  const parties = [...(container === undefined && options.dataDir !== undefined ? ['container' as const] : []), ...(vmWhy === undefined ? ['microvm' as const] : [])]
+  const lazyViews = lazy !== undefined ? shareLayerService(lazy, parties) : undefined
   if (container === undefined && options.dataDir !== undefined) {
     // Each node its own run directory: a node reclaims what it finds there that it did not journal.
-    backends.container = containerBackend = createContainerBackend({ dataDir: join(options.dataDir, 'container'), layerSource, ...(lazy !== undefined ? { lazy } : {}), runDir: join(ContainerDefaults.runDir, nodeId), ...(options.layersDir !== undefined ? { layersDir: options.layersDir } : {}), ...(options.containerPool !== undefined ? { pool: options.containerPool } : {}), ...(options.egress !== undefined ? { egress: options.egress } : {}), cgroups: options.cgroups ?? createCgroupProvider(`warren-${nodeId}`) })
+    backends.container = containerBackend = createContainerBackend({ dataDir: join(options.dataDir, 'container'), layerSource, ...(lazyViews?.container !== undefined ? { lazy: lazyViews.container } : {}), runDir: join(ContainerDefaults.runDir, nodeId), ...(options.layersDir !== undefined ? { layersDir: options.layersDir } : {}), ...(options.containerPool !== undefined ? { pool: options.containerPool } : {}), ...(options.egress !== undefined ? { egress: options.egress } : {}), cgroups: options.cgroups ?? createCgroupProvider(`warren-${nodeId}`) })
   }
-  if (options.dataDir !== undefined) {
-    const dataDir = join(options.dataDir, 'microvm')
-    const guestDir = MicrovmDefaults.guestDir ?? join(dataDir, 'guest')
-    const why = microvmUnavailable(guestDir, options.microvm?.kernel)
-    if (why === undefined) {
-      // The guest kernel is fetched and unpacked at the first microvm create (once per data dir).
-      const progress = (line: string): void => { process.stderr.write(`warren node ${nodeId}: ${line}\n`) }
-      backends.microvm = createMicrovmBackend({ dataDir, guestDir, layerSource, runDir: join(MicrovmDefaults.runDir, nodeId), cgroups: createCgroupProvider(`warren-${nodeId}-vm`), ...options.microvm, onProgress: progress })
-    }
+  if (vmDataDir !== undefined && vmWhy === undefined) {
+    // The guest kernel is fetched and unpacked at the first microvm create (once per data dir).
+    const progress = (line: string): void => { process.stderr.write(`warren node ${nodeId}: ${line}\n`) }
+    backends.microvm = microvmBackend = createMicrovmBackend({
+      dataDir: vmDataDir, ...(guestDir !== undefined ? { guestDir } : {}), layerSource, runDir: join(MicrovmDefaults.runDir, nodeId), cgroups: createCgroupProvider(`warren-${nodeId}-vm`),
+      ...(lazyViews?.microvm !== undefined ? { lazy: lazyViews.microvm } : {}), ...(options.egress !== undefined ? { egress: options.egress } : {}), ...options.microvm, onProgress: progress
+    })
   }
   const capacity: NodeCapacity = {
     cpus: cpus().length,

@@ -2,3 +2,4 @@
 export { startLayerService, type LayerService, type LayerServiceOptions } from './client.js'
 export { startLayerServer, type LayerServer } from './server.js'
 export { LayerServerDefaults, type LayerServerConfig } from './protocol.js'
+export { shareLayerService } from './share.js'

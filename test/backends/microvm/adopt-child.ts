@@ -1,7 +1,8 @@
 /**
  * A node agent stand-in for the adopt test, run as its own process so it can be killed with
- * SIGKILL: makes a VM on the given data dir, leaves a file and a background process in it,
- * prints the VM as JSON, then waits to be killed.
+ * SIGKILL: with the backend's defaults (templates, the warm pool) makes a VM on the given data
+ * dir, leaves a file and a background process in it, makes a second VM and pauses it, prints
+ * the first VM as JSON, then waits to be killed.
  *
  *   node adopt-child.js DATA_DIR RUN_DIR CGROUP_PARENT GUEST_DIR
  */
@@ -13,5 +14,7 @@ const b = createMicrovmBackend({ dataDir: dataDir!, runDir: runDir!, guestDir: g
 const h = await b.create({ id: 'adoptee', limits: { cpus: 1, memoryMiB: 192, diskMiB: 16, pids: 64 }, meta: { who: 'the first agent' } })
 await b.files.write(h, '/root/note', new TextEncoder().encode('written before the crash'))
 await b.exec(h, ['sh', '-c', 'sleep 1000 >/dev/null 2>&1 &'])
+const sleeper = await b.create({ id: 'sleeper', limits: { cpus: 1, memoryMiB: 192, diskMiB: 16, pids: 64 }, meta: { who: 'paused' } })
+await b.pause!(sleeper)
 process.stdout.write(JSON.stringify(b.vm(h)) + '\n')
 setInterval(() => {}, 60_000)

@@ -7,6 +7,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { createCgroupProvider, isAlive } from '../../../src/backends/container/index.js'
 import type { LaunchedVm } from '../../../src/backends/microvm/index.js'
+import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
 import { timed } from '../../support/index.js'
 import { assertGone, CGROUP_PARENT, GUEST_DIR, leftoverCgroups, newBackend, registerLeftoverCheck, runDir, sh, vmTest } from './helpers.js'
 
@@ -38,13 +39,28 @@ vmTest('kill -9 of the node agent, then a new backend on the same data dir re-ad
   const b = await newBackend(dataDir)
   defer(() => b.close())
   const adopted = await b.adopt!()
-  assert.equal(adopted.map((a) => a.handle.id), ['adoptee'])
-  assert.equal(adopted[0]!.meta, { who: 'the first agent' })
-  const h = adopted[0]!.handle
+  const who = (a: { meta: unknown }): string => (a.meta as { who: string }).who
+  // The second VM may be the pool's (made in the background after the first): its id is the pool's.
+  assert.equal(adopted.map(who).sort(), ['paused', 'the first agent'])
+  const first = adopted.find((a) => who(a) === 'the first agent')!
+  const second = adopted.find((a) => who(a) === 'paused')!
+  assert.is(first.handle.id, 'adoptee')
+  assert.is(first.paused, undefined)
+  assert.is(second.paused, true, 'the paused VM is adopted paused')
+  const h = first.handle
+  // The paused one still refuses commands, and resumes.
+  const sleeper = second.handle
+  const refused = await b.exec(sleeper, ['true']).catch((e: unknown) => e)
+  assert.ok(isWarrenError(refused, ErrorCodes.SANDBOX_PAUSED), String(refused))
+  await b.resume!(sleeper)
+  assert.is(await sh(b, sleeper, 'hostname'), 'sleeper\n')
+  const sleeperVm = b.vm(sleeper)!
+  await b.kill(sleeper)
+  await assertGone(sleeperVm)
   assert.is(b.vm(h)!.pid, vm.pid, 'the same QEMU, not a new boot')
   assert.is((await sh(b, h, 'cat /root/note')), 'written before the crash')
   assert.match(await sh(b, h, 'ps'), /sleep 1000/, 'its processes ran on')
-  assert.equal(readdirSync(join(dataDir, 'journal')), ['adoptee.json'], 'the ghost record is gone')
+  assert.equal(readdirSync(join(dataDir, 'journal')), ['adoptee.json'], 'the ghost record and any pooled VM\'s are gone')
   assert.equal(readdirSync(dir), ['adoptee'], 'the stray directory is gone')
   assert.equal(leftoverCgroups('stray'), [], 'the stray group is gone')
 

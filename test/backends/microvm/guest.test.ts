@@ -74,7 +74,7 @@ test('modules: dependencies load first, each once; built-ins are skipped; a miss
 const plan: VmPlan = {
   id: 'v1', hostname: 'h1', layers: ['/l/base.erofs', '/l/tools.erofs'], kernel: '/k/vmlinuz', initrd: '/k/initrd', modulesDisk: '/k/mods.erofs',
   vcpus: 2, memoryMiB: 256, diskMiB: 64, pids: 100, accel: 'tcg', tscKhz: 2000000,
-  agentSocket: '/r/v1/agent.sock', qmpSocket: '/r/v1/qmp.sock', consoleSocket: '/r/v1/con.sock', pidFile: '/r/v1/qemu.pid'
+  agentSocket: '/r/v1/agent.sock', egressSocket: '/r/v1/egress.sock', qmpSocket: '/r/v1/qmp.sock', consoleSocket: '/r/v1/con.sock', pidFile: '/r/v1/qemu.pid'
 }
 
 test('qemu args: microvm without defaults or NIC, layers read-only by serial in stack order, the agent port, QMP, daemonized', () => {
@@ -92,12 +92,26 @@ test('qemu args: microvm without defaults or NIC, layers read-only by serial in 
   assert.match(drives[0]!, /^file=\/l\/base\.erofs,/)
   assert.equal(after('-device').filter((d) => d.startsWith('virtio-blk-device')).map((d) => /serial=([^,]+)/.exec(d)![1]), ['warren-l0', 'warren-l1', 'warren-mods'])
   assert.ok(after('-device').some((d) => d.includes('name=warren.agent')))
+  assert.ok(after('-device').some((d) => d.includes('name=warren.egress')), 'every VM has the egress port')
+  assert.ok(after('-chardev').some((c) => c.includes('path=/r/v1/egress.sock')))
+  assert.not.ok(args.includes('-incoming'))
+  assert.not.ok(after('-M')[0]!.includes('memory-backend'), 'anonymous RAM by default')
   assert.ok(after('-chardev').some((c) => c.includes('path=/r/v1/agent.sock') && c.includes('server=on')))
   assert.ok(after('-mon').includes('chardev=qmp,mode=control'))
   assert.ok(!args.some((a) => /netdev|virtio-net/.test(a)), 'no network device')
   // A comma in a path is doubled, so it cannot start another option.
   const odd = qemuArgs({ ...plan, layers: ['/l/a,format=qcow2.erofs'] })
   assert.ok(odd.includes('file=/l/a,,format=qcow2.erofs,format=raw,readonly=on,if=none,id=l0'))
+})
+
+test('qemu args: a template\'s RAM is a shared file, a restored VM maps it private and waits for its state', () => {
+  const template = qemuArgs({ ...plan, memoryFile: { path: '/t/ram', share: true } })
+  const after = (args: string[], flag: string): string[] => args.flatMap((a, i) => a === flag ? [args[i + 1]!] : [])
+  assert.match(after(template, '-M')[0]!, /memory-backend=mem/)
+  assert.equal(after(template, '-object'), ['memory-backend-file,id=mem,size=256M,mem-path=/t/ram,share=on'])
+  const restored = qemuArgs({ ...plan, memoryFile: { path: '/t/ram', share: false }, incoming: true })
+  assert.equal(after(restored, '-object'), ['memory-backend-file,id=mem,size=256M,mem-path=/t/ram,share=off'])
+  assert.equal(after(restored, '-incoming'), ['defer'])
 })
 
 test('kernel command line: the agent\'s parameters; the TSC rate only under TCG', () => {

@@ -3,7 +3,7 @@
  * guest kernel kept between runs, a run directory and cgroup parent per test file, and the
  * check that nothing of a killed VM is left on the host.
  */
-import { existsSync, readdirSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -37,9 +37,35 @@ export function runDir (): Promise<string> {
   return runDirP
 }
 
-/** A backend on `dataDir` with this file's run directory and cgroup parent. */
+/**
+ * A backend on `dataDir` with this file's run directory and cgroup parent; without a pool or
+ * templates unless asked (every create a cold boot, so what a test measures is that).
+ */
 export async function newBackend (dataDir: string, over: Partial<MicrovmBackendOptions> = {}): Promise<MicrovmBackend> {
-  return createMicrovmBackend({ dataDir, guestDir: GUEST_DIR, runDir: await runDir(), cgroups: createCgroupProvider(CGROUP_PARENT), ...over })
+  return createMicrovmBackend({ dataDir, guestDir: GUEST_DIR, runDir: await runDir(), cgroups: createCgroupProvider(CGROUP_PARENT), pool: { max: 0 }, templates: false, ...over })
+}
+
+/** The template directory of a backend made by `newBackend` (its ramfs, while templates are kept). */
+export async function templateDir (): Promise<string> {
+  return `${await runDir()}-templates`
+}
+
+/** True when something is mounted at `dir`. */
+export function mounted (dir: string): boolean {
+  return readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => l.split(' ')[4] === dir)
+}
+
+/** QEMU's CPU time so far (user + system, all its threads), in clock ticks. */
+export function qemuCpuTicks (vm: LaunchedVm): number {
+  const fields = readFileSync(`/proc/${vm.pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ')
+  return Number(fields[11]) + Number(fields[12])
+}
+
+/** Proportional and resident set sizes of a process, in KiB (smaps_rollup). */
+export function memoryOf (pid: number): { pssKiB: number, rssKiB: number } {
+  const text = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8')
+  const kib = (name: string): number => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN)
+  return { pssKiB: kib('Pss'), rssKiB: kib('Rss') }
 }
 
 /** What `run` collects: the result, both streams, and every chunk in arrival order. */
@@ -93,6 +119,9 @@ export function registerLeftoverCheck (): void {
     const dir = await runDir()
     assert.equal(existsSync(dir) ? readdirSync(dir) : [], [], 'VM directories remain')
     await rm(dir, { recursive: true, force: true })
+    const templates = await templateDir()
+    assert.not.ok(mounted(templates), 'the templates\' ramfs is unmounted')
+    assert.not.ok(existsSync(templates), 'the templates\' directory is removed')
     for (const p of Object.values(detectLayout())) {
       const parent = join(p.mount, CGROUP_PARENT)
       if (existsSync(parent)) assert.equal(readdirSync(parent, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name), [], `groups under ${parent}`)

@@ -202,14 +202,14 @@ vmTest('kill ends QEMU and leaves nothing: process, sockets, directory, cgroup, 
   await b.kill(h) // idempotent
 }))
 
-vmTest('a create is refused what a VM cannot be given: too little memory, egress', timed(30_000, async () => {
+vmTest('a create is refused what a VM cannot be given: too little memory, a fraction of a MiB of disk', timed(30_000, async () => {
   backend ??= await newBackend(dataDir)
   const small = await backend.create({ limits: { cpus: 1, memoryMiB: 64, diskMiB: 16, pids: 16 } }).catch((e: unknown) => e)
   assert.ok(isWarrenError(small, ErrorCodes.INVALID_ARGUMENT), String(small))
   assert.is(isWarrenError(small) ? small.details?.field : undefined, 'limits.memoryMiB')
-  const egress = await backend.create({ egress: ['pypi.org'] }).catch((e: unknown) => e)
-  assert.ok(isWarrenError(egress, ErrorCodes.UNSUPPORTED), String(egress))
-  assert.is(isWarrenError(egress) ? egress.details?.field : undefined, 'egress')
+  const disk = await backend.create({ limits: { cpus: 1, memoryMiB: 256, diskMiB: 0.5, pids: 16 } }).catch((e: unknown) => e)
+  assert.ok(isWarrenError(disk, ErrorCodes.INVALID_ARGUMENT), String(disk))
+  assert.is(isWarrenError(disk) ? disk.details?.field : undefined, 'limits.diskMiB')
 }))
 
 registerLeftoverCheck()

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -24,6 +25,8 @@
 #define MAX_POLL (2 + WARREN_MAX_CONNS + 5 * WARREN_MAX_EXECS + 1 + 2 * RELAY_MAX)
 /* How long a stream device (VM port) that hung up is left before it is opened again. */
 #define STREAM_RETRY_MS 100
+
+int agent_in_vm;
 
 static struct conn *conns[WARREN_MAX_CONNS];
 static int nconns;
@@ -241,6 +244,9 @@ static const char *parse_req(struct mp_in *r, struct req *q, char *why, size_t w
 		else if (key_is(k, kl, "recursive")) bad = get_bool(r, &q->recursive);
 		else if (key_is(k, kl, "follow")) bad = get_bool(r, &q->follow);
 		else if (key_is(k, kl, "parents")) bad = get_bool(r, &q->parents);
+		else if (key_is(k, kl, "flatten")) bad = get_bool(r, &q->flatten);
+		else if (key_is(k, kl, "seed")) bad = get_bin(r, &q->seed);
+		else if (key_is(k, kl, "timeMs")) bad = get_u64(r, &q->time_ms, &q->has_time);
 		else if (mp_skip(r) < 0) bad = "undecodable value";
 		if (bad) {
 			snprintf(why, whylen, "field \"%.*s\": %s", (int)(kl > 40 ? 40 : kl), k, bad);
@@ -264,16 +270,52 @@ static void send_pong(struct conn *c, uint64_t id)
 	frame_end(c, m);
 }
 
-/* Renames the sandbox: a pooled sandbox takes the id of the sandbox it becomes. */
-static void set_hostname(struct conn *c, const struct req *q)
+/* Renames the sandbox: 0, or -1 after replying with why. */
+static int rename_to(struct conn *c, const struct req *q)
 {
-	if (!q->name.p || q->name.n == 0 || q->name.n > 63) { send_err(c, q->id, ERR_INVALID, "name must be 1-63 bytes"); return; }
+	if (!q->name.p || q->name.n == 0 || q->name.n > 63) { send_err_field(c, q->id, ERR_INVALID, "name", "name must be 1-63 bytes"); return -1; }
 	for (uint32_t i = 0; i < q->name.n; i++) {
 		char ch = q->name.p[i];
 		int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_';
-		if (!ok) { send_err(c, q->id, ERR_INVALID, "name must be of [A-Za-z0-9._-]"); return; }
+		if (!ok) { send_err_field(c, q->id, ERR_INVALID, "name", "name must be of [A-Za-z0-9._-]"); return -1; }
 	}
-	if (sandbox_rename(q->name.p, q->name.n) < 0) { send_errno(c, q->id, errno, "sethostname", NULL); return; }
+	if (sandbox_rename(q->name.p, q->name.n) < 0) { send_errno(c, q->id, errno, "sethostname", NULL); return -1; }
+	return 0;
+}
+
+/* Renames the sandbox: a pooled sandbox takes the id of the sandbox it becomes. */
+static void set_hostname(struct conn *c, const struct req *q)
+{
+	if (rename_to(c, q) == 0) send_ok(c, q->id);
+}
+
+/* A VM started from a saved one (or kept in a pool, or paused) takes what must be its own:
+ * its name, fresh randomness mixed into the kernel's pool and the generator reseeded (else
+ * every VM restored from one state would draw the same numbers), and the host's time (the
+ * saved clock stopped when the state was saved). A container shares the host's clock and
+ * kernel: it may only be renamed. */
+static void set_identity(struct conn *c, const struct req *q)
+{
+	if (!agent_in_vm && (q->seed.set || q->has_time)) { send_err_field(c, q->id, ERR_UNSUPPORTED, q->seed.set ? "seed" : "timeMs", "only a VM has a clock and a random pool of its own"); return; }
+	if (q->name.set && rename_to(c, q) < 0) return;
+	if (q->seed.set && q->seed.n > 0) {
+		if (q->seed.n > 512) { send_err_field(c, q->id, ERR_INVALID, "seed", "seed must be at most 512 bytes"); return; }
+		/* struct rand_pool_info { int entropy_count; int buf_size; __u32 buf[]; } (linux/random.h) */
+		struct { int entropy_count, buf_size; uint8_t buf[512]; } pool;
+		pool.entropy_count = (int)q->seed.n * 8;
+		pool.buf_size = (int)q->seed.n;
+		memcpy(pool.buf, q->seed.p, q->seed.n);
+		int fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
+		/* RNDADDENTROPY = _IOW('R', 3, int[2]); RNDRESEEDCRNG = _IO('R', 7) */
+		int bad = fd < 0 || ioctl(fd, 0x40085203, &pool) < 0 || ioctl(fd, 0x5207) < 0;
+		int err = errno;
+		if (fd >= 0) close(fd);
+		if (bad) { send_errno(c, q->id, err, "reseed", "/dev/urandom"); return; }
+	}
+	if (q->has_time) {
+		struct timespec ts = { (time_t)(q->time_ms / 1000), (long)(q->time_ms % 1000) * 1000000L };
+		if (clock_settime(CLOCK_REALTIME, &ts) < 0) { send_errno(c, q->id, errno, "clock_settime", "CLOCK_REALTIME"); return; }
+	}
 	send_ok(c, q->id);
 }
 
@@ -303,6 +345,8 @@ static void handle_frame(struct conn *c, const uint8_t *p, size_t n)
 	else if (key_is(t, tl, "rename")) file_rename(c, &q);
 	else if (key_is(t, tl, "symlink")) file_symlink(c, &q);
 	else if (key_is(t, tl, "hostname")) set_hostname(c, &q);
+	else if (key_is(t, tl, "identity")) set_identity(c, &q);
+	else if (key_is(t, tl, "tree")) exec_tree(c, &q);
 	else send_err(c, q.id, ERR_UNKNOWN_KIND, "unknown kind \"%.*s\"", (int)(tl > 40 ? 40 : tl), t);
 }
 
@@ -436,6 +480,8 @@ int agent_run(int listen_fd, const char *stream_path)
 		for (int i = first_relay; i < n; i++) kinds[i] = 0;
 
 		int timeout = exec_poll_timeout();
+		int relay_timeout = relay_poll_timeout();
+		if (relay_timeout >= 0 && (timeout < 0 || relay_timeout < timeout)) timeout = relay_timeout;
 		if (stream_path && nconns == 0 && (timeout < 0 || timeout > STREAM_RETRY_MS)) timeout = STREAM_RETRY_MS;
 		int ready = poll(fds, (nfds_t)n, timeout);
 		if (ready < 0 && errno != EINTR) { perror("warren-init: poll"); return 1; }

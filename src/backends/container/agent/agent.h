@@ -24,16 +24,16 @@ struct field {
 
 /* Every field any request may carry, parsed in one pass; `set` says which were present. */
 struct req {
-	struct field t, cwd, path, data, in, name, to, target;
+	struct field t, cwd, path, data, in, name, to, target, seed;
 	uint64_t id;
 	int has_id;
 	struct mp_in argv, env; /* positioned at the array/map header */
 	int has_argv, has_env;
-	uint64_t uid, gid, timeout_ms, max_output, exec, offset, length, mode, window, bytes, cols, rows;
-	int has_uid, has_gid, has_timeout, has_max_output, has_exec, has_offset, has_length, has_mode, has_window, has_bytes, has_cols, has_rows;
+	uint64_t uid, gid, timeout_ms, max_output, exec, offset, length, mode, window, bytes, cols, rows, time_ms;
+	int has_uid, has_gid, has_timeout, has_max_output, has_exec, has_offset, has_length, has_mode, has_window, has_bytes, has_cols, has_rows, has_time;
 	int64_t signal;
 	int has_signal;
-	int stdin_stream, eof, append, mkdirs, recursive, follow, pty, parents;
+	int stdin_stream, eof, append, mkdirs, recursive, follow, pty, parents, flatten;
 };
 
 /* Frame construction: begin reserves the length prefix, end patches it. */
@@ -54,12 +54,19 @@ int take_path(struct conn *c, const struct req *q, char out[WARREN_MAX_PATH + 1]
 /* The same for another path-like field (rename's `to`, symlink's `target`), named in the error. */
 int take_field_path(struct conn *c, const struct req *q, const struct field *f, const char *name, char out[WARREN_MAX_PATH + 1]);
 
+/* Set by vm.c: the agent is a VM's PID 1, so the clock and the random pool are the sandbox's own. */
+extern int agent_in_vm;
+
 /* Milliseconds of CLOCK_MONOTONIC. */
 int64_t now_ms(void);
 
 /* exec.c */
 struct exec;
 void exec_start(struct conn *c, const struct req *q);
+/* `tree`: the archive of the VM's writable layer (or flattened tree), streamed as an exec's output. */
+void exec_tree(struct conn *c, const struct req *q);
+/* cgroup.procs of the group commands join before execve (VMs); -1: they stay in the agent's. */
+extern int exec_cgroup_fd;
 void exec_stdin(struct conn *c, const struct req *q);
 void exec_kill(struct conn *c, const struct req *q);
 void exec_credit(struct conn *c, const struct req *q);
@@ -75,9 +82,19 @@ int exec_poll_fds(struct pollfd *fds, void **owners, int max, int base);
 #define RELAY_PORT 3128
 #define RELAY_MAX 64
 int relay_start(void);
+/* A VM's relay: over the virtio serial port at `port` instead of a socket bound in. */
+int relay_start_vm(const char *port);
 int relay_poll_fds(struct pollfd *fds, void **owners, int max, int base);
 void relay_handle(void *owner, short revents, int fd);
 void relay_sweep(void);
+/* The poll timeout the relay needs (-1 for none): a VM's port waiting to be opened again. */
+int relay_poll_timeout(void);
+/* relay-mux.c: in a VM, the same relay over the virtio serial port at `port` (see there). */
+int mux_start(const char *port);
+int mux_poll_fds(struct pollfd *fds, void **owners, int max, int base);
+void mux_handle(void *owner, short revents, int fd);
+void mux_sweep(void);
+int mux_poll_timeout(void);
 void exec_handle(void *owner, short revents, int fd);
 void exec_reap(void);
 /* The nearest deadline of a running exec, as a poll timeout (-1 for none). */

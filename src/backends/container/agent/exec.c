@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include "agent.h"
 #include "seccomp.h"
+#include "tree.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 /* Pipe reads per event: the size of one out frame's data. */
@@ -76,7 +77,9 @@ static struct exec *find(const struct conn *c, uint64_t id)
 /* ---- the child side ---- */
 
 struct child_fail { int32_t stage, err; };
-enum { STAGE_CWD = 1, STAGE_GROUPS, STAGE_GID, STAGE_UID, STAGE_EXEC, STAGE_SECCOMP, STAGE_TTY };
+enum { STAGE_CWD = 1, STAGE_GROUPS, STAGE_GID, STAGE_UID, STAGE_EXEC, STAGE_SECCOMP, STAGE_TTY, STAGE_CGROUP };
+
+int exec_cgroup_fd = -1;
 
 static void __attribute__((noreturn)) child_fail(int fd, int stage)
 {
@@ -112,6 +115,22 @@ static void exec_path(char **argv, char **envp, const char *path)
 	errno = saw_eacces ? EACCES : ENOENT;
 }
 
+/* The child of a `tree` request: the archive on its stdout (the status pipe closed by hand, as
+ * execve would, says it started). It stays in the agent's cgroup, outside the commands' group
+ * a snapshot freezes. */
+static void __attribute__((noreturn)) tree_child(int out_w, int err_w, int status_w, int flatten)
+{
+	signal(SIGPIPE, SIG_DFL);
+	setsid();
+	dup2(out_w, 1);
+	dup2(err_w, 2);
+	close(status_w);
+	/* Nothing of the agent's stays open in it (a VM's port has one opener at a time). */
+	if (tree_upper_fd >= 0 && dup2(tree_upper_fd, 3) == 3) tree_upper_fd = 3;
+	for (int fd = tree_upper_fd == 3 ? 4 : 3; fd < 4096; fd++) close(fd);
+	_exit(tree_write(flatten));
+}
+
 static void __attribute__((noreturn)) child(int in_r, int out_w, int err_w, int status_w,
 	char **argv, char **envp, const char *path, const char *cwd, uid_t uid, gid_t gid, int tty)
 {
@@ -130,6 +149,9 @@ static void __attribute__((noreturn)) child(int in_r, int out_w, int err_w, int 
 	 * needs no privilege, and the floor stays where the launcher left it (see sandbox.c). */
 	int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
 	if (oom >= 0) { ssize_t w = write(oom, "0", 1); (void)w; close(oom); }
+	/* In a VM the commands have a cgroup of their own (vm.c): its pids limit, and the freezer a
+	 * snapshot uses, hold them and not the agent. */
+	if (exec_cgroup_fd >= 0 && write(exec_cgroup_fd, "0", 1) < 0) child_fail(status_w, STAGE_CGROUP);
 	if (uid != 0 || gid != 0) {
 		if (setgroups(1, &gid) < 0) child_fail(status_w, STAGE_GROUPS);
 		if (setgid(gid) < 0) child_fail(status_w, STAGE_GID);
@@ -234,6 +256,7 @@ static const char *stage_name(int stage)
 	case STAGE_UID: return "setuid";
 	case STAGE_SECCOMP: return "install the seccomp filter";
 	case STAGE_TTY: return "take the terminal";
+	case STAGE_CGROUP: return "join the commands' cgroup";
 	default: return "exec";
 	}
 }
@@ -444,9 +467,11 @@ static int open_terminal(const struct req *q, int in_p[2], int out_p[2], int err
 	return 0;
 }
 
-void exec_start(struct conn *c, const struct req *q)
+/* Starts an exec, or (tree 1: the writable layer, 2: flattened) the archive of the tree. */
+static void start(struct conn *c, const struct req *q, int tree)
 {
-	if (!q->has_argv) { send_err(c, q->id, ERR_INVALID, "exec needs argv"); return; }
+	if (!tree && !q->has_argv) { send_err(c, q->id, ERR_INVALID, "exec needs argv"); return; }
+	if (tree && tree_upper_fd < 0) { send_err(c, q->id, ERR_UNSUPPORTED, "tree is answered inside a VM only"); return; }
 	if (find(c, q->id)) { send_err(c, q->id, ERR_INVALID, "exec id %llu is in use", (unsigned long long)q->id); return; }
 	if (nexecs >= WARREN_MAX_EXECS) { send_err(c, q->id, ERR_OVERLOADED, "too many commands running (%d)", WARREN_MAX_EXECS); return; }
 	uid_t uid = q->has_uid ? (uid_t)q->uid : 0;
@@ -465,7 +490,9 @@ void exec_start(struct conn *c, const struct req *q)
 		cwd[q->cwd.n] = 0;
 	}
 	const char *why = NULL, *path = DEFAULT_PATH;
-	char **argv = build_argv(q, &why);
+	static char tree_name[] = "tree";
+	char **argv = tree ? calloc(2, sizeof *argv) : build_argv(q, &why);
+	if (tree && argv && !(argv[0] = strdup(tree_name))) { free(argv); argv = NULL; }
 	char **envp = argv ? build_env(q, uid, &path, &why) : NULL;
 	struct exec *e = argv && envp ? calloc(1, sizeof *e) : NULL;
 	if (!e) {
@@ -475,7 +502,7 @@ void exec_start(struct conn *c, const struct req *q)
 		return;
 	}
 	int in_p[2] = { -1, -1 }, out_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, st_p[2] = { -1, -1 };
-	if (q->pty && open_terminal(q, in_p, out_p, err_p) < 0) {
+	if (!tree && q->pty && open_terminal(q, in_p, out_p, err_p) < 0) {
 		int err = errno;
 		send_err_field(c, q->id, errno_code(err), "pty", "openpty: %s", strerror(err));
 		free(e);
@@ -483,7 +510,7 @@ void exec_start(struct conn *c, const struct req *q)
 		free_strv(envp);
 		return;
 	}
-	if ((!q->pty && (pipe2(in_p, O_CLOEXEC) < 0 || pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0)) || pipe2(st_p, O_CLOEXEC) < 0) {
+	if (((tree || !q->pty) && (pipe2(in_p, O_CLOEXEC) < 0 || pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0)) || pipe2(st_p, O_CLOEXEC) < 0) {
 		int err = errno;
 		for (int i = 0; i < 2; i++) { close_fd(&in_p[i]); close_fd(&out_p[i]); close_fd(&err_p[i]); close_fd(&st_p[i]); }
 		send_err(c, q->id, errno_code(err), "pipe: %s", strerror(err));
@@ -495,6 +522,7 @@ void exec_start(struct conn *c, const struct req *q)
 	snprintf(e->name, sizeof e->name, "%s", argv[0]);
 	e->start_ms = now_ms();
 	pid_t pid = fork();
+	if (pid == 0 && tree) tree_child(out_p[1], err_p[1], st_p[1], tree == 2);
 	if (pid == 0) child(in_p[0], out_p[1], err_p[1], st_p[1], argv, envp, path, cwd, uid, gid, q->pty);
 	int fork_err = errno;
 	free_strv(argv);
@@ -516,7 +544,7 @@ void exec_start(struct conn *c, const struct req *q)
 	e->out_fd = out_p[0];
 	e->err_fd = err_p[0];
 	e->status_fd = st_p[0];
-	e->pty = q->pty;
+	e->pty = !tree && q->pty;
 	int ours[4] = { e->in_fd, e->out_fd, e->err_fd, e->status_fd };
 	for (int i = 0; i < 4; i++) if (ours[i] >= 0) fcntl(ours[i], F_SETFL, O_NONBLOCK);
 	e->in_stream = q->stdin_stream;
@@ -525,9 +553,19 @@ void exec_start(struct conn *c, const struct req *q)
 	e->credit = q->has_window ? q->window : 0;
 	e->deadline_ms = q->has_timeout && q->timeout_ms > 0 ? e->start_ms + (int64_t)q->timeout_ms : 0;
 	e->start = START_PENDING;
-	if (q->in.set) buf_put(&e->in_buf, q->in.p, q->in.n);
+	if (q->in.set && !tree) buf_put(&e->in_buf, q->in.p, q->in.n);
 	execs[nexecs++] = e;
 	pump_in(e);
+}
+
+void exec_start(struct conn *c, const struct req *q)
+{
+	start(c, q, 0);
+}
+
+void exec_tree(struct conn *c, const struct req *q)
+{
+	start(c, q, q->flatten ? 2 : 1);
 }
 
 void exec_stdin(struct conn *c, const struct req *q)

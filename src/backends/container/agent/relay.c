@@ -27,6 +27,19 @@ static int listen_fd = -1;
 static struct relay *relays[RELAY_MAX];
 static int nrelays;
 static char listen_owner; /* its address marks the listening socket among the poll owners */
+static int muxed; /* a VM: the relay runs over its egress port (relay-mux.c) */
+
+int relay_start_vm(const char *port)
+{
+	if (mux_start(port) < 0) return -1;
+	muxed = 1;
+	return 0;
+}
+
+int relay_poll_timeout(void)
+{
+	return muxed ? mux_poll_timeout() : -1;
+}
 
 int relay_start(void)
 {
@@ -60,6 +73,7 @@ static void accept_one(void)
 
 int relay_poll_fds(struct pollfd *fds, void **owners, int max, int n)
 {
+	if (muxed) return mux_poll_fds(fds, owners, max, n);
 	if (listen_fd >= 0 && n < max && nrelays < RELAY_MAX) {
 		fds[n] = (struct pollfd){ listen_fd, POLLIN, 0 };
 		owners[n++] = &listen_owner;
@@ -98,6 +112,7 @@ static void step(struct relay *r, struct side *me, struct side *other, short rev
 
 void relay_handle(void *owner, short revents, int fd)
 {
+	if (muxed) { mux_handle(owner, revents, fd); return; }
 	if (owner == &listen_owner) {
 		for (int k = 0; k < 16; k++) { int before = nrelays; accept_one(); if (nrelays == before) break; }
 		return;
@@ -113,6 +128,7 @@ void relay_handle(void *owner, short revents, int fd)
 
 void relay_sweep(void)
 {
+	if (muxed) { mux_sweep(); return; }
 	for (int i = 0; i < nrelays;) {
 		struct relay *r = relays[i];
 		if (!r->dead) { i++; continue; }

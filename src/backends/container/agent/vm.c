@@ -13,9 +13,11 @@
  *      modprobe works inside;
  *   5. /dev, /proc, /sys moved into the new root, devpts and /dev/shm; the initramfs files
  *      deleted (their memory is the guest's), then the new root made / (switch_root);
- *   6. a pids limit (warren.pids) on the guest's processes through a cgroup the agent joins;
+ *   6. a cgroup the commands join (not the agent): their pids limit (warren.pids), and the
+ *      freezer a snapshot holds them still with while the agent streams their tree out;
  *   7. hostname = warren.id, loopback up;
- *   8. the agent's loop on the virtio serial port named warren.agent.
+ *   8. the egress relay (127.0.0.1:3128) over the port named warren.egress (relay-mux.c), and
+ *      the agent's loop on the virtio serial port named warren.agent.
  *
  * Parameters come from the kernel command line (warren.id=, warren.layers=, warren.disk=,
  * warren.pids=, warren.mods=1). A failure is written to the console and the VM powers off: the
@@ -40,9 +42,11 @@
 #include <unistd.h>
 #include "agent.h"
 #include "seccomp.h"
+#include "tree.h"
 #include "vm.h"
 
 #define PORT_NAME "warren.agent"
+#define EGRESS_PORT_NAME "warren.egress"
 #define MODS_SERIAL "warren-mods"
 #define MAX_LAYERS 32
 /* How long devices may take to appear after their driver loaded (TCG is slow). */
@@ -194,25 +198,26 @@ static void find_disk(const char *serial, char out[64])
 	die("no disk with serial %s appeared", serial);
 }
 
-/* The /dev path of the virtio serial port named PORT_NAME, waiting for it to appear. */
-static void find_port(char out[64])
+/* The /dev path of the virtio serial port named `name`, waiting up to `wait_ms` for it to
+ * appear; 0, or -1 when it did not. */
+static int find_port(const char *name, int wait_ms, char out[64])
 {
-	for (int waited = 0; waited < DEVICE_WAIT_MS; waited += 10) {
+	for (int waited = 0; waited <= wait_ms; waited += 10) {
 		DIR *d = opendir("/sys/class/virtio-ports");
 		struct dirent *e;
 		while (d && (e = readdir(d))) {
 			if (e->d_name[0] == '.') continue;
 			char path[300], got[128];
 			snprintf(path, sizeof path, "/sys/class/virtio-ports/%s/name", e->d_name);
-			if (read_small(path, got, sizeof got) == 0 && !strcmp(got, PORT_NAME)) {
+			if (read_small(path, got, sizeof got) == 0 && !strcmp(got, name)) {
 				snprintf(out, 64, "/dev/%.50s", e->d_name);
-				if (access(out, F_OK) == 0) { closedir(d); return; }
+				if (access(out, F_OK) == 0) { closedir(d); return 0; }
 			}
 		}
 		if (d) closedir(d);
 		sleep_ms(10);
 	}
-	die("no virtio serial port named %s appeared", PORT_NAME);
+	return -1;
 }
 
 static void root_fs(const struct vm_opts *o)
@@ -243,6 +248,9 @@ static void root_fs(const struct vm_opts *o)
 	snprintf(opts + at, sizeof opts - at, ",upperdir=/w/up/u,workdir=/w/up/w");
 	mkdir_p("/w/root", 0755);
 	must_mount("overlay", "/w/root", "overlay", 0, opts);
+	/* A snapshot reads the writable layer through this (no path reaches it after the switch). */
+	tree_upper_fd = open("/w/up/u", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (tree_upper_fd < 0) die("open the writable layer: %s", strerror(errno));
 	if (o->mods) {
 		struct utsname u;
 		char dev[64], dir[WARREN_MAX_PATH];
@@ -304,20 +312,23 @@ static void dev_extras(unsigned long disk_mib)
 		if (symlink(links[i][0], links[i][1]) < 0 && errno != EEXIST) die("symlink %s: %s", links[i][1], strerror(errno));
 }
 
-/* The guest's processes (the agent and all it starts) under one pids limit. The guest's root
- * can leave the group: in a VM the hard bounds are the VM's memory and the host's cgroup of
- * QEMU; this one stops runaway forks from taking the guest down. */
-static void pids_limit(unsigned long pids)
+/* The group every command joins (exec.c, before execve), the agent staying outside it: its pids
+ * limit stops runaway forks from taking the guest down, and its freezer holds the commands
+ * still while a snapshot is streamed out by the agent. The guest's root can leave the group:
+ * in a VM the hard bounds are the VM's memory and the host's cgroup of QEMU. */
+static void commands_cgroup(unsigned long pids)
 {
-	if (pids == 0) return;
 	mkdir_p("/sys/fs/cgroup", 0755);
 	must_mount("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	write_small("/sys/fs/cgroup/cgroup.subtree_control", "+pids");
 	mkdir_p("/sys/fs/cgroup/sandbox", 0755);
-	char v[32];
-	snprintf(v, sizeof v, "%lu", pids + 1); /* the agent counts too */
-	write_small("/sys/fs/cgroup/sandbox/pids.max", v);
-	write_small("/sys/fs/cgroup/sandbox/cgroup.procs", "1");
+	if (pids > 0) {
+		write_small("/sys/fs/cgroup/cgroup.subtree_control", "+pids");
+		char v[32];
+		snprintf(v, sizeof v, "%lu", pids);
+		write_small("/sys/fs/cgroup/sandbox/pids.max", v);
+	}
+	exec_cgroup_fd = open("/sys/fs/cgroup/sandbox/cgroup.procs", O_WRONLY | O_CLOEXEC);
+	if (exec_cgroup_fd < 0) die("open the commands' cgroup: %s", strerror(errno));
 }
 
 static void loopback_up(void)
@@ -350,17 +361,21 @@ int vm_main(void)
 	step("mount the layers");
 	root_fs(&o);
 	step("find the agent's port");
-	char port[64];
-	find_port(port);
+	char port[64], egress[64];
+	if (find_port(PORT_NAME, DEVICE_WAIT_MS, port) < 0) die("no virtio serial port named %s appeared", PORT_NAME);
+	/* On the same device as the agent's port, so there by now when the VM has one. */
+	int has_egress = find_port(EGRESS_PORT_NAME, 0, egress) == 0;
 	step("switch root");
 	switch_root();
 	dev_extras(o.disk_mib);
-	pids_limit(o.pids);
+	commands_cgroup(o.pids);
 	if (sethostname(o.id, strlen(o.id)) < 0) die("sethostname: %s", strerror(errno));
 	loopback_up();
 	step(port);
 	umask(022);
 	seccomp_disable_for_vm();
+	agent_in_vm = 1;
+	if (has_egress && relay_start_vm(egress) < 0) die("egress relay on 127.0.0.1:%d: %s", RELAY_PORT, strerror(errno));
 	/* Later messages have nobody to read them: the console is the host's only during boot. */
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null >= 0) { dup2(null, 0); dup2(null, 1); dup2(null, 2); close(null); }

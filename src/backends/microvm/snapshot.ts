@@ -1,0 +1,82 @@
+/**
+ * Cutting a VM's file system into an EROFS layer (`Backend.snapshot`), the same layer a
+ * container's snapshot makes, by the same builder (container/snapshot.ts `buildStagedLayer`):
+ * so a VM's snapshot stacks on its layers in a container as well as in a VM, and fork and
+ * create-from-snapshot work through the control plane unchanged.
+ *
+ * The tree is inside the guest (its writable layer is a tmpfs in guest memory), so the agent
+ * streams it out: the `tree` request writes a pax tar of the writable layer, or with `flatten`
+ * of everything the guest sees from / but its other mounts, within output credit; GNU tar on
+ * the host unpacks it into the staging directory as it arrives (owners, modes, mtimes, xattrs
+ * such as overlay's opaque marks, whiteout devices, hardlinks), the commands frozen meanwhile.
+ */
+import { spawn } from 'node:child_process'
+import { createError, ErrorCodes } from '../../errors.js'
+import type { AgentClient } from '../container/agent-client.js'
+import { ContainerDefaults } from '../container/defaults.js'
+import { buildStagedLayer } from '../container/snapshot.js'
+import type { SnapshotLayer } from '../types.js'
+import { MicrovmDefaults } from './defaults.js'
+
+/** Bytes of tar headers allowed beyond the tree's size before the stream is cut. */
+const HEADER_SLACK = 64 * 1024 * 1024
+
+/** What `cutVmSnapshot` needs besides the VM's agent. */
+export interface VmCutOptions {
+  flatten?: boolean
+  /** Runs the stream with the guest's commands frozen (pause.ts). */
+  whileFrozen: <T>(work: () => Promise<T>) => Promise<T>
+  maxBytes?: number
+}
+
+/**
+ * Cuts the VM's writable layer (or its whole tree) into a layer in `storeDir`.
+ * @throws WARREN_ERR_QUOTA past `maxBytes`; WARREN_ERR_BACKEND_UNAVAILABLE when the guest could not archive its tree
+ */
+export async function cutVmSnapshot (agent: AgentClient, id: string, storeDir: string, opts: VmCutOptions): Promise<SnapshotLayer> {
+  const maxBytes = opts.maxBytes ?? ContainerDefaults.snapshotMaxBytes
+  return await buildStagedLayer(storeDir, id, async (stage) => {
+    await opts.whileFrozen(async () => await streamTree(agent, id, stage, opts.flatten === true, maxBytes))
+    // The guest left the other mounts' contents out itself.
+    return []
+  }, maxBytes)
+}
+
+/** The guest's tar, unpacked into `stage` as it comes. */
+async function streamTree (agent: AgentClient, id: string, stage: string, flatten: boolean, maxBytes: number): Promise<void> {
+  const limit = maxBytes + HEADER_SLACK
+  const tar = spawn('tar', ['-x', '-C', stage, '-f', '-', '--xattrs', '--xattrs-include=*', '--numeric-owner', '--same-owner', '--same-permissions'], { stdio: ['pipe', 'ignore', 'pipe'] })
+  let tarErr = ''
+  tar.stderr.setEncoding('utf8').on('data', (s: string) => { if (tarErr.length < 4096) tarErr += s })
+  const tarDone = new Promise<number>((resolve) => {
+    tar.once('close', (code) => resolve(code ?? 1))
+    tar.once('error', () => resolve(127))
+  })
+  tar.stdin.on('error', () => {}) // tar ending early is read from its exit below
+  let guestErr = ''
+  let streamed = 0
+  const execution = agent.startTree({ flatten, windowBytes: MicrovmDefaults.treeWindowBytes }, {
+    onStdout: (chunk) => {
+      streamed += chunk.length
+      if (streamed > limit) throw createError(ErrorCodes.QUOTA, `VM ${id} holds over ${maxBytes} bytes: too large to snapshot`, { id, maxBytes })
+      // Credit goes back as tar takes the bytes: no more than the window is ever held here.
+      tar.stdin.write(chunk, () => execution.grant(chunk.length))
+    },
+    onStderr: (chunk) => { if (guestErr.length < 4096) guestErr += new TextDecoder().decode(chunk) }
+  })
+  let result
+  try {
+    result = await execution.result
+  } catch (err) {
+    tar.kill('SIGKILL')
+    await tarDone
+    throw err
+  } finally {
+    tar.stdin.end()
+  }
+  const code = await tarDone
+  if (result.exitCode !== 0) {
+    throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `VM ${id} could not archive its tree: ${guestErr.trim() || `exit ${result.exitCode}`}`, { reason: 'snapshot', id })
+  }
+  if (code !== 0) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `unpacking VM ${id}'s tree failed: ${tarErr.trim() || `tar exited ${code}`}`, { reason: 'snapshot', id })
+}

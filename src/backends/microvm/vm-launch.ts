@@ -1,0 +1,158 @@
+/**
+ * Making one VM of a shape, the three ways there are: restored from the shape's template (QEMU
+ * `-incoming` from its saved state, its RAM the template's file mapped private), booted cold
+ * (the template's first VM, or when templates are off or broken), and the template itself (a
+ * boot with its RAM a shared file, saved, ended). Each in its own cgroups and journaled from the
+ * moment QEMU runs, so a crash at any point leaves a record for adopt to reclaim.
+ */
+import { nanoid } from 'nanoid'
+import { randomBytes } from 'node:crypto'
+import type { CgroupProvider, SandboxCgroup } from '../container/cgroup-types.js'
+import type { AgentClient } from '../container/agent-client.js'
+import { MicrovmDefaults } from './defaults.js'
+import type { GuestImage } from './guest/index.js'
+import { destroyVm, launchVm, type LaunchedVm } from './launcher.js'
+import { templateKeyOf, type VmShape } from './shape.js'
+import type { TemplateStore, VmTemplate } from './templates.js'
+import { saveVmState } from './vm-state.js'
+
+/** What the launcher needs of its backend. */
+export interface VmLaunchDeps {
+  runDir: string
+  accel: 'kvm' | 'tcg'
+  tscKhz: number | undefined
+  extraCmdline: string | undefined
+  cgroups: CgroupProvider | undefined
+  guest: () => Promise<GuestImage>
+  /** Saved VMs to restore from; undefined: every VM boots. */
+  templates: TemplateStore | undefined
+  /** Journals a VM that is starting (unclaimed), or forgets it (undefined). */
+  journal: (vm: LaunchedVm, refs: string[]) => void
+  unjournal: (id: string) => void
+  /** Told when a template could not be made or restored from (that VM boots instead). */
+  onTemplateFailure?: (err: unknown) => void
+}
+
+/** A VM made and answering: what the backend keeps of it. */
+export interface MadeVm {
+  vm: LaunchedVm
+  agent: AgentClient
+  cgroup: SandboxCgroup | undefined
+  /** True when it was restored from a template, not booted. */
+  restored: boolean
+}
+
+/** The hostname a template boots with; a VM restored from it is renamed at once. */
+const TEMPLATE_NAME = 'warren-template'
+
+export interface VmLauncher {
+  /** Makes a VM of `shape` named `name` (its hostname) with id `id`. */
+  make (id: string, shape: VmShape, name: string): Promise<MadeVm>
+  /** Templates are off from now on (they failed here `MicrovmDefaults.templateFailures` times running). */
+  readonly templatesBroken: boolean
+}
+
+export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
+  let broken = d.templates === undefined
+  let failures = 0
+  const failed = (err: unknown): void => {
+    if (++failures >= MicrovmDefaults.templateFailures) broken = true
+    d.onTemplateFailure?.(err)
+  }
+  // QEMU's memory is the guest's plus its own (and TCG's code cache); its threads are its own count.
+  const overheadMiB = MicrovmDefaults.qemuOverheadMiB + (d.accel === 'tcg' ? MicrovmDefaults.tcgCacheMiB : 0)
+
+  /** Starts QEMU in fresh cgroups; the VM and its groups go again if it fails to answer. */
+  async function start (id: string, shape: VmShape, hostname: string, extra: { memoryFile?: { path: string, share: boolean }, restoreFrom?: string }): Promise<MadeVm> {
+    const image = await d.guest()
+    let cgroup: SandboxCgroup | undefined
+    try {
+      cgroup = await d.cgroups?.create(id, { cpus: shape.cpus, memoryMiB: shape.memoryMiB + overheadMiB, diskMiB: 0, pids: MicrovmDefaults.qemuPids + shape.vcpus })
+      const group = cgroup
+      const { vm, agent } = await launchVm({
+        id,
+        hostname,
+        layers: shape.layers,
+        guest: image,
+        vcpus: shape.vcpus,
+        memoryMiB: shape.memoryMiB,
+        diskMiB: shape.diskMiB,
+        pids: shape.pids,
+        accel: d.accel,
+        ...(d.tscKhz !== undefined ? { tscKhz: d.tscKhz } : {}),
+        ...(group !== undefined ? { cgroups: group.dirs } : {}),
+        runDir: d.runDir,
+        ...(d.extraCmdline !== undefined ? { extraCmdline: d.extraCmdline } : {}),
+        ...extra,
+        // Journaled while it starts: a crash from here on leaves a record to reclaim.
+        onStarted: (started) => d.journal(started, shape.refs)
+      })
+      return { vm, agent, cgroup, restored: extra.restoreFrom !== undefined }
+    } catch (err) {
+      d.unjournal(id)
+      await cgroup?.remove().catch(() => {})
+      throw err
+    }
+  }
+
+  /** Boots the shape's template: RAM in the store's file, shared; its state saved; then ended. */
+  async function buildTemplate (shape: VmShape, files: { memoryFile: string, stateFile: string }): Promise<void> {
+    const id = `t${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`
+    const made = await start(id, shape, TEMPLATE_NAME, { memoryFile: { path: files.memoryFile, share: true } })
+    try {
+      // The guest hears the hang-up and opens its port again, as it will be found when restored.
+      await made.agent.close()
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      await saveVmState(made.vm.qmpSocket, files.stateFile)
+    } finally {
+      await destroyVm(made.vm).catch(() => {})
+      await made.cgroup?.remove().catch(() => {})
+      d.unjournal(id)
+    }
+  }
+
+  async function template (shape: VmShape): Promise<VmTemplate | undefined> {
+    if (broken || d.templates === undefined) return undefined
+    const key = templateKeyOf(shape, await d.guest(), d.accel, d.extraCmdline)
+    try {
+      return await d.templates.get(key, async (files) => await buildTemplate(shape, files))
+    } catch (err) {
+      failed(err)
+      return undefined
+    }
+  }
+
+  async function restore (id: string, shape: VmShape, name: string, t: VmTemplate): Promise<MadeVm> {
+    const made = await start(id, shape, TEMPLATE_NAME, { memoryFile: { path: t.memoryFile, share: false }, restoreFrom: t.stateFile })
+    try {
+      // Its own name, randomness of its own (else every VM restored from this state draws the
+      // same numbers), and the time (its clock stopped when the template was saved).
+      await made.agent.setIdentity({ name, seed: randomBytes(MicrovmDefaults.seedBytes), timeMs: Date.now() })
+      return made
+    } catch (err) {
+      await made.agent.close().catch(() => {})
+      await destroyVm(made.vm).catch(() => {})
+      await made.cgroup?.remove().catch(() => {})
+      d.unjournal(id)
+      throw err
+    }
+  }
+
+  return {
+    get templatesBroken () { return broken },
+
+    async make (id, shape, name) {
+      const t = await template(shape)
+      if (t !== undefined) {
+        try {
+          const made = await restore(id, shape, name, t)
+          failures = 0
+          return made
+        } catch (err) {
+          failed(err) // and it boots below
+        }
+      }
+      return await start(id, shape, name, {})
+    }
+  }
+}
