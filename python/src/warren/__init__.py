@@ -9,6 +9,7 @@ from .errors import (BackendUnavailableError, BadSpecError, ConnectionClosedErro
 from .exec import Chunk, CommandResult, ExecResult
 from .files import FileInfo, FileStat, SandboxFiles, WriteInfo
 from .process import Process
+from .replay import OutputOutcome, ReplayResult, RestoreResult, StepOutcome
 from .sandbox import Sandbox, SandboxRef
 from .session import ShellSession
 from .snapshots import ForkItem, ForkResult
@@ -28,5 +29,5 @@ __all__ = [
     "WarrenTimeoutError", "BackendUnavailableError", "FrameTooLargeError", "ProtocolError", "ConnectionClosedError",
     "InternalError", "TrajectoryPage", "TrajectoryHeader", "RecordedBytes", "Step", "ExecStep", "WriteStep", "UploadStep",
     "RemoveStep", "RenameStep", "MkdirStep", "SymlinkStep", "SnapshotStep", "PauseStep", "ResumeStep", "EgressStep",
-    "OtherStep",
+    "OtherStep", "ReplayResult", "RestoreResult", "StepOutcome", "OutputOutcome",
 ]

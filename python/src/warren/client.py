@@ -13,6 +13,7 @@ from .config import resolve_config
 from .errors import invalid
 from .link import CLIENT_ADDRESS, DEFAULTS, Link, LinkDefaults
 from .sandbox import KILL_TIMEOUT_S, Sandbox, SandboxRef
+from .replay import ReplayResult, RestoreResult, replay_of, restore_of
 from .snapshots import delete_snapshot, list_snapshots, resume_of
 from .trajectory import RecordedBytes, Step, TrajectoryPage, all_steps, read_blob, read_page, recorded_bytes
 from .views import ENDED_STATES, KillOutcome, SandboxView, SnapshotView, camel_spec
@@ -157,6 +158,20 @@ class AsyncClient:
         """All the bytes a step of sandbox ``id`` recorded (``step.stdout``, ``step.content``...): inline, or
         read from the blob store; None when they were not kept whole (only head, tail, count and sha256)."""
         return await recorded_bytes(self._link, id, r)
+
+    async def replay(self, id: str, *, up_to: int | None = None, compare: str | None = None,
+                     spec: Mapping[str, Any] | None = None) -> ReplayResult[Sandbox]:
+        """Replays sandbox ``id``'s trajectory in a new sandbox (same tenant, from the header's layers and spec;
+        ``spec`` may give ``labels`` and ``ttl_ms``): its steps in order up to seq ``up_to``, each command
+        compared with the one recorded (``compare`` ``"exit"``: exit codes; ``"output"``, the default: exit
+        codes and the sha256 of stdout and stderr), stopping at the first that differs. The new sandbox is
+        kept (``result.sandbox``): kill it when done. Not sent again after a lost socket (it makes a sandbox)."""
+        return await replay_of(self._link, id, up_to, compare, spec, self._handle)
+
+    async def restore(self, id: str) -> RestoreResult[Sandbox]:
+        """Brings back sandbox ``id`` whose node was lost (or that ended) under its own id: created from its
+        latest snapshot, then the steps after that snapshot replayed."""
+        return await restore_of(self._link, id, self._handle)
 
     async def create_token(self, tenant: str, scopes: Sequence[str]) -> str:
         """Admin: issues an API key for ``tenant`` (shown once)."""

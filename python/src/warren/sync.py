@@ -16,6 +16,7 @@ from .files import FileInfo, FileStat, SandboxFiles, WriteInfo
 from .process import Process
 from .sandbox import Command, Sandbox, SandboxRef
 from .session import MAX_OUTPUT_BYTES, ShellSession
+from .replay import ReplayResult, RestoreResult
 from .snapshots import ForkResult
 from .trajectory import RecordedBytes, Step, TrajectoryPage
 from .views import KillOutcome, SandboxView, SnapshotView
@@ -294,6 +295,14 @@ class Client:
 
     def recorded(self, id: str, r: RecordedBytes) -> bytes | None:
         return self._lt.run(self._c.recorded(id, r))
+
+    def replay(self, id: str, **opts: Any) -> "ReplayResult[SyncSandbox]":
+        """As ``AsyncClient.replay`` (``up_to``, ``compare``, ``spec``); the sandbox is a sync handle."""
+        return self._lt.run(self._c.replay(id, **opts)).map(lambda sb: SyncSandbox(self._lt, sb))
+
+    def restore(self, id: str) -> "RestoreResult[SyncSandbox]":
+        """As ``AsyncClient.restore``; the sandbox is a sync handle."""
+        return self._lt.run(self._c.restore(id)).map(lambda sb: SyncSandbox(self._lt, sb))
 
     def create_token(self, tenant: str, scopes: Sequence[str]) -> str:
         return self._lt.run(self._c.create_token(tenant, scopes))
