@@ -29,7 +29,7 @@ import { WarmPool } from '../container/warm-pool.js'
 import type { AdoptedSandbox, EgressEvent, SandboxHandle, SandboxSpec } from '../types.js'
 import type { MicrovmBackend, MicrovmBackendOptions } from './backend-types.js'
 import { MicrovmDefaults } from './defaults.js'
-import { openVmEgress, type VmEgress } from './egress-mux.js'
+import { openVmEgress, startEgressMux, type EgressMux, type VmEgress } from './egress-mux.js'
 import { guestOomKills, runInVm, type VmExecTarget } from './exec.js'
 import { prepareGuest, type GuestImage } from './guest/index.js'
 import { destroyVm, type LaunchedVm } from './launcher.js'
@@ -48,6 +48,9 @@ interface Live extends VmExecTarget {
   refs: string[]
   cgroup: SandboxCgroup | undefined
   pause: FreezeControl
+  /** The host's end of its egress port: connected for every VM (see egress-mux.ts). */
+  mux: EgressMux
+  /** Its proxy, when its spec allows egress. */
   egress: VmEgress | undefined
   record: JournalEntry
 }
@@ -105,10 +108,19 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     for (const listener of egressListeners.get(id) ?? []) listener({ ...ask, at: Date.now() })
   }
 
-  /** The backend's record of a made VM: its pause control writes its flag to the journal. */
-  function entryOf (made: Pick<MadeVm, 'vm' | 'agent' | 'cgroup'>, refs: string[], record: JournalEntry, paused: boolean): Live {
+  /**
+   * The backend's record of a made VM, its egress port connected: its pause control writes its
+   * flag to the journal. The VM is ended if its port cannot be reached.
+   */
+  async function entryOf (made: Pick<MadeVm, 'vm' | 'agent' | 'cgroup'>, refs: string[], record: JournalEntry, paused: boolean): Promise<Live> {
+    const mux = await startEgressMux(made.vm.egressSocket).catch(async (err: unknown) => {
+      await reclaim({ ...record, vm: made.vm })
+      await made.agent.close().catch(() => {})
+      await made.cgroup?.remove().catch(() => {})
+      throw err
+    })
     const entry: Live = {
-      vm: made.vm, agent: made.agent, cgroup: made.cgroup, refs, env: {}, oomSeen: 0, egress: undefined, record,
+      vm: made.vm, agent: made.agent, cgroup: made.cgroup, refs, env: {}, oomSeen: 0, mux, egress: undefined, record,
       pause: createVmPause({ qmpSocket: made.vm.qmpSocket, agent: made.agent }, paused, (p) => {
         entry.record = { ...entry.record, paused: p }
         if (live.has(made.vm.id)) journal.write(made.vm.id, entry.record)
@@ -124,6 +136,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     if ('agent' in entry) {
       await entry.agent.close().catch(() => {})
       await entry.egress?.close().catch(() => {})
+      entry.mux.close()
     }
     await destroyVm(entry.vm).catch(() => {})
     const cgroup = 'agent' in entry ? entry.cgroup : options.cgroups?.open?.(entry.vm.id)
@@ -153,7 +166,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
         const made = await launcher.make(id, shape, id)
         const record: JournalEntry = { vm: made.vm, meta: undefined, claimed: false, refs }
         journal.write(id, record)
-        return entryOf(made, refs, record, false)
+        return await entryOf(made, refs, record, false)
       } catch (err) {
         for (const ref of refs) await store.release(ref).catch(() => {})
         throw err
@@ -193,10 +206,10 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       if (!paused && entry.paused === true) await freezeCommands(agent, false).catch(() => {})
       const record: JournalEntry = { ...entry, paused }
       if (entry.paused === true && !paused) journal.write(entry.vm.id, record)
-      const e = entryOf({ vm: entry.vm, agent, cgroup: options.cgroups?.open?.(entry.vm.id) }, entry.refs, record, paused)
+      const e = await entryOf({ vm: entry.vm, agent, cgroup: options.cgroups?.open?.(entry.vm.id) }, entry.refs, record, paused)
       if (!paused) e.oomSeen = await guestOomKills(agent)
       if (entry.egress !== undefined && entry.egress.length > 0) {
-        e.egress = await openVmEgress(entry.vm, entry.egress, egressRouting, egressOf(entry.vm.id))
+        e.egress = await openVmEgress(entry.vm, e.mux, entry.egress, egressRouting, egressOf(entry.vm.id))
         e.env = { ...EGRESS_ENV }
       }
       return e
@@ -230,12 +243,12 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
         } else {
           const id = spec.id ?? `v${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`
           const made = await launcher.make(id, shape, name ?? id)
-          entry = entryOf(made, shape.refs, { vm: made.vm, meta: undefined, claimed: false, refs: shape.refs }, false)
+          entry = await entryOf(made, shape.refs, { vm: made.vm, meta: undefined, claimed: false, refs: shape.refs }, false)
         }
         const { vm } = entry
         entry.oomSeen = await guestOomKills(entry.agent)
         const allow = [...new Set(spec.egress ?? [])].sort()
-        if (allow.length > 0) entry.egress = await openVmEgress(vm, allow, egressRouting, egressOf(vm.id))
+        if (allow.length > 0) entry.egress = await openVmEgress(vm, entry.mux, allow, egressRouting, egressOf(vm.id))
         // Commands find the way out where the usual tools look for it.
         entry.env = entry.egress !== undefined ? { ...EGRESS_ENV, ...spec.env } : spec.env ?? {}
         if (closed) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, 'the microvm backend closed during the create', { reason: 'closed' })

@@ -6,6 +6,10 @@
  *
  * On connecting it sends HELLO and reads nothing until the guest's READY (scanned for, as the
  * guest scans for HELLO), so a session never reads another's frames.
+ *
+ * Every VM's port is connected, with egress or without (a connection it opens is then closed at
+ * once): a guest whose port has no host polls to open it again every 100 ms, which under TCG
+ * is most of what an idle VM costs (3.8% of a core instead of 0.9%, measured here).
  */
 import { mkdir } from 'node:fs/promises'
 import { createConnection, type Socket } from 'node:net'
@@ -39,6 +43,8 @@ interface Conn {
 export interface EgressMux {
   /** Connections relayed now. */
   readonly open: number
+  /** Where the guest's connections go from now on: a proxy's socket, or nowhere (each is closed). */
+  route (proxySocket: string | undefined): void
   /** Resolves when the port's connection ends (the VM ended, or `close`). */
   readonly ended: Promise<void>
   close (): void
@@ -56,10 +62,11 @@ const READY = frame(0, K.ready, MAGIC)
 
 /**
  * Connects to the VM's egress port (`portSocket`, QEMU's chardev) and relays each connection
- * the guest opens to the proxy listening at `proxySocket`.
+ * the guest opens to the proxy listening at `proxySocket` (none: each is refused).
  * @throws WARREN_ERR_SANDBOX_GONE when QEMU's socket cannot be reached
  */
-export async function startEgressMux (portSocket: string, proxySocket: string): Promise<EgressMux> {
+export async function startEgressMux (portSocket: string, proxySocket?: string): Promise<EgressMux> {
+  let proxy = proxySocket
   const port = createConnection({ path: portSocket })
   await new Promise<void>((resolve, reject) => {
     port.once('connect', resolve)
@@ -110,7 +117,8 @@ export async function startEgressMux (portSocket: string, proxySocket: string): 
 
   const open = (id: number): void => {
     if (conns.has(id)) { forget(id, true); return }
-    const socket = createConnection({ path: proxySocket })
+    if (proxy === undefined) { send(id, K.close); return } // no egress for this VM
+    const socket = createConnection({ path: proxy })
     const c: Conn = { socket, credit: WINDOW, queued: [], delivered: 0, sentEof: false, gotEof: false, closed: false }
     conns.set(id, c)
     socket.on('data', (chunk: Buffer) => {
@@ -174,6 +182,11 @@ export async function startEgressMux (portSocket: string, proxySocket: string): 
 
   return {
     get open () { return conns.size },
+    route: (to) => {
+      proxy = to
+      // Connections to a proxy that is going end with it.
+      if (to === undefined) for (const id of [...conns.keys()]) forget(id, true)
+    },
     ended,
     close: () => { port.destroy() }
   }
@@ -185,18 +198,13 @@ export interface VmEgress {
 }
 
 /**
- * Starts the egress proxy of a VM in `<vm dir>/egress/` and relays the guest's port to it.
+ * Starts the egress proxy of a VM in `<vm dir>/egress/` and routes the guest's port (`mux`) to it.
  * @param onAsk told of every connection the proxy is asked for (the backend's onEgress)
  */
-export async function openVmEgress (vm: { dir: string, egressSocket: string }, allow: readonly string[], routing: EgressRouting, onAsk: (ask: EgressAsk) => void): Promise<VmEgress> {
+export async function openVmEgress (vm: { dir: string }, mux: EgressMux, allow: readonly string[], routing: EgressRouting, onAsk: (ask: EgressAsk) => void): Promise<VmEgress> {
   const dir = join(vm.dir, 'egress')
   await mkdir(dir, { recursive: true, mode: 0o700 })
   const proxy = await startEgressProxy(join(dir, 'proxy.sock'), allow, routing, onAsk)
-  try {
-    const mux = await startEgressMux(vm.egressSocket, join(dir, 'proxy.sock'))
-    return { close: async () => { mux.close(); await proxy.close() } }
-  } catch (err) {
-    await proxy.close().catch(() => {})
-    throw err
-  }
+  mux.route(proxy.socketPath)
+  return { close: async () => { mux.route(undefined); await proxy.close() } }
 }
