@@ -63,7 +63,7 @@ async def rollout(index: int, sb: warren.Sandbox, gate: asyncio.Semaphore, progr
         scored = await sb.exec("/task/test.sh", timeout_ms=30_000)
         trajectory = await sb.trajectory()
         progress.done(scored.exit_code == 0)
-        return Rollout(index, sb.id, 1.0 if scored.exit_code == 0 else 0.0, scored.stdout.strip(), len(trajectory["entries"]))
+        return Rollout(index, sb.id, 1.0 if scored.exit_code == 0 else 0.0, scored.stdout.strip(), len(trajectory.steps))
 
 
 class Progress:
@@ -91,7 +91,7 @@ async def main() -> None:
             await client.kill(labels={"batch": batch})
     mean = sum(r.reward for r in results) / len(results)
     print(f"batch {batch}: {len(results)} rollouts, mean reward {mean:.2f}, "
-          f"{sum(r.steps for r in results)} trajectory entries")
+          f"{sum(r.steps for r in results)} trajectory steps")
 
 
 if __name__ == "__main__":

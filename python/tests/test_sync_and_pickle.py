@@ -26,7 +26,7 @@ def test_the_sync_client_has_the_async_ones_shape(cluster):
                 s.run("cd /tmp")
                 assert s.run("pwd").stdout == "/tmp\n"
             assert sb.id in [v.id for v in c.list()]
-            assert len(sb.trajectory()["entries"]) >= 2
+            assert len(sb.trajectory().steps) >= 2
         finally:
             sb.kill()
         assert sb.state == "gone"

@@ -6,6 +6,7 @@ import { isScope, RECORD_STATES, type RecordState } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { withClient } from './client.js'
 import { parseLabels } from './sandbox-flags.js'
+import { headerLine, jsonLine, stepLines } from './trajectory-log.js'
 
 export interface Out { stdout: NodeJS.WritableStream, stderr: NodeJS.WritableStream }
 const std: Out = { stdout: process.stdout, stderr: process.stderr }
@@ -20,27 +21,26 @@ export async function exec (id: string | undefined, cmd: string[], out: Out = st
   })
 }
 
-/** `warren log ID`: what was run in a sandbox, a command a line, then the head of its output. */
-export async function log (id: string | undefined, out: Out = std): Promise<number> {
-  if (id === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren log ID')
+/**
+ * `warren log ID [--json]`: what happened in a sandbox (its trajectory), also after it ended:
+ * a step a line with the head of its output; with --json, JSON lines (the header, then a step each).
+ */
+export async function log (id: string | undefined, flags: { json?: boolean } = {}, out: Out = std): Promise<number> {
+  if (id === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren log ID [--json]')
   return await withClient(async (client) => {
-    const sb = await client.attach(id)
-    let from = 0
-    for (;;) {
-      const page = await sb.trajectory({ fromSeq: from })
-      if (from === 0 && page.dropped > 0) out.stdout.write(`(${page.dropped} earlier commands dropped)\n`)
-      for (const e of page.entries) {
-        const ended = e.endedAt === undefined ? 'running' : `exit ${e.exitCode ?? '?'}${e.reason !== undefined ? ` (${e.reason})` : ''} in ${e.endedAt - e.startedAt} ms`
-        out.stdout.write(`#${e.seq} ${new Date(e.startedAt).toISOString()} ${JSON.stringify(e.argv)} ${ended}, ${e.stdoutBytes} B out, ${e.stderrBytes} B err\n`)
-        for (const [name, text, total] of [['out', e.stdout, e.stdoutBytes], ['err', e.stderr, e.stderrBytes]] as const) {
-          if (text === '') continue
-          for (const line of text.replace(/\n$/, '').split('\n')) out.stdout.write(`  ${name}| ${line}\n`)
-          if (Buffer.byteLength(text) < total) out.stdout.write(`  ${name}| … (${total - Buffer.byteLength(text)} more bytes)\n`)
-        }
-      }
-      if (page.entries.length === 0) return 0
+    let complete = false
+    let steps = 0
+    for (let from = 0; ;) {
+      const page = await client.trajectory(id, { fromSeq: from })
+      if (page.header !== undefined) out.stdout.write(flags.json === true ? jsonLine(page.header) + '\n' : headerLine(page.header))
+      for (const s of page.steps) out.stdout.write(flags.json === true ? jsonLine(s) + '\n' : stepLines(s))
+      steps += page.steps.length
+      complete = page.complete
+      if (page.steps.length === 0) break
       from = page.nextSeq
     }
+    if (flags.json !== true && !complete) out.stdout.write(`(${steps} steps so far: the sandbox runs, or its last steps are on their way)\n`)
+    return 0
   })
 }
 

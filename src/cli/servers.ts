@@ -10,7 +10,7 @@ import { ControlPlaneDefaults, defaultNodeId, startControlPlane, startNode, type
 import { createError, ErrorCodes } from '../errors.js'
 import { configPath, writeConfig } from '../sdk/index.js'
 import { systemCause } from './failure.js'
-import { parsePairs } from './units.js'
+import { parseMilliseconds, parsePairs } from './units.js'
 
 function waitForSignal (): Promise<string> {
   return new Promise((resolve) => {
@@ -41,7 +41,10 @@ function listenRefusal (err: unknown, host: string, port: number): unknown {
   return createError(ErrorCodes.INVALID_ARGUMENT, `cannot listen on ${host} port ${port}: ${systemCause(e)}; choose another with --${field}`, { field, address: host, port, cause: e.code })
 }
 
-export interface UpFlags { port?: string, host?: string, 'data-dir'?: string, 'functions-dir'?: string, shards?: string, 'no-local-node'?: boolean, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, kernel?: string, 'kernel-modules'?: string }
+export interface UpFlags {
+  port?: string, host?: string, 'data-dir'?: string, 'functions-dir'?: string, shards?: string, 'no-local-node'?: boolean, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, kernel?: string, 'kernel-modules'?: string,
+  'trajectory-retention'?: string
+}
 
 /** The node's microvm options from `--kernel` / `--kernel-modules`. */
 function kernelOptions (flags: { kernel?: string, 'kernel-modules'?: string }): { microvm?: { kernel: string, kernelModules?: string } } {
@@ -58,11 +61,13 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   const port = flags.port !== undefined ? Number(flags.port) : ControlPlaneDefaults.port
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw createError(ErrorCodes.INVALID_ARGUMENT, `--port must be 0-65535, got ${flags.port}`, { field: 'port' })
   const host = flags.host ?? ControlPlaneDefaults.host
+  const retention = flags['trajectory-retention'] !== undefined ? parseMilliseconds(flags['trajectory-retention'], 'trajectory-retention') : undefined
   const cp = await startControlPlane({
     port,
     host,
     dataDir,
-    ...(flags.shards !== undefined ? { shards: Number(flags.shards) } : {})
+    ...(flags.shards !== undefined ? { shards: Number(flags.shards) } : {}),
+    ...(retention !== undefined ? { trajectoryRetentionMs: retention } : {})
   }).catch((err: unknown) => { throw listenRefusal(err, host, port) })
   let node: NodeProcess | undefined
   try {

@@ -5,6 +5,7 @@
 import { command, type CommandSpec } from './command.js'
 import * as commands from './commands.js'
 import * as image from './image.js'
+import * as replay from './replay.js'
 import { create, run } from './run.js'
 import { SANDBOX_FLAGS } from './sandbox-flags.js'
 import * as servers from './servers.js'
@@ -50,6 +51,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       ...DIR_FLAGS,
       shards: { type: 'string', value: 'K', help: 'shards of the sandbox directory' },
       'no-local-node': { type: 'boolean', help: 'control plane only (nodes join with warren node)' },
+      'trajectory-retention': { type: 'string', value: 'DURATION', help: 'how long a trajectory is kept after its sandbox ended (7d; 12h, 90m)' },
       ...LAYER_FLAGS,
       ...KERNEL_FLAGS
     },
@@ -114,11 +116,11 @@ export const COMMANDS: readonly CommandSpec[] = [
   }),
   command({
     name: 'log',
-    summary: 'what was run in a sandbox (its trajectory)',
+    summary: 'what happened in a sandbox, also after it ended (its trajectory)',
     args: 'ID',
     positionals: { min: 1, max: 1 },
-    flags: {},
-    run: async ({ positionals }) => await commands.log(positionals[0])
+    flags: { json: { type: 'boolean', help: 'JSON lines: the header, then one step per line (bytes as base64)' } },
+    run: async ({ positionals, values }) => await commands.log(positionals[0], values)
   }),
   command({
     name: 'kill',
@@ -182,6 +184,28 @@ export const COMMANDS: readonly CommandSpec[] = [
     details: 'Its files are kept, its processes are not. warren exec ID (or an SDK attach) resumes it.',
     flags: {},
     run: async ({ positionals }) => await snapshots.hibernate(positionals[0]!)
+  }),
+  command({
+    name: 'replay',
+    summary: 'apply a sandbox\'s trajectory again in a fresh sandbox and report the first command that differs',
+    args: 'ID',
+    positionals: { min: 1, max: 1 },
+    details: 'Prints the fresh sandbox\'s id, the steps applied and the first divergence (expected and actual exit\n' +
+      'codes, byte counts, sha256 and heads). Exit 0 when every command matched, 2 when one diverged.',
+    flags: {
+      'up-to': { type: 'string', value: 'N', help: 'the last seq to apply' },
+      compare: { type: 'string', value: 'exit|output', help: 'what must match: the exit code, or it and both outputs (output)' }
+    },
+    run: async ({ positionals, values }) => await replay.replay(positionals[0]!, values)
+  }),
+  command({
+    name: 'restore',
+    summary: 'make a lost or ended sandbox again under its id: its newest snapshot, then the steps after it',
+    args: 'ID',
+    positionals: { min: 1, max: 1 },
+    details: 'Without a snapshot it starts from the recorded spec and applies every step. Exit 2 when a command diverged.',
+    flags: {},
+    run: async ({ positionals }) => await replay.restore(positionals[0]!)
   }),
   command({
     name: 'token create',

@@ -6,7 +6,10 @@
 import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { createReadStream, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
+// The one mountinfo parser lives with the cgroup code that first needed it.
+import { parseMountinfo } from '../backends/container/cgroups/mountinfo.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { pinErofsBuildTime } from './erofs-superblock.js'
 
@@ -105,6 +108,13 @@ export async function buildLayerFromDir (dir: string, storeDir: string, opts: Er
   }
 }
 
+/** Detaches every mount at or below `dir` (deepest first), so the tree can be removed. */
+export async function unmountUnder (dir: string): Promise<void> {
+  const text = await readFile('/proc/self/mountinfo', 'utf8').catch(() => '')
+  const below = parseMountinfo(text).map((m) => m.mountPoint).filter((p) => p === dir || p.startsWith(`${dir}/`))
+  for (const point of below.sort((a, b) => b.length - a.length)) await run('umount', ['-l', point]).catch(() => {})
+}
+
 /**
  * Makes a Debian root tree with debootstrap (minbase plus `include`), once: the tree is cached
  * under `cacheDir` by suite and package list, so later builds cost nothing.
@@ -116,6 +126,8 @@ export async function debootstrapTree (cacheDir: string, suite: string, include:
     if (statSync(join(dir, '.complete')).isFile()) return dir
   } catch { /* not built yet */ }
   const partial = `${dir}.partial`
+  // A debootstrap that was interrupted leaves its /proc (and more) mounted in the tree.
+  await unmountUnder(partial)
   rmSync(partial, { recursive: true, force: true })
   mkdirSync(cacheDir, { recursive: true })
   const args = ['--variant=minbase', ...(include.length > 0 ? [`--include=${include.join(',')}`] : []), suite, partial, BuildDefaults.mirror]

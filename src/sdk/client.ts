@@ -9,7 +9,7 @@
  */
 import { nanoid } from 'nanoid'
 import { ActorSystem } from '../actors/index.js'
-import { CLIENT_ADDRESS, LifecycleDefaults, SESSION_ADDRESS, type ClientRequest, type KillOutcome, type Quotas, type SandboxStateNotice, type SandboxView } from '../cluster/index.js'
+import { CLIENT_ADDRESS, LifecycleDefaults, SESSION_ADDRESS, type ClientRequest, type KillOutcome, type Quotas, type RecordedBytes, type SandboxStateNotice, type SandboxView, type Step, type TrajectoryPage } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { createLinkClient, type LinkClient, type LinkOptionsInput } from '../transport/index.js'
 import { resolveConfig } from './config.js'
@@ -18,6 +18,8 @@ import type { ExecTransport } from './exec.js'
 import { Sandbox, SandboxHandleActor, type HandleMessage } from './sandbox.js'
 import { resumeOf, type SnapshotFilter, type SnapshotView } from './snapshots.js'
 import { startWorkerClient, type WorkerClient } from './worker.js'
+import { allSteps, readTrajectory, recordedBytes, type TrajectoryReadOptions } from './trajectory.js'
+import { replayOf, restoreOf, type ReplayOptions, type Replayed, type Restored } from './replay.js'
 
 export interface ConnectOptions {
   /** Gateway URL; default WARREN_URL, then ~/.warren/config.json. */
@@ -197,6 +199,51 @@ export class Client {
       LifecycleDefaults.endWaitMs + LifecycleDefaults.marginMs * 2)
     for (const o of outcomes) if (o.ok) this.handles.get(o.id)?.ended({ state: o.state, ...(o.reason !== undefined ? { reason: o.reason } : {}) })
     return outcomes
+  }
+
+  /**
+   * A page of a sandbox's trajectory (its header from seq 0, then its steps), also after the
+   * sandbox has ended (until the cluster's retention, 7 days by default).
+   * @throws WARREN_ERR_NOT_FOUND for a sandbox this tenant never had
+   */
+  async trajectory (id: string, opts: TrajectoryReadOptions = {}): Promise<TrajectoryPage> {
+    return await readTrajectory(this.transport, id, opts)
+  }
+
+  /** Every step of a sandbox's trajectory recorded so far, in order (it pages for you). */
+  steps (id: string): AsyncGenerator<Step> {
+    return allSteps(this.transport, id)
+  }
+
+  /**
+   * All the bytes a step of sandbox `id` recorded (`step.stdout`, `step.content`, …): inline, or
+   * fetched from the blob store in ranges (`trajectory-blob`).
+   * @returns undefined when they were not kept whole (the sandbox's record budget was spent: only head, tail, count and sha256)
+   */
+  async recorded (id: string, bytes: RecordedBytes): Promise<Uint8Array | undefined> {
+    return await recordedBytes(this.transport, id, bytes)
+  }
+
+  /**
+   * Replays what sandbox `id` did (its trajectory) in a fresh sandbox: the recorded spec (the
+   * same layers, hostname, TZ, SOURCE_DATE_EPOCH and seed), each step applied in order up to
+   * `upTo`, each command compared with what it recorded, stopping at the first that diverges.
+   * The fresh sandbox is kept (`result.sandbox`); it has a trajectory of its own.
+   * @throws WARREN_ERR_NOT_FOUND for a sandbox this tenant never had; INVALID_ARGUMENT naming a bad option
+   */
+  async replay (id: string, opts: ReplayOptions = {}): Promise<Replayed<Sandbox>> {
+    return await replayOf(this.transport, id, opts, (v) => this.handleFor(v))
+  }
+
+  /**
+   * Makes a sandbox whose node was lost (or that ended) again under its id: from its newest
+   * snapshot, or its recorded spec, with the steps after it applied again and compared.
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `id` for a live or hibernated sandbox
+   */
+  async restore (id: string): Promise<Restored<Sandbox>> {
+    const r = await restoreOf(this.transport, id, (v) => this.handleFor(v))
+    r.sandbox.ref.tell({ type: 'sandbox-state', id, state: 'ready' })
+    return r
   }
 
   /** Admin: issues an API key for a tenant. */

@@ -7,6 +7,7 @@ import { nanoid } from 'nanoid'
 import { Actor, type Ref } from '../actors/index.js'
 import type { ExecResult, TerminalSize } from '../backends/types.js'
 import { LifecycleDefaults, PauseRequestDefaults, type OutputPage, type SandboxStateNotice, type SandboxView, type TrajectoryPage, type WireExecOptions } from '../cluster/index.js'
+import { readTrajectory, type TrajectoryReadOptions } from './trajectory.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { decodeAll, ExecDefaults, ExecPump, stdinNotOpen, type ExecChunk, type ExecTransport } from './exec.js'
 import { SandboxFiles } from './files.js'
@@ -167,11 +168,13 @@ export class Sandbox {
   }
 
   /**
-   * What was run in the sandbox: each command with its argv, times, exit code and the head of its
-   * output, numbered; read on from `nextSeq`. While the sandbox lives (it is the sandbox's record).
+   * What happened in the sandbox, a page at a time: its header (from seq 0), then its steps —
+   * every command (argv, env, cwd, stdin, exit, outputs), file change, egress connection,
+   * snapshot, pause and resume — numbered; read on from `nextSeq` (`client.steps(id)` pages for
+   * you). Kept by the control plane, so it reads the same after the sandbox has ended.
    */
-  async trajectory (opts: { fromSeq?: number, limit?: number } = {}): Promise<TrajectoryPage> {
-    return await this.t.request<TrajectoryPage>({ type: 'trajectory', id: this.id, ...opts }, 10_000)
+  async trajectory (opts: TrajectoryReadOptions = {}): Promise<TrajectoryPage> {
+    return await readTrajectory(this.t, this.id, opts)
   }
 
   /**

@@ -41,6 +41,26 @@ function migrate (db: Db, file: string): void {
 }
 
 /**
+ * A second connection to a database `openDatabase` opened (and migrated), for writes at a high
+ * rate whose loss on power failure is tolerable (trajectory records): its commits use
+ * `synchronous=NORMAL`, so they wait for no fsync; in WAL mode they still survive a crash of
+ * the process, and the next checkpoint (or commit of the main connection) syncs them.
+ */
+export function openBulkConnection (file: string): Db {
+  const db = new Database(file)
+  try {
+    db.pragma(`busy_timeout = ${DatabaseDefaults.busyTimeoutMs}`)
+    db.pragma('journal_mode = WAL')
+    db.pragma('synchronous = NORMAL')
+    db.pragma('foreign_keys = ON')
+    return db
+  } catch (err) {
+    db.close()
+    throw unreadable(file, (err as Error).message)
+  }
+}
+
+/**
  * Opens (creating when missing) the database at `file`, or an in-memory one when undefined.
  * @throws WARREN_ERR_STATE_UNREADABLE naming the file when it is not a sound database of a known version
  */

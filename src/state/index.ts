@@ -4,7 +4,7 @@
  * schema and its migrations are ./schema.ts; opening and pragmas ./database.ts.
  */
 import { join } from 'node:path'
-import { openDatabase, type Db } from './database.js'
+import { openBulkConnection, openDatabase, type Db } from './database.js'
 import { importLegacyFile, warnOnStderr, type Warn } from './legacy.js'
 
 export { DatabaseDefaults, openDatabase, type Db } from './database.js'
@@ -19,6 +19,12 @@ export const StateDefaults = {
 
 export interface State {
   readonly db: Db
+  /**
+   * The same database for writes at a high rate that may lose their last commits on power
+   * failure, never on a crash of the process (trajectory records; see `openBulkConnection`).
+   * `db` itself for in-memory state.
+   */
+  readonly bulk: Db
   /** The database file; undefined when the state is in memory. */
   readonly file: string | undefined
   /**
@@ -36,12 +42,23 @@ export interface State {
 export function openState (dataDir: string | undefined, warn: Warn = warnOnStderr): State {
   const file = dataDir === undefined ? undefined : join(dataDir, StateDefaults.fileName)
   const db = openDatabase(file)
+  let bulk: Db
+  try {
+    bulk = file === undefined ? db : openBulkConnection(file)
+  } catch (err) {
+    db.close()
+    throw err
+  }
   return {
     db,
+    bulk,
     file,
     importLegacy (name, apply) {
       if (dataDir !== undefined) importLegacyFile(db, join(dataDir, name), (data) => apply(data, warn), warn)
     },
-    close () { if (db.open) db.close() }
+    close () {
+      if (bulk.open) bulk.close()
+      if (db.open) db.close()
+    }
   }
 }

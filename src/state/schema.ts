@@ -91,6 +91,57 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX snapshots_by_tenant ON snapshots (tenant, created_at);
       CREATE INDEX snapshots_deleted ON snapshots (deleted_at) WHERE deleted_at IS NOT NULL;
     `
+  },
+  {
+    version: 4,
+    what: 'trajectories',
+    sql: `
+      -- One row per sandbox whose steps were recorded; header is the TrajectoryHeader as msgpack.
+      -- end_seq is how many steps it recorded in all, once it ended; complete once they are all here.
+      CREATE TABLE trajectories (
+        sandbox_id TEXT PRIMARY KEY,
+        tenant     TEXT NOT NULL,
+        header     BLOB NOT NULL,
+        created_at INTEGER NOT NULL,
+        ended_at   INTEGER,
+        end_seq    INTEGER,
+        complete   INTEGER NOT NULL DEFAULT 0
+      ) STRICT;
+      CREATE INDEX trajectories_by_end ON trajectories (ended_at);
+      -- body is the Step as msgpack; rev orders the records of one step (begun 0, final 1): the
+      -- later one wins, a record sent again never undoes a newer one.
+      CREATE TABLE trajectory_steps (
+        sandbox_id TEXT NOT NULL,
+        seq        INTEGER NOT NULL,
+        rev        INTEGER NOT NULL,
+        kind       TEXT NOT NULL,
+        at         INTEGER NOT NULL,
+        body       BLOB NOT NULL,
+        PRIMARY KEY (sandbox_id, seq)
+      ) STRICT, WITHOUT ROWID;
+      -- The record blobs (blob store digests) each trajectory's steps reference, so a sweep deletes
+      -- a blob once no trajectory references it, and a read is allowed only of a referenced one.
+      CREATE TABLE trajectory_blobs (
+        digest     TEXT NOT NULL,
+        sandbox_id TEXT NOT NULL,
+        PRIMARY KEY (digest, sandbox_id)
+      ) STRICT, WITHOUT ROWID;
+      CREATE INDEX trajectory_blobs_by_sandbox ON trajectory_blobs (sandbox_id);
+    `
+  },
+  {
+    version: 5,
+    what: 'hibernated sandboxes',
+    sql: `
+      -- A hibernated sandbox is on no node: nodes cannot report it after a restart, so its
+      -- directory record (JSON) is kept here until it resumes, is killed or its TTL ends.
+      CREATE TABLE hibernated (
+        id             TEXT PRIMARY KEY,
+        tenant         TEXT NOT NULL,
+        record         TEXT NOT NULL,
+        hibernated_at  INTEGER NOT NULL
+      ) STRICT;
+    `
   }
 ]
 

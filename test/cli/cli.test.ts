@@ -54,7 +54,16 @@ test('warren up writes a 0600 config; run streams output and exits with the comm
   assert.is(killed.stdout, `${kept.id}\n`)
   assert.match(killed.stderr, /nosuchsandbox: WARREN_ERR_NOT_FOUND/)
   assert.is(logged.status, 0, logged.stderr)
-  assert.match(logged.stdout, /#0 \S+ \["js","console.log\(\\"logged\\"\)"\] exit 0 in \d+ ms, 7 B out, 0 B err\n  out\| logged\n/)
+  assert.match(logged.stdout, new RegExp(`^sandbox ${kept.id} \\(function\\) of admin on \\S+, created \\S+\n`))
+  assert.match(logged.stdout, /#0 \S+ exec \["js","console.log\(\\"logged\\"\)"\] exit 0 in \d+ ms, 7 B out, 0 B err\n  out\| logged\n/, logged.stdout)
+  // After the kill too, and as JSON lines: the header, then a step each, bytes as base64.
+  const json = spawnSync(process.execPath, [cli, 'log', kept.id, '--json'], { env, encoding: 'utf8', timeout: 30_000 })
+  assert.is(json.status, 0, json.stderr)
+  const [header, step, ...rest] = json.stdout.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, any>)
+  assert.is(header!.sandboxId, kept.id)
+  assert.is(step!.kind, 'exec')
+  assert.is(Buffer.from(step!.stdout.data as string, 'base64').toString(), 'logged\n')
+  assert.equal(rest, [])
   const usage = spawnSync(process.execPath, [cli, 'frobnicate'], { env, encoding: 'utf8', timeout: 30_000 })
   assert.is(usage.status, 2)
 

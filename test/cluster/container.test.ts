@@ -174,9 +174,9 @@ ctest('interactive stdin: a spawned shell answers each line as it is written; 3 
   const quick = sb.spawn(['true'], { openStdin: true })
   await quick.wait()
   await quick.write('ignored\n')
-  // The trajectory counts what went in.
-  const sent = (await sb.trajectory()).entries.find((e) => e.execId === sum.execId)
-  assert.is(sent?.stdinBytes, data.length)
+  // The trajectory records what went in.
+  const sent = (await sb.trajectory()).steps.find((s) => s.kind === 'exec' && s.execId === sum.execId)
+  assert.is(sent?.kind === 'exec' ? sent.stdin?.bytes : undefined, data.length)
 }))
 
 ctest('kill -9 the node agent, restart it: the running sandbox is re-adopted and still answers', timed(120_000, async (defer) => {

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { buildLayerFromDir, digestFile, makeErofsImage, pinErofsBuildTime, run } from '../../src/images/index.js'
+import { unmountUnder } from '../../src/images/build.js'
 import { timed } from '../support/index.js'
 
 const root = process.getuid?.() === 0
@@ -58,6 +59,20 @@ rtest('preserve keeps owners and each file\'s mtime, with the build time pinned:
   defer(() => run('umount', [mnt]))
   const st = statSync(join(mnt, 'd', 'f'))
   assert.equal([st.uid, st.gid, st.mtimeMs], [1234, 5678, 1_600_000_000_250])
+}))
+
+rtest('a tree an interrupted debootstrap left mounts in is unmounted, deepest first, so it can be removed', timed(30_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-unmount-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  mkdirSync(join(dir, 'proc'))
+  await run('mount', ['-t', 'tmpfs', 'none', join(dir, 'proc')])
+  mkdirSync(join(dir, 'proc', 'inner'))
+  await run('mount', ['-t', 'tmpfs', 'none', join(dir, 'proc', 'inner')])
+  defer(() => run('umount', ['-R', '-l', join(dir, 'proc')]).catch(() => {}))
+  assert.throws(() => rmSync(dir, { recursive: true, force: true }), /EBUSY/, 'a mounted tree cannot be removed')
+  await unmountUnder(dir)
+  assert.not.ok(readFileSync('/proc/self/mountinfo', 'utf8').includes(dir), 'nothing is mounted below it')
+  rmSync(dir, { recursive: true, force: true })
 }))
 
 test.run()

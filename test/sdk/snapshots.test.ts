@@ -176,6 +176,15 @@ ctest('hibernate: state hibernated, no node or quota held; resume: same id, file
   await refused(client.create(SPEC), ErrorCodes.QUOTA)
   await sb.kill()
   assert.is(sb.state, 'gone')
+  // One trajectory across both lives: numbered on without a gap, the snapshot it hibernated through a step of it.
+  await waitFor(async () => (await client.trajectory(sb.id)).complete, 15_000, 'the trajectory complete')
+  const page = await client.trajectory(sb.id)
+  assert.is(page.header?.sandboxId, sb.id)
+  assert.equal(page.steps.map((s) => s.seq), page.steps.map((_, i) => i))
+  const kinds = page.steps.map((s) => s.kind === 'exec' ? s.argv.at(-1) : s.kind)
+  assert.equal(kinds, ['echo kept > /state && (sleep 1000 >/dev/null 2>&1 &) && sleep 0.1', 'ps', 'snapshot', '/state', 'ps', 'hostname'])
+  const snap = page.steps[2]
+  assert.ok(snap?.kind === 'snapshot' && snap.snapshot === view.snapshot, JSON.stringify(snap))
 }))
 
 ctest('a hibernated sandbox resumes on another node when its own is gone (its layers load from the blob store); a kill ends a hibernated one for good', timed(180_000, async (defer) => {

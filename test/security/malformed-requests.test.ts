@@ -90,7 +90,11 @@ test('every field of every request, wrong-typed or missing, is refused naming th
     [{ type: 'read', ...e, fromSeq: 0, waitMs: {} }, 'waitMs'], [{ type: 'read', id: 'sb1', fromSeq: 0 }, 'execId'],
     [{ type: 'exec-kill', id: 'sb1', execId: [] }, 'execId'],
     [{ type: 'stdin', ...e, offset: -1 }, 'offset'], [{ type: 'stdin', ...e, offset: 0, data: 'str' }, 'data'], [{ type: 'stdin', ...e, offset: 0, eof: 'yes' }, 'eof'],
-    [{ type: 'trajectory', id: 'sb1', fromSeq: 'a' }, 'fromSeq'], [{ type: 'trajectory', id: 'sb1', limit: 1e20 }, 'limit'],
+    [{ type: 'trajectory', id: 'sb1', fromSeq: 'a' }, 'fromSeq'], [{ type: 'trajectory', id: 'sb1', limit: 1e20 }, 'limit'], [{ type: 'trajectory', id: 'sb1', limit: 0 }, 'limit'],
+    [{ type: 'trajectory', id: 7 }, 'id'], [{ type: 'trajectory-blob', id: 'sb1', digest: 'sha256:xyz', offset: 0, length: 1 }, 'digest'],
+    [{ type: 'trajectory-blob', id: 'sb1', digest: `sha256:${'a'.repeat(64)}`, offset: -1, length: 1 }, 'offset'],
+    [{ type: 'trajectory-blob', id: 'sb1', digest: `sha256:${'a'.repeat(64)}`, offset: 0, length: 0 }, 'length'],
+    [{ type: 'trajectory-blob', id: 'sb1', digest: `sha256:${'a'.repeat(64)}`, offset: 0, length: 2 * 1024 * 1024 }, 'length'],
     [{ type: 'files', id: 'sb1', op: 'delete', path: '/x' }, 'op'], [{ type: 'files', id: 'sb1', op: 'read', path: 5 }, 'path'],
     [{ type: 'files', id: 'sb1', op: 'write-chunk', upload: 'u', offset: 0, data: 5 }, 'data'], [{ type: 'files', id: 'sb1', op: 'read' }, 'path'],
     [{ type: 'files', id: 'sb1', op: 'read', path: '/x', offset: -1, length: 1 }, 'offset'], [{ type: 'files', id: 'sb1', op: 'read', path: '/x', offset: 0 }, 'length'],
@@ -131,8 +135,8 @@ test('fuzz: 600 seeded random bodies as tells and requests; each request is answ
   const link = await rawSession(defer)
   const random = seeded(0xC0FFEE)
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!
-  const types = ['create', 'info', 'list', 'kill', 'exec', 'read', 'exec-kill', 'stdin', 'trajectory', 'files', 'token-create', 'nodes', 'image-tag', 'image-list', 'sandbox-state', 'bogus', '__proto__', 'constructor']
-  const fields = ['id', 'execId', 'argv', 'opts', 'fromSeq', 'maxBytes', 'waitMs', 'offset', 'data', 'eof', 'limit', 'labels', 'state', 'op', 'path', 'count', 'deadlineMs', 'spec', 'tenant', 'scopes', 'name', 'digest', 'kind', '__proto__']
+  const types = ['create', 'info', 'list', 'kill', 'exec', 'read', 'exec-kill', 'stdin', 'trajectory', 'trajectory-blob', 'files', 'token-create', 'nodes', 'image-tag', 'image-list', 'sandbox-state', 'bogus', '__proto__', 'constructor']
+  const fields = ['id', 'execId', 'argv', 'opts', 'fromSeq', 'maxBytes', 'waitMs', 'offset', 'data', 'eof', 'limit', 'labels', 'state', 'op', 'path', 'count', 'deadlineMs', 'spec', 'tenant', 'scopes', 'name', 'digest', 'kind', 'length', '__proto__']
   const values = (): unknown => pick<() => unknown>([
     () => null, () => true, () => -1, () => 0, () => 1.5, () => 2 ** 53, () => Number.NaN, () => Infinity, () => '', () => 'x',
     () => 'y'.repeat(Math.floor(random() * 100_000)), () => [], () => [1, 'a', null], () => ({}), () => ({ a: 1, b: { c: [2] } }),

@@ -7,13 +7,16 @@
 from __future__ import annotations
 
 import weakref
-from typing import Any, Mapping, Sequence, Union
+from typing import Any, AsyncIterator, Mapping, Sequence, Union
 
 from .config import resolve_config
 from .errors import invalid
 from .link import CLIENT_ADDRESS, DEFAULTS, Link, LinkDefaults
 from .sandbox import KILL_TIMEOUT_S, Sandbox, SandboxRef
-from .views import ENDED_STATES, KillOutcome, SandboxView, camel_spec
+from .replay import ReplayResult, RestoreResult, replay_of, restore_of
+from .snapshots import delete_snapshot, list_snapshots, resume_of
+from .trajectory import RecordedBytes, Step, TrajectoryPage, all_steps, read_blob, read_page, recorded_bytes
+from .views import ENDED_STATES, KillOutcome, SandboxView, SnapshotView, camel_spec
 
 CREATE_DEADLINE_MS = 10_000
 
@@ -66,7 +69,13 @@ class AsyncClient:
         return await self._link.request(dict(message), timeout_s, retry)
 
     async def create(self, *, deadline_ms: int | None = None, **spec: Any) -> Sandbox:
-        """Creates one sandbox and waits until it is ready (spec keys in snake_case: ``backend``, ``ttl_ms``, ``limits``...)."""
+        """Creates one sandbox and waits until it is ready.
+
+        Spec keys in snake_case: ``backend``, ``ttl_ms``, ``limits``, ``image``, ``env``, ``labels``,
+        ``network``, ``paused_ttl`` (False: paused time does not count against the TTL),
+        ``deterministic`` (True, or ``{hostname, tz, lang, source_date_epoch, seed}``), ``snapshot``
+        (a snapshot id or ``name:tag`` to start from: its files and its spec, the fields given here
+        laid over it; no ``image`` beside it)."""
         view = await self._link.request(self._create_message(spec, None, deadline_ms), self._create_timeout(deadline_ms))
         return self._handle(SandboxView.from_wire(view))
 
@@ -78,14 +87,24 @@ class AsyncClient:
         return [self._handle(SandboxView.from_wire(v)) for v in views]
 
     async def attach(self, target: Union[str, SandboxRef, Sandbox]) -> Sandbox:
-        """The handle of an existing sandbox, by id or by a (possibly unpickled) handle."""
+        """The handle of an existing sandbox, by id or by a (possibly unpickled) handle.
+
+        A hibernated sandbox is resumed first (created again from its snapshot, with the same id)."""
         sid = target if isinstance(target, str) else target.id
-        view = await self._link.request({"type": "info", "id": sid}, 10.0, retry=True)
-        known = self._handles.get(sid)
-        if known is not None:
-            known.view = SandboxView.from_wire(view)
-            return known
-        return self._handle(SandboxView.from_wire(view))
+        view = SandboxView.from_wire(await self._link.request({"type": "info", "id": sid}, 10.0, retry=True))
+        if view.state == "hibernated":
+            view = await resume_of(self._link, sid)
+        return self._handle(view)
+
+    async def snapshots(self, *, sandbox_id: str | None = None, limit: int | None = None) -> list[SnapshotView]:
+        """The tenant's snapshots, newest first (only those cut from ``sandbox_id`` when given; at most 200)."""
+        return await list_snapshots(self._link, sandbox_id, limit)
+
+    async def delete_snapshot(self, id_or_name: str) -> str:
+        """Deletes a snapshot (by id or ``name:tag``) and returns its id. Sandboxes made from it live on;
+        its layers leave the blob store once nothing uses them. ``NotFoundError`` naming ``id`` for one
+        the tenant has not."""
+        return await delete_snapshot(self._link, id_or_name)
 
     async def list(self, *, labels: Mapping[str, str] | None = None, state: str | None = None, all: bool = False,
                    limit: int | None = None) -> list[SandboxView]:
@@ -117,6 +136,42 @@ class AsyncClient:
             if h is not None and o.ok and o.state is not None:
                 h._notice(o.state, o.reason, None)
         return outcomes
+
+    async def trajectory(self, id: str, *, from_seq: int | None = None, limit: int | None = None) -> TrajectoryPage:
+        """A page of sandbox ``id``'s trajectory (its header from seq 0, then at most ``limit``, 200, steps),
+        also after the sandbox has ended (for the cluster's retention, 7 days by default).
+        ``NotFoundError`` for a sandbox this tenant never had."""
+        return await read_page(self._link, id, from_seq, limit)
+
+    def steps(self, id: str) -> AsyncIterator[Step]:
+        """Every step of sandbox ``id``'s trajectory recorded so far, in order: ``async for s in client.steps(id)``
+        (it reads a page at a time)."""
+        return all_steps(self._link, id)
+
+    async def trajectory_blob(self, id: str, digest: str, size: int | None = None) -> bytes:
+        """The bytes of a blob sandbox ``id``'s trajectory recorded (a ``RecordedBytes.blob``), read in ranges;
+        give ``size`` (its ``RecordedBytes.bytes``) to read exactly that many. ``NotFoundError`` naming
+        ``digest`` for one the trajectory does not reference."""
+        return await read_blob(self._link, id, digest, size)
+
+    async def recorded(self, id: str, r: RecordedBytes) -> bytes | None:
+        """All the bytes a step of sandbox ``id`` recorded (``step.stdout``, ``step.content``...): inline, or
+        read from the blob store; None when they were not kept whole (only head, tail, count and sha256)."""
+        return await recorded_bytes(self._link, id, r)
+
+    async def replay(self, id: str, *, up_to: int | None = None, compare: str | None = None,
+                     spec: Mapping[str, Any] | None = None) -> ReplayResult[Sandbox]:
+        """Replays sandbox ``id``'s trajectory in a new sandbox (same tenant, from the header's layers and spec;
+        ``spec`` may give ``labels`` and ``ttl_ms``): its steps in order up to seq ``up_to``, each command
+        compared with the one recorded (``compare`` ``"exit"``: exit codes; ``"output"``, the default: exit
+        codes and the sha256 of stdout and stderr), stopping at the first that differs. The new sandbox is
+        kept (``result.sandbox``): kill it when done. Not sent again after a lost socket (it makes a sandbox)."""
+        return await replay_of(self._link, id, up_to, compare, spec, self._handle)
+
+    async def restore(self, id: str) -> RestoreResult[Sandbox]:
+        """Brings back sandbox ``id`` whose node was lost (or that ended) under its own id: created from its
+        latest snapshot, then the steps after that snapshot replayed."""
+        return await restore_of(self._link, id, self._handle)
 
     async def create_token(self, tenant: str, scopes: Sequence[str]) -> str:
         """Admin: issues an API key for ``tenant`` (shown once)."""
@@ -153,7 +208,7 @@ class AsyncClient:
         if known is not None:
             known.view = view
             return known
-        sb = Sandbox(self._link, view)
+        sb = Sandbox(self._link, view, self._handle)
         self._handles[view.id] = sb
         return sb
 

@@ -74,6 +74,18 @@ class SandboxGoneError(WarrenError):
     code = "WARREN_ERR_SANDBOX_GONE"
 
 
+class SandboxPausedError(WarrenError):
+    """The sandbox is paused or hibernated (``state``): resume it first (``sb.resume()``)."""
+
+    code = "WARREN_ERR_SANDBOX_PAUSED"
+
+    @property
+    def state(self) -> str | None:
+        """``paused`` or ``hibernated`` (``details.state``)."""
+        v = self.details.get("state")
+        return v if isinstance(v, str) else None
+
+
 class OverloadedError(WarrenError):
     code = "WARREN_ERR_OVERLOADED"
 
@@ -115,7 +127,7 @@ _BY_CODE: dict[str, type[WarrenError]] = {
     cls.code: cls
     for cls in (
         UnauthenticatedError, ProtocolVersionError, ForbiddenError, InvalidArgumentError, BadSpecError,
-        NotFoundError, QuotaError, NoCapacityError, UnsupportedError, SandboxGoneError, OverloadedError,
+        NotFoundError, QuotaError, NoCapacityError, UnsupportedError, SandboxGoneError, SandboxPausedError, OverloadedError,
         WarrenTimeoutError, BackendUnavailableError, FrameTooLargeError, ConnectionClosedError, InternalError,
     )
 }

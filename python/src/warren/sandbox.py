@@ -16,7 +16,9 @@ from .files import SandboxFiles
 from .link import Link
 from .process import Process
 from .session import ShellSession, open_session
-from .views import SandboxView
+from .snapshots import ForkResult, fork_of, hibernate_of, pause_of, resume_of, snapshot_of
+from .trajectory import TrajectoryPage, read_page
+from .views import SandboxView, SnapshotView
 
 if TYPE_CHECKING:
     from .client import AsyncClient
@@ -69,10 +71,12 @@ class SandboxRef:
 class Sandbox:
     """One sandbox. Made by ``AsyncClient.create``/``create_many``/``attach``."""
 
-    def __init__(self, link: Link, view: SandboxView) -> None:
+    def __init__(self, link: Link, view: SandboxView, handle_of: Callable[[SandboxView], "Sandbox"] | None = None) -> None:
         self._link = link
         self.view = view
         self.files = SandboxFiles(link, view.id)
+        # The client's handle for another sandbox (a fork's): one handle per id, kept current by notices.
+        self._handle_of = handle_of or (lambda v: Sandbox(link, v))
 
     @property
     def id(self) -> str:
@@ -143,15 +147,12 @@ class Sandbox:
         """A persistent shell: cwd, variables and jobs carry from one ``run`` to the next."""
         return await open_session(self, cwd=cwd, env=env, user=user)
 
-    async def trajectory(self, from_seq: int | None = None, limit: int | None = None) -> dict[str, Any]:
-        """What was run in the sandbox: ``{entries, nextSeq, dropped}``."""
-        msg: dict[str, Any] = {"type": "trajectory", "id": self.id}
-        if from_seq is not None:
-            msg["fromSeq"] = from_seq
-        if limit is not None:
-            msg["limit"] = limit
-        page: dict[str, Any] = await self._link.request(msg, 10.0, retry=True)
-        return page
+    async def trajectory(self, from_seq: int | None = None, limit: int | None = None) -> TrajectoryPage:
+        """What happened in the sandbox, a page at a time: its header (from seq 0), then its steps (every
+        command with argv, env, cwd, stdin, exit code and outputs; file changes; egress; snapshot, pause,
+        resume), numbered; read on from ``next_seq`` (``client.steps(id)`` pages for you). Kept by the
+        control plane, so it reads the same after the sandbox has ended."""
+        return await read_page(self._link, self.id, from_seq, limit)
 
     async def kill(self) -> None:
         """Ends the sandbox; returns once it has ended and its capacity is free again."""
@@ -161,6 +162,47 @@ class Sandbox:
         """It now ends ``ms`` from now; returns when (ms since the epoch, the control plane's clock)."""
         self.view = SandboxView.from_wire(await self._link.request({"type": "set-ttl", "id": self.id, "ttlMs": ms}, 15.0, retry=True))
         return self.view.expires_at
+
+    async def pause(self) -> SandboxView:
+        """Freezes the sandbox (container sandboxes): its processes stop where they are, its memory is kept.
+
+        While paused, commands and file operations raise ``SandboxPausedError``; ``info``, ``set_ttl``
+        and ``kill`` work. Pausing a paused sandbox is not an error. Its TTL keeps counting unless the
+        spec said ``paused_ttl=False``. Raises ``UnsupportedError`` for a backend that cannot pause."""
+        self.view = await pause_of(self._link, self.id)
+        return self.view
+
+    async def resume(self) -> SandboxView:
+        """Thaws a paused sandbox (its processes go on where they stopped), or creates a hibernated one
+        again from its snapshot with the same id (its files as they were, its processes not).
+        Resuming a running sandbox is not an error. Returns its view, state ``ready``."""
+        self.view = await resume_of(self._link, self.id)
+        return self.view
+
+    async def snapshot(self, name: str | None = None) -> SnapshotView:
+        """Cuts a snapshot of the sandbox's file system (its processes are frozen while it is cut).
+
+        Create from it with ``client.create(snapshot=view.id)`` (or by ``name``, ``name:tag``, which
+        moves from the tenant's snapshot that had it). Not sent again after a lost socket: find one
+        that may have been cut with ``client.snapshots(sandbox_id=sb.id)``."""
+        return await snapshot_of(self._link, self.id, name)
+
+    async def fork(self, n: int, spec: Mapping[str, Any] | None = None, *, deadline_ms: int | None = None,
+                   **fields: Any) -> ForkResult["Sandbox"]:
+        """One snapshot of the sandbox, then ``n`` (1-1000) sandboxes from it in one request.
+
+        ``spec`` (and keyword fields, as ``create`` takes them: ``labels``, ``env``, ``limits``,
+        ``ttl_ms``...) is laid over this sandbox's spec: labels, env and limits key by key, the rest
+        replaced. Each fork has its own outcome: when some find no room, the others are still made."""
+        merged = {**(spec or {}), **fields}
+        return await fork_of(self._link, self.id, n, merged, deadline_ms, self._handle_of)
+
+    async def hibernate(self) -> SandboxView:
+        """Snapshots the sandbox and ends it on its node, keeping its record (state ``hibernated``, no node,
+        CPU, memory or quota held). ``resume()`` or ``client.attach(id)`` brings it back, same id.
+        Its TTL keeps counting; a kill ends it for good."""
+        self.view = await hibernate_of(self._link, self.id)
+        return self.view
 
     def _notice(self, state: str, reason: str | None, message: str | None) -> None:
         self.view = self.view.with_state(state, reason, message)

@@ -16,7 +16,10 @@ from .files import FileInfo, FileStat, SandboxFiles, WriteInfo
 from .process import Process
 from .sandbox import Command, Sandbox, SandboxRef
 from .session import MAX_OUTPUT_BYTES, ShellSession
-from .views import KillOutcome, SandboxView
+from .replay import ReplayResult, RestoreResult
+from .snapshots import ForkResult
+from .trajectory import RecordedBytes, Step, TrajectoryPage
+from .views import KillOutcome, SandboxView, SnapshotView
 
 T = TypeVar("T")
 
@@ -172,7 +175,7 @@ class SyncSandbox:
     def session(self, **opts: Any) -> SyncSession:
         return SyncSession(self._lt, self._lt.run(self._sb.session(**opts)))
 
-    def trajectory(self, from_seq: int | None = None, limit: int | None = None) -> dict[str, Any]:
+    def trajectory(self, from_seq: int | None = None, limit: int | None = None) -> TrajectoryPage:
         return self._lt.run(self._sb.trajectory(from_seq, limit))
 
     def kill(self) -> None:
@@ -180,6 +183,27 @@ class SyncSandbox:
 
     def set_ttl(self, ms: int) -> int:
         return self._lt.run(self._sb.set_ttl(ms))
+
+    def pause(self) -> SandboxView:
+        """As ``Sandbox.pause``."""
+        return self._lt.run(self._sb.pause())
+
+    def resume(self) -> SandboxView:
+        """As ``Sandbox.resume`` (a hibernated sandbox too)."""
+        return self._lt.run(self._sb.resume())
+
+    def snapshot(self, name: str | None = None) -> SnapshotView:
+        """As ``Sandbox.snapshot``."""
+        return self._lt.run(self._sb.snapshot(name))
+
+    def fork(self, n: int, spec: Mapping[str, Any] | None = None, **opts: Any) -> "ForkResult[SyncSandbox]":
+        """As ``Sandbox.fork``; the forks are sync handles."""
+        r = self._lt.run(self._sb.fork(n, spec, **opts))
+        return r.map(lambda sb: SyncSandbox(self._lt, sb))
+
+    def hibernate(self) -> SandboxView:
+        """As ``Sandbox.hibernate``."""
+        return self._lt.run(self._sb.hibernate())
 
 
 class Client:
@@ -243,6 +267,42 @@ class Client:
             ids = [ids]
         plain = None if ids is None else [i if isinstance(i, str) else i.id for i in ids]
         return self._lt.run(self._c.kill(plain, labels=labels))
+
+    def snapshots(self, *, sandbox_id: str | None = None, limit: int | None = None) -> list[SnapshotView]:
+        return self._lt.run(self._c.snapshots(sandbox_id=sandbox_id, limit=limit))
+
+    def delete_snapshot(self, id_or_name: str) -> str:
+        return self._lt.run(self._c.delete_snapshot(id_or_name))
+
+    def trajectory(self, id: str, *, from_seq: int | None = None, limit: int | None = None) -> TrajectoryPage:
+        return self._lt.run(self._c.trajectory(id, from_seq=from_seq, limit=limit))
+
+    def steps(self, id: str) -> Iterator[Step]:
+        """Every step recorded so far, in order: ``for s in client.steps(id)`` (a page at a time)."""
+        pages = self._c.steps(id)
+        try:
+            while True:
+                try:
+                    step = self._lt.run(pages.__anext__())
+                except StopAsyncIteration:
+                    return
+                yield step
+        finally:
+            self._lt.run(pages.aclose())  # type: ignore[attr-defined]
+
+    def trajectory_blob(self, id: str, digest: str, size: int | None = None) -> bytes:
+        return self._lt.run(self._c.trajectory_blob(id, digest, size))
+
+    def recorded(self, id: str, r: RecordedBytes) -> bytes | None:
+        return self._lt.run(self._c.recorded(id, r))
+
+    def replay(self, id: str, **opts: Any) -> "ReplayResult[SyncSandbox]":
+        """As ``AsyncClient.replay`` (``up_to``, ``compare``, ``spec``); the sandbox is a sync handle."""
+        return self._lt.run(self._c.replay(id, **opts)).map(lambda sb: SyncSandbox(self._lt, sb))
+
+    def restore(self, id: str) -> "RestoreResult[SyncSandbox]":
+        """As ``AsyncClient.restore``; the sandbox is a sync handle."""
+        return self._lt.run(self._c.restore(id)).map(lambda sb: SyncSandbox(self._lt, sb))
 
     def create_token(self, tenant: str, scopes: Sequence[str]) -> str:
         return self._lt.run(self._c.create_token(tenant, scopes))

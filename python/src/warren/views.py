@@ -8,8 +8,11 @@ from .errors import invalid
 
 #: Spec keys as the Python SDK takes them -> as the wire spells them.
 _SPEC_KEYS = {"backend": "backend", "ttl_ms": "ttlMs", "idle_timeout_ms": "idleTimeoutMs", "labels": "labels",
-              "env": "env", "limits": "limits", "image": "image", "network": "network"}
+              "env": "env", "limits": "limits", "image": "image", "network": "network", "snapshot": "snapshot",
+              "paused_ttl": "pausedTtl", "deterministic": "deterministic"}
 _LIMIT_KEYS = {"cpus": "cpus", "memory_mib": "memoryMiB", "disk_mib": "diskMiB", "pids": "pids"}
+_DETERMINISTIC_KEYS = {"hostname": "hostname", "tz": "tz", "lang": "lang", "source_date_epoch": "sourceDateEpoch",
+                       "seed": "seed"}
 
 
 def camel_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -24,6 +27,8 @@ def camel_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
             wire = k
         if wire == "limits" and isinstance(v, Mapping):
             v = {_LIMIT_KEYS.get(lk, lk): lv for lk, lv in v.items() if lv is not None}
+        elif wire == "deterministic" and isinstance(v, Mapping):
+            v = {_DETERMINISTIC_KEYS.get(dk, dk): dv for dk, dv in v.items() if dv is not None}
         out[wire] = v
     return out
 
@@ -48,16 +53,44 @@ class SandboxView:
     expires_at: int = 0
     reason: str | None = None
     message: str | None = None
+    #: While ``hibernated``: the snapshot it resumes from.
+    snapshot: str | None = None
 
     @staticmethod
     def from_wire(v: Mapping[str, Any]) -> "SandboxView":
         return SandboxView(str(v.get("id")), str(v.get("state")), str(v.get("backend", "")), dict(v.get("labels") or {}),
                            v.get("nodeId"), int(v.get("createdAt") or 0), int(v.get("expiresAt") or 0),
-                           v.get("reason"), v.get("message"))
+                           v.get("reason"), v.get("message"), v.get("snapshot"))
 
     def with_state(self, state: str, reason: str | None = None, message: str | None = None) -> "SandboxView":
+        # Only a hibernated sandbox has a snapshot to resume from: any other state drops it.
         return SandboxView(self.id, state, self.backend, self.labels, self.node_id, self.created_at, self.expires_at,
-                           reason if reason is not None else self.reason, message if message is not None else self.message)
+                           reason if reason is not None else self.reason, message if message is not None else self.message,
+                           self.snapshot if state == "hibernated" else None)
+
+
+@dataclass(frozen=True)
+class SnapshotView:
+    """A snapshot of a sandbox's file system: create from it with ``client.create(snapshot=id or name)``."""
+
+    id: str
+    sandbox_id: str
+    backend: str
+    #: The whole layer stack, bottom first: the sandbox's layers as it had them, then the new one's digest.
+    layers: list[str]
+    #: The new layer's size.
+    bytes: int
+    created_at: int
+    #: ``name:tag``, when it has one.
+    name: str | None = None
+    #: The snapshot the sandbox was made from.
+    parent: str | None = None
+
+    @staticmethod
+    def from_wire(v: Mapping[str, Any]) -> "SnapshotView":
+        return SnapshotView(str(v.get("id")), str(v.get("sandboxId")), str(v.get("backend", "")),
+                            [str(x) for x in v.get("layers") or []], int(v.get("bytes") or 0), int(v.get("createdAt") or 0),
+                            v.get("name"), v.get("parent"))
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@
  *   ├── placement (one_for_one) ── shard-0 … shard-k
  *   ├── directory
  *   ├── images, snapshots (the image names; snapshots and their garbage collector)
+ *   ├── trajectories (the trajectory store: nodes ship to it, sessions read it)
  *   └── gateway ── session per connection (temporary)
  *
  * Siblings find each other by name (`cp/iam`, …), looked up on every use, so a restarted
@@ -25,8 +26,10 @@ import { openState } from '../../state/index.js'
 import { createGateway } from './gateway.js'
 import { createImageIndex, type ImageIndexMessage } from './image-index.js'
 import { createRegistry, createShardRecovery, type RegistryMessage } from './registry.js'
+import { createTrajectories, TrajectoryStore, type TrajectoriesMessage } from '../trajectory/index.js'
 import { createSnapshotIndex, type SnapshotIndexMessage, type SnapshotTunables } from './snapshot-index.js'
 import { SnapshotStore } from './snapshot-store.js'
+import { HibernatedStore } from './hibernated-store.js'
 
 /** The control plane's actor system name: nodes address `cp/registry` and `cp/directory`. */
 export const CONTROL_PLANE = 'cp'
@@ -49,6 +52,8 @@ export interface ControlPlaneOptions {
   link?: LinkOptionsInput
   /** Bounds of layer uploads to the blob store (largest layer, uploads per tenant…; UploadDefaults). */
   upload?: Partial<UploadTunables>
+  /** How long trajectories are kept after their sandbox ended (`TrajectoryDefaults.retentionMs`, 7 days). */
+  trajectoryRetentionMs?: number
   /** Snapshot bounds (SnapshotDefaults): diffs before a flatten, snapshots per tenant, the collector's period. */
   snapshots?: Partial<SnapshotTunables>
 }
@@ -73,7 +78,10 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const names = new NameIndex(state.db)
   const kinds = new LayerKinds(state.db)
   const snapshotStore = new SnapshotStore(state.db)
+  const hibernated = new HibernatedStore(state.db)
   const blobRoot = options.dataDir === undefined ? undefined : join(options.dataDir, 'blobs')
+  // Steps arrive by the thousand a second: their commits wait for no fsync (they survive a crash of this process).
+  const trajectoryStore = new TrajectoryStore(state.bulk)
   try {
     // The JSON files of earlier versions, imported once.
     state.importLegacy('iam.json', (data, warn) => store.importLegacy(data, warn))
@@ -93,6 +101,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const registry = ref<RegistryMessage>('registry')
   const directory = ref<DirectoryMessage>('directory')
   const images = ref<ImageIndexMessage>('images')
+  const trajectories = ref<TrajectoriesMessage>('trajectories')
   const snapshots = ref<SnapshotIndexMessage>('snapshots')
   const shardRefs = Array.from({ length: o.shards }, (_, i) => ref<ShardMessage>(`shard-${i}`))
   const shards = (): Ref<ShardMessage>[] => shardRefs.map((get) => get())
@@ -113,7 +122,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       }),
       spawn: { name: 'placement' }
     },
-    { id: 'directory', start: createDirectory({ shards, iam }), spawn: { name: 'directory', ...big } },
+    { id: 'directory', start: createDirectory({ shards, iam, hibernated }), spawn: { name: 'directory', ...big } },
     { id: 'images', start: createImageIndex(names, kinds, blobRoot), spawn: { name: 'images', ...big } },
     {
       id: 'snapshots',
@@ -121,10 +130,19 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       spawn: { name: 'snapshots', ...big }
     },
     {
+      id: 'trajectories',
+      start: createTrajectories({
+        store: trajectoryStore,
+        ...(options.dataDir !== undefined ? { blobRoot: join(options.dataDir, 'blobs') } : {}),
+        ...(options.trajectoryRetentionMs !== undefined ? { retentionMs: options.trajectoryRetentionMs } : {})
+      }),
+      spawn: { name: 'trajectories', ...big }
+    },
+    {
       id: 'gateway',
       shutdown: 'infinity',
       start: createGateway({
-        port: o.port, host: o.host, iam, shards, directory, registry, images, snapshots,
+        port: o.port, host: o.host, iam, shards, directory, registry, images, snapshots, trajectories,
         ...(blobRoot !== undefined ? { blobRoot } : {}),
         ...(options.link !== undefined ? { link: options.link } : {}),
         ...(options.upload !== undefined ? { upload: options.upload } : {}),

@@ -18,6 +18,8 @@ import type { NodeUsage, PlacementRequest, ShardMessage } from '../placement/ind
 import { placementRequestOf, type SandboxSpec } from '../spec.js'
 import type { EndReason, SandboxEvent, SandboxState } from '../sandbox/index.js'
 import { HibernatedSet, IdSets, usedBy } from './directory-hibernation.js'
+import { RestoreClaims } from './directory-restore.js'
+import type { HibernatedStore } from './hibernated-store.js'
 import { EndWaits } from './end-waits.js'
 import { shardOf } from './registry.js'
 
@@ -83,6 +85,15 @@ export type DirectoryMessage =
   | { type: 'resumed', tenant: string, id: string, nodeId: string, address: string, spec: SandboxSpec, req: PlacementRequest }
   /** A kill of these is on its way: a hibernated one ends (`killed`), a hibernating one ends instead of hibernating. */
   | { type: 'killing', tenant: string, ids: string[] }
+  /**
+   * A restore of sandbox `id` begins: refused (INVALID_ARGUMENT naming `id`) while it is live or
+   * hibernated, or another restore of it is under way; until `restored` or `restore-release`,
+   * no other restore of it begins.
+   */
+  | { type: 'restore-claim', tenant: string, id: string }
+  | { type: 'restore-release', id: string }
+  /** A restore made the sandbox again under its id: `record` (ready, on its new node) takes the ended one's place; false when it is live again meanwhile. */
+  | { type: 'restored', record: SandboxRecord }
   /** What live and hibernated sandboxes use: their layers and the snapshots they resume from (the snapshot GC keeps them). */
   | { type: 'in-use' }
   | { type: 'sweep' }
@@ -99,12 +110,16 @@ export const DirectoryDefaults = {
   /** Sandbox ids kills may wait on at once (each kill names at most 1000). */
   maxEndWaitIds: 100_000,
   /** Hibernated sandboxes a tenant may keep (they hold no quota, so this bounds their records). */
-  maxHibernatedPerTenant: 10_000
+  maxHibernatedPerTenant: 10_000,
+  /** Restores under way at once (each claims its sandbox's id until it is done). */
+  maxRestoring: 10_000
 }
 
 export interface DirectoryOptions {
   shards: () => Ref<ShardMessage>[]
   iam: () => Ref<IamMessage>
+  /** Where hibernated records outlive a restart (without it, in memory only). */
+  hibernated?: HibernatedStore
 }
 
 const TERMINAL = new Set<RecordState>(['gone', 'failed', 'lost'])
@@ -123,10 +138,17 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
   private readonly endWaits = new EndWaits(DirectoryDefaults.maxEndWaitIds)
   /** Hibernated sandboxes: swept for their TTL, counted for the bound. */
   private readonly hibernated = new HibernatedSet(DirectoryDefaults.maxHibernatedPerTenant)
+  /** Ids a restore is making again. */
+  private readonly restoring = new RestoreClaims(DirectoryDefaults.maxRestoring)
 
   constructor (private readonly o: DirectoryOptions) { super() }
 
   preStart (): void {
+    // Hibernated sandboxes are on no node, so no node reports them: they come back from the store.
+    for (const r of this.o.hibernated?.all() ?? []) {
+      this.records.set(r.id, r)
+      this.hibernated.add(r)
+    }
     this.ctx.setTimer('sweep', DirectoryDefaults.sweepEveryMs, { type: 'sweep' }, { repeat: true })
   }
 
@@ -209,9 +231,11 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         const cutoff = Date.now() - DirectoryDefaults.endedRetentionMs
         let drop = 0
         while (drop < this.ended.length) {
+          // A record that lives again (restored, or brought back by its node) is no longer this list's.
           const r = this.records.get(this.ended[drop]!)
-          if (r !== undefined && r.endedAt! >= cutoff) break
-          if (r !== undefined) this.forget(r)
+          const ended = r !== undefined && TERMINAL.has(r.state)
+          if (ended && r.endedAt! >= cutoff) break
+          if (ended) this.forget(r)
           drop++
         }
         this.ended = this.ended.slice(drop)
@@ -246,6 +270,26 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
           if (r.state === 'hibernated') { r.reason = 'killed'; this.transition(r, 'gone') }
         }
         return undefined
+      case 'restore-claim': {
+        const r = this.records.get(m.id)
+        this.restoring.claim(r, m.tenant, m.id, r !== undefined && TERMINAL.has(r.state))
+        return true
+      }
+      case 'restore-release':
+        this.restoring.release(m.id)
+        return undefined
+      case 'restored': {
+        const made = m.record
+        this.restoring.release(made.id)
+        const was = this.records.get(made.id)
+        if (was !== undefined && (was.tenant !== made.tenant || !TERMINAL.has(was.state))) return false
+        // Its old node's set must not hold it: that node's loss or return would end the new one.
+        if (was !== undefined) this.byNode.delete(was.nodeId, was.id)
+        this.records.set(made.id, made)
+        this.byNode.add(made.nodeId, made.id)
+        this.notify(made)
+        return true
+      }
       case 'in-use':
         return usedBy(this.records.values(), (r) => TERMINAL.has(r.state))
       case 'count':
@@ -341,6 +385,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
     delete r.message
     this.hibernated.add(r)
     r.state = 'hibernated'
+    this.o.hibernated?.put(r)
     this.notify(r)
     for (const key of this.endWaits.ended(r.id)) this.ctx.cancelTimer(`end-wait-${key}`)
   }
@@ -353,14 +398,14 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
   private transition (r: SandboxRecord, state: RecordState): void {
     // A hibernated sandbox gave its reservation and quota back when it hibernated.
     const holds = r.state !== 'hibernated'
-    if (!holds) this.hibernated.delete(r)
+    if (!holds) { this.hibernated.delete(r); this.o.hibernated?.remove(r.id) }
     r.state = state
     if (TERMINAL.has(state)) {
       r.endedAt = Date.now()
       this.ended.push(r.id)
       if (this.ended.length > DirectoryDefaults.maxEnded) {
         const oldest = this.records.get(this.ended.shift()!)
-        if (oldest !== undefined) this.forget(oldest)
+        if (oldest !== undefined && TERMINAL.has(oldest.state)) this.forget(oldest)
       }
       if (holds) this.release(r)
     }

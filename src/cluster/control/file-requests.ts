@@ -4,7 +4,7 @@
  * size, the chunk size) are checked there (`SandboxFileService`); this is the shape. The field
  * checkers are requests.ts's, handed in, so every request is refused in the same words.
  */
-import type { FileOp, FileRequest } from '../sandbox/index.js'
+import type { ClientFileOp, FileRequest } from '../sandbox/index.js'
 
 type Obj = Record<string, unknown>
 
@@ -20,7 +20,7 @@ export interface FieldChecks {
   invalid (field: string, why: string): never
 }
 
-const FILE_OPS: readonly FileOp[] = [
+const FILE_OPS: readonly ClientFileOp[] = [
   'stat', 'list', 'read', 'mkdir', 'remove', 'rename', 'write-begin', 'write-chunk', 'write-end', 'write-abort', 'tar-begin', 'tar-read', 'tar-end'
 ]
 

@@ -2,7 +2,7 @@
  * Gateway: the control plane's WebSocket server. Every connection authenticates first: a user
  * key (`wrn_…`) gets a Session actor (a temporary child: it ends with its connection, the
  * sandboxes it made do not); a node join token (`wrnj_…`) gets a node link that may reach
- * only the registry and the directory. Nodes are reached back through their links by address
+ * only the registry, the directory and the trajectory store. Nodes are reached back through their links by address
  * (`${nodeId}/…`).
  */
 import { createServer, type Server } from 'node:http'
@@ -17,6 +17,7 @@ import { createBlobRoutes, type BlobRoutes } from './blob-routes.js'
 import type { DirectoryMessage } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
 import type { RegistryMessage } from './registry.js'
+import type { TrajectoriesMessage } from '../trajectory/index.js'
 import { toPublicError } from './public-error.js'
 import { createSession } from './session.js'
 import type { SnapshotIndexMessage } from './snapshot-index.js'
@@ -29,6 +30,7 @@ export interface GatewayOptions {
   directory: () => Ref<DirectoryMessage>
   registry: () => Ref<RegistryMessage>
   images: () => Ref<ImageIndexMessage>
+  trajectories: () => Ref<TrajectoriesMessage>
   snapshots: () => Ref<SnapshotIndexMessage>
   /** The blob store's root: served on the same port over HTTP (reads: Range, join token; uploads: an API key). */
   blobRoot?: string
@@ -108,6 +110,7 @@ export class Gateway extends Actor<GatewayMessage> {
       directory: this.o.directory,
       registry: this.o.registry,
       images: this.o.images,
+      trajectories: this.o.trajectories,
       snapshots: this.o.snapshots,
       notify: (notice) => { if (link.state !== 'closed') { try { link.tell(CLIENT_ADDRESS, notice) } catch { /* bounded buffer full: notices are best effort */ } } }
     }), { mailbox: { capacity: 10_000 } })
@@ -122,11 +125,16 @@ export class Gateway extends Actor<GatewayMessage> {
 
   private nodeHandler (link: Link): LinkHandler {
     const system = this.ctx.system
-    const allowed = new Set([this.o.registry().address, this.o.directory().address])
+    const trajectories = this.o.trajectories().address
+    const allowed = new Set([this.o.registry().address, this.o.directory().address, trajectories])
     const exposed = exposeSystem(system, { allow: (address) => allowed.has(address) })
     return {
       ...exposed,
       request: (to, message, from, l, timeoutMs) => {
+        // A node ships trajectory records; reading them back is for tenants' sessions only.
+        if (to === trajectories && (message as { type?: unknown } | null)?.type !== 'append') {
+          throw createError(ErrorCodes.FORBIDDEN, 'a node may only append to the trajectory store')
+        }
         const m = message as RegistryMessage
         if (m !== null && typeof m === 'object' && m.type === 'join') {
           if (typeof m.nodeId !== 'string' || !/^[a-zA-Z0-9_.-]{1,64}$/.test(m.nodeId) || m.nodeId === system.name) {

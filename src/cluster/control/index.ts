@@ -12,3 +12,5 @@ export { isSnapshotId, SnapshotStore, type SnapshotRecord, type SnapshotView } f
 export { CreateDefaults } from './create.js'
 export type { ForkOutcome } from './snapshots.js'
 export { pauseOrResume, PauseRequestDefaults } from './pause-requests.js'
+export { REPLAY_COMPARE, type ReplayCompare, type ReplaySpec } from './requests.js'
+export { ReplayDefaults, type DivergenceReason, type ReplayResult, type RestoreResult, type StepOutcome, type StreamOutcome } from './replay-types.js'

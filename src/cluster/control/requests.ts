@@ -10,10 +10,12 @@ import { createError, ErrorCodes } from '../../errors.js'
 import { checkImageName, LAYER_KINDS, type LayerKind } from '../../images/index.js'
 import { isScope, type Quotas, type Scope } from '../iam/index.js'
 import { SandboxDefaults, type FileRequest, type WireExecOptions } from '../sandbox/index.js'
-import { parseArgv } from '../spec.js'
+import { parseArgv, SpecDefaults } from '../spec.js'
 import { badEnvName, isPlainObject, stringMap } from '../spec-fields.js'
 import { RECORD_STATES, type SandboxRecord } from './directory.js'
 import { parseFileRequest } from './file-requests.js'
+import { isDigest } from '../../images/blob/index.js'
+import { TrajectoryDefaults } from '../trajectory/index.js'
 
 /** What an SDK may ask of its session. */
 export type ClientRequest =
@@ -35,6 +37,8 @@ export type ClientRequest =
   | { type: 'exec-resize', id: string, execId: string, cols: number, rows: number }
   | { type: 'stdin', id: string, execId: string, offset: number, data?: Uint8Array, eof?: boolean }
   | { type: 'trajectory', id: string, fromSeq?: number, limit?: number }
+  /** Recorded bytes of a trajectory kept in the blob store (a step's `blob`), one range at a time. */
+  | { type: 'trajectory-blob', id: string, digest: string, offset: number, length: number }
   /** On the wire the file request's fields sit beside `type` and `id`; parsed, they are `req`. */
   | { type: 'files', id: string, req: FileRequest }
   | { type: 'token-create', tenant: string, scopes: Scope[] }
@@ -51,6 +55,19 @@ export type ClientRequest =
   /** One snapshot of the sandbox, then `count` sandboxes from it (`spec` laid over the sandbox's). */
   | { type: 'fork', id: string, count: number, spec?: unknown, deadlineMs?: number }
   | { type: 'hibernate', id: string }
+  /**
+   * A fresh sandbox from the trajectory of sandbox `id`, its steps applied up to `upTo` and each
+   * command compared (`compare`); `spec` may give only labels and a TTL.
+   */
+  | { type: 'replay', id: string, upTo?: number, compare?: ReplayCompare, spec?: ReplaySpec }
+  /** Sandbox `id` (lost or ended) made again under its id: from its newest snapshot, then the steps after it. */
+  | { type: 'restore', id: string }
+
+/** What a replay compares of each command: its exit code, or that and the sha256 of its stdout and stderr. */
+export type ReplayCompare = 'exit' | 'output'
+export const REPLAY_COMPARE: readonly ReplayCompare[] = ['exit', 'output']
+/** What a replay may change of the recorded spec. */
+export interface ReplaySpec { labels?: Record<string, string>, ttlMs?: number }
 
 /** Bounds of the fields a request carries (not of the work it asks for). */
 export const RequestLimits = {
@@ -150,6 +167,33 @@ function execOptions (v: unknown): WireExecOptions {
 
 const id = (r: Obj): string => text(r.id, 'id', RequestLimits.maxIdLength)
 
+/**
+ * A replay's spec: labels (laid over the recorded ones, as a spec's are checked) and a TTL, and
+ * nothing else — the rest is the recorded spec, or it would not be a replay.
+ */
+function replaySpec (v: unknown): ReplaySpec {
+  if (!isPlainObject(v)) invalid('spec', 'must be an object { labels?, ttlMs? }')
+  for (const k of Object.keys(v)) if (k !== 'labels' && k !== 'ttlMs') invalid(`spec.${k.slice(0, 64)}`, 'cannot be given to a replay: only labels and ttlMs (the rest is the recorded spec)')
+  const d = SpecDefaults
+  const out: ReplaySpec = {}
+  if (v.labels !== undefined) out.labels = stringMap(v.labels, 'spec.labels', { maxEntries: d.maxLabels, maxKey: d.maxLabelLength, maxValue: d.maxLabelLength }, invalid)
+  if (v.ttlMs !== undefined) {
+    if (positive(v.ttlMs, 'spec.ttlMs') > d.maxTtlMs) invalid('spec.ttlMs', `must be an integer from 1 to ${d.maxTtlMs}`)
+    out.ttlMs = v.ttlMs as number
+  }
+  return out
+}
+
+function digest (v: unknown): string {
+  if (!isDigest(v)) invalid('digest', 'must be a sha256:<64 hex> digest')
+  return v as string
+}
+
+function blobLength (v: unknown): number {
+  if (positive(v, 'length') > TrajectoryDefaults.maxBlobReadBytes) invalid('length', `must be an integer from 1 to ${TrajectoryDefaults.maxBlobReadBytes}`)
+  return v as number
+}
+
 /** A kill names exactly one of `id`, `ids` (1 to maxKillIds of them) and `labels` (at least one). */
 function kill (r: Obj): Extract<ClientRequest, { type: 'kill' }> {
   const given = (['id', 'ids', 'labels'] as const).filter((k) => r[k] !== undefined)
@@ -188,7 +232,8 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
   'exec-kill': (r) => ({ type: 'exec-kill', id: id(r), execId: execId(r) }),
   'exec-resize': (r) => ({ type: 'exec-resize', id: id(r), execId: execId(r), cols: cells(r.cols, 'cols'), rows: cells(r.rows, 'rows') }),
   stdin: (r) => ({ type: 'stdin', id: id(r), execId: execId(r), offset: count(r.offset, 'offset'), ...opt(r, 'data', bytes), ...opt(r, 'eof', flag) }),
-  trajectory: (r) => ({ type: 'trajectory', id: id(r), ...opt(r, 'fromSeq', count), ...opt(r, 'limit', count) }),
+  trajectory: (r) => ({ type: 'trajectory', id: id(r), ...opt(r, 'fromSeq', count), ...opt(r, 'limit', positive) }),
+  'trajectory-blob': (r) => ({ type: 'trajectory-blob', id: id(r), digest: digest(r.digest), offset: count(r.offset, 'offset'), length: blobLength(r.length) }),
   files: (r) => ({ type: 'files', id: id(r), req: parseFileRequest(r, { text, cText, count, flag, bytes, oneOf, invalid }, RequestLimits.maxPathLength) }),
   'token-create': (r) => {
     const scopes = r.scopes
@@ -211,7 +256,11 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
     if (positive(r.count, 'count') > RequestLimits.maxFork) invalid('count', `must be an integer from 1 to ${RequestLimits.maxFork}`)
     return { type: 'fork', id: id(r), count: r.count as number, ...(r.spec !== undefined ? { spec: r.spec } : {}), ...opt(r, 'deadlineMs', count) }
   },
-  hibernate: (r) => ({ type: 'hibernate', id: id(r) })
+  hibernate: (r) => ({ type: 'hibernate', id: id(r) }),
+  replay: (r) => ({
+    type: 'replay', id: id(r), ...opt(r, 'upTo', count), ...opt(r, 'compare', (v, f) => oneOf(v, f, REPLAY_COMPARE)), ...opt(r, 'spec', (v) => replaySpec(v))
+  }),
+  restore: (r) => ({ type: 'restore', id: id(r) })
 }
 
 const hasOwn = Object.prototype.hasOwnProperty

@@ -27,6 +27,10 @@ import { fork, hibernate, hibernatedError, resumeHibernated, specFromSnapshot, t
 import { toView, type SandboxView } from './views.js'
 
 export { toView, type SandboxView } from './views.js'
+import type { TrajectoriesMessage } from '../trajectory/index.js'
+import { readTrajectory, readTrajectoryBlob, type TrajectoryDeps } from './trajectory-requests.js'
+import { replay } from './replay.js'
+import { restore, type RestoreDeps } from './restore.js'
 
 /**
  * What reaches a session: a client's message as the gateway received it (checked here, never
@@ -55,6 +59,7 @@ export interface SessionOptions {
   directory: () => Ref<DirectoryMessage>
   registry: () => Ref<RegistryMessage>
   images: () => Ref<ImageIndexMessage>
+  trajectories: () => Ref<TrajectoriesMessage>
   snapshots: () => Ref<SnapshotIndexMessage>
   /** Where notices for the client go (the link's tell towards the SDK). */
   notify: (notice: SandboxStateNotice) => void
@@ -156,9 +161,10 @@ export class Session extends Actor<SessionMessage> {
         })
       case 'trajectory':
         this.authorize('sandbox:read')
-        return await this.forward(m.id, {
-          type: 'trajectory', ...(m.fromSeq !== undefined ? { fromSeq: m.fromSeq } : {}), ...(m.limit !== undefined ? { limit: m.limit } : {})
-        })
+        return await readTrajectory(this.trajectoryDeps(), m)
+      case 'trajectory-blob':
+        this.authorize('sandbox:read')
+        return await readTrajectoryBlob(this.trajectoryDeps(), m)
       case 'files':
         this.authorize(READ_ONLY_FILE_OPS.includes(m.req.op) ? 'sandbox:read' : 'sandbox:exec')
         return await this.files(m.id, m.req)
@@ -195,7 +201,17 @@ export class Session extends Actor<SessionMessage> {
       case 'hibernate':
         this.authorize('sandbox:exec')
         return await hibernate(this.deps(), m.id)
+      case 'replay':
+        this.authorize('sandbox:create')
+        return await replay(this.replayDeps(), m)
+      case 'restore':
+        this.authorize('sandbox:create')
+        return await restore(this.replayDeps(), m.id)
     }
+  }
+
+  private trajectoryDeps (): TrajectoryDeps {
+    return { tenant: this.tenant, directory: this.o.directory, trajectories: this.o.trajectories, refFor: (address) => this.ctx.system.refFor<SandboxMessage>(address) }
   }
 
   private deps (): SnapshotDeps {
@@ -205,9 +221,12 @@ export class Session extends Actor<SessionMessage> {
       record: (id) => this.record(id),
       forward: (id, message, timeoutMs) => this.forward(id, message, timeoutMs),
       // A resumed sandbox's trajectory goes on where it stopped, when the control plane keeps them.
-      nextSeq: async (id) => await this.ctx.system.lookup(`${this.ctx.system.name}/trajectories`)
-        ?.ask<number>({ type: 'next-seq', sandboxId: id }, { timeoutMs: 10_000 }).catch(() => undefined)
+      nextSeq: async (id) => await this.o.trajectories().ask<number>({ type: 'next-seq', sandboxId: id }, { timeoutMs: 10_000 }).catch(() => undefined)
     }
+  }
+
+  private replayDeps (): RestoreDeps {
+    return { ...this.deps(), trajectories: this.o.trajectories }
   }
 
   /** When a create's placement gives up: `deadlineMs` from now, checked against its bounds. */

@@ -60,7 +60,7 @@ export function overlaySpec (base: SandboxSpec, raw: unknown): SandboxSpec {
 }
 
 /** A spec over a snapshot: its stack as the image, its id as `snapshot`. */
-function onSnapshot (spec: SandboxSpec, snap: SnapshotRecord): SandboxSpec {
+export function onSnapshot (spec: SandboxSpec, snap: SnapshotRecord): SandboxSpec {
   const { snapshot: _ref, ...rest } = spec
   return { ...rest, ...(snap.spec.image !== undefined ? { image: snap.spec.image } : {}), snapshot: snap.id }
 }
@@ -86,13 +86,15 @@ export async function specFromSnapshot (d: SnapshotDeps, raw: Record<string, unk
 export async function takeSnapshot (d: SnapshotDeps, r: SandboxRecord, name?: string): Promise<SnapshotRecord> {
   if (r.backend === 'function') throw createError(ErrorCodes.UNSUPPORTED, 'a function sandbox has no file system to snapshot', { field: 'backend', backend: r.backend })
   const { flatten } = await d.snapshots().ask<{ flatten: boolean }>({ type: 'plan', tenant: d.tenant, spec: r.spec })
-  const cut = await d.forward<SnapshotResult>(r.id, { type: 'snapshot', ...(flatten ? { flatten } : {}) }, SnapshotDefaults.snapshotTimeoutMs)
+  // Named before it is cut, so the sandbox's trajectory records the snapshot by its id.
+  const id = newSnapshotId()
+  const cut = await d.forward<SnapshotResult>(r.id, { type: 'snapshot', snapshot: id, ...(flatten ? { flatten } : {}) }, SnapshotDefaults.snapshotTimeoutMs)
   const image = r.spec.image ?? { base: ImageRefDefaults.builtinBase }
   const stacked = { ...image, diffs: [...(image.diffs ?? []), cut.layer] }
   const stack = cut.flattened ? { base: cut.layer } : stacked
   const { snapshot: parent, ...source } = r.spec
   const record: SnapshotRecord = {
-    id: newSnapshotId(), tenant: d.tenant, sandboxId: r.id, backend: r.backend, bytes: cut.bytes, createdAt: Date.now(),
+    id, tenant: d.tenant, sandboxId: r.id, backend: r.backend, bytes: cut.bytes, createdAt: Date.now(),
     spec: { ...source, image: stack }, layers: placementRequestOf({ ...source, image: stack }).layers,
     ...(name !== undefined ? { name } : {}),
     ...(parent !== undefined ? { parent } : {})

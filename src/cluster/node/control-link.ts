@@ -1,13 +1,16 @@
 /**
  * ControlLink: the node's connection to the control plane. It dials with the join token,
  * joins the registry (again after every new session, and whenever the registry says the node
- * was declared lost), heartbeats, and forwards sandbox end (and pause) events in small batches. The
+ * was declared lost), heartbeats, forwards sandbox end (and pause) events in small batches, and
+ * carries the trajectory shipper's batches to `cp/trajectories`. The
  * underlying link reconnects with backoff on its own; this actor only re-joins.
  */
 import { Actor } from '../../actors/index.js'
+import { createError, ErrorCodes } from '../../errors.js'
 import { createLinkClient, exposeSystem, type LinkClient, type LinkOptionsInput } from '../../transport/index.js'
 import type { NodeCapacity } from '../placement/index.js'
 import type { SandboxEvent } from '../sandbox/index.js'
+import type { ShipAck, ShipBatch } from '../trajectory/index.js'
 import type { NodeMessage, SandboxSummary } from './node-agent.js'
 
 export type ControlLinkMessage =
@@ -16,6 +19,8 @@ export type ControlLinkMessage =
   | { type: 'flush' }
   | { type: 'join' }
   | { type: 'status' }
+  /** A batch of trajectory records for the control plane: answered with its acknowledgement. */
+  | { type: 'ship', batch: ShipBatch }
 
 export interface ControlLinkOptions {
   url: string
@@ -29,6 +34,16 @@ export interface ControlLinkOptions {
   link?: LinkOptionsInput
   /** Called once the node has joined (tests and `warren node` wait for it). */
   onJoined?: () => void
+  /** Address of the control plane's trajectory store. */
+  trajectories?: string
+  /** Called after every join (the trajectory shipper resends what is not acknowledged), and when the link ends. */
+  onSession?: () => void
+  onLinkDown?: () => void
+}
+
+export const ControlLinkDefaults = {
+  /** Time the control plane gets to store a batch of trajectory records. */
+  shipTimeoutMs: 10_000
 }
 
 export class ControlLink extends Actor<ControlLinkMessage> {
@@ -80,6 +95,12 @@ export class ControlLink extends Actor<ControlLinkMessage> {
         return undefined
       case 'status':
         return { joined: this.joined, state: this.link?.state }
+      case 'ship': {
+        if (!this.joined || this.link?.state !== 'open' || this.o.trajectories === undefined) {
+          throw createError(ErrorCodes.CONNECTION_CLOSED, 'the node has not joined the control plane')
+        }
+        return this.ctx.answerLater(this.link.request<ShipAck>(this.o.trajectories, m.batch, { timeoutMs: ControlLinkDefaults.shipTimeoutMs }))
+      }
     }
   }
 
@@ -94,6 +115,7 @@ export class ControlLink extends Actor<ControlLinkMessage> {
       const first = !this.joined
       this.joined = true
       if (first) this.o.onJoined?.()
+      this.o.onSession?.()
     } catch {
       this.ctx.setTimer('rejoin', 500, { type: 'join' })
     }
@@ -112,6 +134,7 @@ export class ControlLink extends Actor<ControlLinkMessage> {
   }
 
   async postStop (): Promise<void> {
+    this.o.onLinkDown?.()
     this.flush()
     if (this.link?.state === 'open' && this.joined) {
       await this.link.request(this.o.registry, { type: 'leave', nodeId: this.o.nodeId }, { timeoutMs: 2000 }).catch(() => {})

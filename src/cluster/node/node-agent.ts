@@ -11,6 +11,7 @@ import { createDynamicSupervisor, type DynamicSupervisorMessage } from '../../su
 import type { NodeCapacity } from '../placement/index.js'
 import { AheadBudget, FilesDefaults, OutputPool, Sandbox, type FilesLimits, type OutputLimits, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage, type SandboxMeta } from '../sandbox/index.js'
 import type { SandboxSpec } from '../spec.js'
+import { NodeTrajectories } from '../trajectory/index.js'
 import type { BlobPusher } from './blob-push.js'
 
 /** One sandbox to create: the id and tenant come from the control plane. */
@@ -18,7 +19,10 @@ export interface CreateItem {
   id: string
   tenant: string
   spec: SandboxSpec
-  /** A hibernated sandbox resuming: its trajectory goes on from this seq. */
+  /**
+   * A sandbox made again under its id (resume of a hibernated one, restore): its trajectory
+   * goes on from this seq, without a new header.
+   */
   trajectory?: { nextSeq: number }
 }
 
@@ -61,6 +65,8 @@ export interface NodeAgentOptions {
   files?: Partial<FilesLimits>
   /** Puts what sandboxes make (snapshot layers, trajectory records) into the control plane's blob store. */
   pushBlob?: BlobPusher
+  /** The node's trajectory logs and their shipper (without it, logs kept in memory that go nowhere). */
+  trajectories?: NodeTrajectories
 }
 
 export const NodeAgentDefaults = {
@@ -80,11 +86,13 @@ export class NodeAgent extends Actor<NodeMessage> {
   private readonly output: OutputPool
   /** Upload chunks held ahead of gaps by every sandbox here, bounded together. */
   private readonly fileBudget: AheadBudget
+  private readonly trajectories: NodeTrajectories
 
   constructor (private readonly o: NodeAgentOptions) {
     super()
     this.output = new OutputPool(o.output)
     this.fileBudget = new AheadBudget(o.files?.nodeAheadBytes ?? FilesDefaults.nodeAheadBytes)
+    this.trajectories = o.trajectories ?? new NodeTrajectories({ nodeId: o.nodeId })
   }
 
   async preStart (): Promise<void> {
@@ -98,6 +106,8 @@ export class NodeAgent extends Actor<NodeMessage> {
       maxChildren: this.o.maxSandboxes ?? 100_000
     }), { name: 'sandboxes', mailbox: { capacity: 100_000 } })
     await this.adoptSurvivors()
+    // Logs a previous agent left whose sandboxes were not re-adopted: those sandboxes are gone.
+    this.trajectories.endUnclaimed()
   }
 
   /** Sandboxes of durable backends that outlived the previous agent get their actors back. */
@@ -155,6 +165,10 @@ export class NodeAgent extends Actor<NodeMessage> {
     // Why it failed, if it does, as the sandbox reports it: its actor stops at once after, so
     // the `info` below is answered only by the kernel's "has stopped".
     let failure: SandboxEvent | undefined
+    const trajectory = this.trajectories.open({
+      sandboxId: item.id, tenant: item.tenant, spec: item.spec, createdAt, durable: backend.adopt !== undefined,
+      ...(item.trajectory !== undefined ? { nextSeq: item.trajectory.nextSeq } : {})
+    })
     const args: SandboxArgs = {
       id: item.id,
       tenant: item.tenant,
@@ -169,9 +183,13 @@ export class NodeAgent extends Actor<NodeMessage> {
         if (event.state === 'gone' || event.state === 'failed') this.live.delete(event.id)
         this.o.report(event)
       },
+      trajectory,
       ...(adopted !== undefined ? { adopted } : {})
     }
-    const ref = await this.sandboxes.ask<Ref<SandboxMessage>>({ type: 'start-child', args })
+    const ref = await this.sandboxes.ask<Ref<SandboxMessage>>({ type: 'start-child', args }).catch((err: unknown) => {
+      void trajectory.close() // no actor to end it: it ends here
+      throw err
+    })
     this.live.set(item.id, { ref, tenant: item.tenant, spec: item.spec, createdAt })
     // `info` queues behind preStart: when it answers, the backend has made the sandbox.
     let info: SandboxInfo

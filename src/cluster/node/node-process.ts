@@ -23,6 +23,7 @@ import type { NodeCapacity } from '../placement/index.js'
 import { createControlLink, type ControlLinkMessage } from './control-link.js'
 import { createBlobPusher } from './blob-push.js'
 import { createNodeAgent, type NodeAgentOptions } from './node-agent.js'
+import { NodeTrajectories, type ShipAck, type TrajectoryLimits } from '../trajectory/index.js'
 import { cpus, totalmem } from 'node:os'
 
 export interface NodeOptions {
@@ -54,6 +55,8 @@ export interface NodeOptions {
   files?: NodeAgentOptions['files']
   /** Egress (containers and VMs): the operator's pinned names (`{ 'mirror.internal': '10.0.0.5:3141' }`), and a resolver for tests. */
   egress?: EgressProxyOptions
+  /** What sandboxes' trajectories keep (`TrajectoryDefaults`: the record budget, what goes inline). */
+  trajectory?: Partial<TrajectoryLimits>
   /** MicroVMs: the operator's guest kernel (and its module tree) instead of Debian's. */
   microvm?: { kernel?: string, kernelModules?: string, pool?: { min?: number, max?: number }, templates?: boolean, guestDir?: string }
 }
@@ -140,6 +143,17 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     backends: Object.keys(backends) as BackendKind[],
     ...options.capacity
   }
+  const pushBlob = createBlobPusher(options.url, options.joinToken)
+  // The logs outlive the agent actor (a restarted one finds them) and go to the control plane over the control link.
+  const trajectories = new NodeTrajectories({
+    nodeId, pushBlob, ...(options.dataDir !== undefined ? { dir: join(options.dataDir, 'trajectories') } : {}),
+    ...(options.trajectory !== undefined ? { limits: options.trajectory } : {}),
+    send: async (batch) => {
+      const link = control()
+      if (link === undefined) throw new Error('no control link')
+      return await link.ask<ShipAck>({ type: 'ship', batch }, { timeoutMs: 15_000 })
+    }
+  })
   let joined!: () => void
   const joinedOnce = new Promise<void>((resolve) => { joined = resolve })
   const root = system.spawn(createSupervisor({
@@ -150,7 +164,8 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
         id: 'agent',
         start: createNodeAgent({
           nodeId, capacity, backends, report: (event) => control()?.tell({ type: 'event', event }),
-          pushBlob: createBlobPusher(options.url, options.joinToken),
+          pushBlob,
+          trajectories,
           ...(options.output !== undefined ? { output: options.output } : {}),
           ...(options.files !== undefined ? { files: options.files } : {})
         }),
@@ -166,6 +181,9 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
           capacity,
           registry: 'cp/registry',
           directory: 'cp/directory',
+          trajectories: 'cp/trajectories',
+          onSession: () => trajectories.linkUp(),
+          onLinkDown: () => trajectories.linkDown(),
           ...(options.heartbeatEveryMs !== undefined ? { heartbeatEveryMs: options.heartbeatEveryMs } : {}),
           ...(options.link !== undefined ? { link: options.link } : {}),
           onJoined: () => joined()
@@ -187,6 +205,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     async close () {
       await system.stop(root, 15_000)
       await system.shutdown(1000)
+      trajectories.close()
       await Promise.all(Object.values(backends).map((b) => b.close().catch(() => {})))
       await lazy?.close().catch(() => {})
     }

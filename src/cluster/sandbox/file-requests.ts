@@ -67,8 +67,15 @@ export type FileRequest =
   /** Page `seq` of a download; the page before it is kept, so a retried read gets it again. */
   | { op: 'tar-read', download: string, seq: number }
   | { op: 'tar-end', download: string }
+  /**
+   * Makes `path` a symlink holding `target`. Internal: only the control plane sends it (a replay
+   * or restore re-applying a recorded `symlink` step); no client request parses to it.
+   */
+  | { op: 'symlink', path: string, target: string }
 
 export type FileOp = FileRequest['op']
+/** The ops a client may ask for (every op but the control plane's own). */
+export type ClientFileOp = Exclude<FileOp, 'symlink'>
 
 /** Ops that only look: a key with `sandbox:read` may use them. */
 export const READ_ONLY_FILE_OPS: readonly FileOp[] = ['stat', 'list', 'read', 'tar-begin', 'tar-read', 'tar-end']

@@ -6,10 +6,9 @@ export {
 } from './sandbox.js'
 export { ExecCredit, OutputDefaults, OutputPool, type OutputLimits } from './output-pool.js'
 export { StdinDefaults, StdinPipe, type StdinAck } from './stdin-pipe.js'
-export { Trajectory, TrajectoryDefaults, type TrajectoryEntry, type TrajectoryPage } from './trajectory.js'
 export {
   DATA_FILE_OPS, FilesDefaults, READ_ONLY_FILE_OPS,
-  type FileOp, type FileRequest, type FilesLimits, type TarPage, type UploadFormat, type UploadResult, type UploadState
+  type ClientFileOp, type FileOp, type FileRequest, type FilesLimits, type TarPage, type UploadFormat, type UploadResult, type UploadState
 } from './file-requests.js'
 export { SandboxFileService, TarDefaults } from './sandbox-files.js'
 export { AheadBudget } from './file-budget.js'

@@ -8,10 +8,15 @@ import type { Backend, SandboxHandle } from '../../backends/types.js'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import { AheadBudget } from './file-budget.js'
 import { FileSink } from './file-sink.js'
+import type { UploadSink } from './file-upload.js'
 import { FilesDefaults, type FileRequest, type FilesLimits, type UploadResult, type UploadState } from './file-requests.js'
 import { tooLarge, Upload } from './file-upload.js'
 import { TarSink } from './tar-sink.js'
 import { TarSource } from './tar-source.js'
+import { RecordingSink, type SandboxRecorder } from '../trajectory/index.js'
+
+/** What the file service tells the sandbox's trajectory: the changes it made. */
+export type FileStepRecorder = Pick<SandboxRecorder, 'bytes' | 'write' | 'upload' | 'remove' | 'rename' | 'mkdir' | 'symlink'>
 
 /** Members one tree upload or download may hold. */
 export const TarDefaults = { maxTarMembers: 100_000 }
@@ -34,15 +39,23 @@ export class SandboxFileService {
 
   private readonly budget: AheadBudget
 
-  /** @param budget the node's memory for upload chunks held ahead of gaps, shared by its sandboxes (without it, one of this sandbox's own) */
-  constructor (private readonly backend: Backend, limits: Partial<FilesLimits> = {}, budget?: AheadBudget) {
+  /**
+   * @param budget the node's memory for upload chunks held ahead of gaps, shared by its sandboxes (without it, one of this sandbox's own)
+   * @param recorder the sandbox's trajectory, told each change once it is made
+   */
+  constructor (private readonly backend: Backend, limits: Partial<FilesLimits> = {}, budget?: AheadBudget, private readonly recorder?: FileStepRecorder) {
     this.limits = { ...FilesDefaults, ...TarDefaults, ...limits }
     this.budget = budget ?? new AheadBudget(this.limits.nodeAheadBytes)
   }
 
-  /** Does what the request asks in the sandbox behind `handle`. */
-  async handle (handle: SandboxHandle, r: FileRequest): Promise<unknown> {
+  /**
+   * Does what the request asks in the sandbox behind `handle`.
+   * @param recorded false for a change the control plane re-applies from the trajectory itself
+   *   (a restore): it is done, but not recorded a second time
+   */
+  async handle (handle: SandboxHandle, r: FileRequest, recorded = true): Promise<unknown> {
     const files = this.backend.files
+    const recorder = recorded ? this.recorder : undefined
     switch (r.op) {
       case 'stat': return await files.stat(handle, r.path, r.follow === true ? { follow: true } : {})
       case 'list': return await files.list(handle, r.path)
@@ -58,10 +71,23 @@ export class SandboxFileService {
         }
         return await files.read(handle, r.path, { offset: r.offset, length: Math.min(r.length, this.limits.maxFileBytes - r.offset) })
       }
-      case 'mkdir': return await files.mkdir(handle, r.path, { ...(r.mode !== undefined ? { mode: r.mode } : {}), ...(r.parents === true ? { parents: true } : {}) }).then(() => true)
-      case 'remove': return await files.remove(handle, r.path, r.recursive === true ? { recursive: true } : {}).then(() => true)
-      case 'rename': return await files.rename(handle, r.path, r.to).then(() => true)
-      case 'write-begin': return await this.begin(handle, r)
+      case 'mkdir':
+        await files.mkdir(handle, r.path, { ...(r.mode !== undefined ? { mode: r.mode } : {}), ...(r.parents === true ? { parents: true } : {}) })
+        recorder?.mkdir(r.path, r.mode, r.parents === true)
+        return true
+      case 'remove':
+        await files.remove(handle, r.path, r.recursive === true ? { recursive: true } : {})
+        recorder?.remove(r.path, r.recursive === true)
+        return true
+      case 'rename':
+        await files.rename(handle, r.path, r.to)
+        recorder?.rename(r.path, r.to)
+        return true
+      case 'symlink':
+        await files.symlink(handle, r.path, r.target)
+        recorder?.symlink(r.path, r.target)
+        return true
+      case 'write-begin': return await this.begin(handle, r, recorder)
       case 'write-chunk': {
         const up = this.uploads.get(r.upload)
         if (up === undefined) return { received: this.endedOrMissing(r.upload).result.size }
@@ -131,7 +157,7 @@ export class SandboxFileService {
     this.downloads.clear()
   }
 
-  private async begin (handle: SandboxHandle, r: Extract<FileRequest, { op: 'write-begin' }>): Promise<UploadState> {
+  private async begin (handle: SandboxHandle, r: Extract<FileRequest, { op: 'write-begin' }>, recorder: FileStepRecorder | undefined): Promise<UploadState> {
     const id = transferId(r.upload, 'upload', this.limits)
     const state = (received: number): UploadState => ({ received, maxChunkBytes: this.limits.maxChunkBytes, maxFileBytes: this.limits.maxFileBytes })
     const open = this.uploads.get(id)
@@ -150,7 +176,7 @@ export class SandboxFileService {
     if (r.format === 'tar') {
       const sink = new TarSink(files, handle, r.path, this.limits)
       await sink.open()
-      this.uploads.set(id, new Upload(id, r.path, sink, this.limits, this.budget))
+      this.uploads.set(id, new Upload(id, r.path, this.recorded(recorder, sink, (rec, content) => rec.upload(r.path, content)), this.limits, this.budget))
       return state(0)
     }
     const existing = await files.stat(handle, r.path, { follow: true }).catch((err: unknown) => {
@@ -161,8 +187,13 @@ export class SandboxFileService {
     if (posix.basename(r.path) === '' || r.path.endsWith('/')) throw createError(ErrorCodes.INVALID_ARGUMENT, `${r.path} names a directory`, { field: 'path' })
     const sink = new FileSink(files, handle, r.path, id, r.mode)
     await sink.open()
-    this.uploads.set(id, new Upload(id, r.path, sink, this.limits, this.budget))
+    this.uploads.set(id, new Upload(id, r.path, this.recorded(recorder, sink, (rec, content) => rec.write(r.path, r.mode, content)), this.limits, this.budget))
     return state(0)
+  }
+
+  /** The sink, recording its bytes and, once it is visible, its step (when it is recorded at all). */
+  private recorded (rec: FileStepRecorder | undefined, sink: UploadSink, commit: (rec: FileStepRecorder, content: ReturnType<FileStepRecorder['bytes']>) => void): UploadSink {
+    return rec === undefined ? sink : new RecordingSink(sink, rec.bytes(), (content) => commit(rec, content))
   }
 
   private endedOrMissing (id: string): { path: string, result: UploadResult } {

@@ -21,7 +21,7 @@ import { snapshotSandbox } from './snapshot.js'
 import type { AheadBudget } from './file-budget.js'
 import { StdinPipe } from './stdin-pipe.js'
 import { ExecTerminalControl } from './terminal.js'
-import { Trajectory, type TrajectoryRecorder } from './trajectory.js'
+import { NodeTrajectoryDefaults, type ExecRecording, type SandboxRecorder } from '../trajectory/index.js'
 import { checkTtl } from './ttl.js'
 
 export type SandboxState = 'creating' | 'ready' | 'paused' | 'stopping' | 'gone' | 'failed'
@@ -73,21 +73,26 @@ export interface WireExecOptions {
   maxOutputBytes?: number
 }
 
+/**
+ * `unrecorded` (on exec and files): the control plane re-applies a step its trajectory already
+ * holds (a restore), so the change is made but not recorded again. Only the control plane sets
+ * it: the session's request parsers build these messages afresh, and no client field maps to it.
+ */
 export type SandboxMessage =
-  | { type: 'exec', execId: string, argv: string[], opts?: WireExecOptions }
+  | { type: 'exec', execId: string, argv: string[], opts?: WireExecOptions, unrecorded?: boolean }
   | { type: 'read', execId: string, fromSeq: number, maxBytes?: number, waitMs?: number }
   | { type: 'exec-kill', execId: string }
   /** A new size for the pseudo-terminal of a command started with `pty`. */
   | { type: 'exec-resize', execId: string, cols: number, rows: number }
   | { type: 'stdin', execId: string, offset: number, data?: Uint8Array, eof?: boolean }
-  /** What was run here so far (see Trajectory). */
-  | { type: 'trajectory', fromSeq?: number, limit?: number }
+  /** Answers once every step recorded so far has reached the control plane's store (bounded: a read of the trajectory follows). */
+  | { type: 'trajectory-flush' }
   | { type: 'info' }
   | { type: 'kill', reason?: EndReason }
   /** Ends the sandbox `ttlMs` from now instead (its whole life within `SpecDefaults.maxTtlMs`); answers with its info. */
   | { type: 'set-ttl', ttlMs: number }
   /** A file operation (file-requests.ts): answered later, never holding up other messages. */
-  | { type: 'files', req: FileRequest }
+  | { type: 'files', req: FileRequest, unrecorded?: boolean }
   | { type: 'expire', reason: 'ttl' | 'idle' }
   | { type: 'sweep' }
   /** The backend says the sandbox ended by itself (its init died, its layers were lost). */
@@ -96,8 +101,8 @@ export type SandboxMessage =
   | { type: 'pause' }
   /** Thaws it; answers with its info (a new `expiresAt` when paused time does not count). */
   | { type: 'resume' }
-  /** Cuts its file system into a layer and pushes it (snapshot.ts); answers with a SnapshotResult. */
-  | { type: 'snapshot', flatten?: boolean }
+  /** Cuts its file system into a layer and pushes it (snapshot.ts); answers with a SnapshotResult. `snapshot`: the id it is made for, for the trajectory's step. */
+  | { type: 'snapshot', flatten?: boolean, snapshot?: string }
 
 export const SandboxDefaults = {
   maxConcurrentExecs: 64,
@@ -126,18 +131,21 @@ export interface SandboxArgs {
   fileBudget?: AheadBudget
   /** Puts a file into the control plane's blob store (snapshot layers, trajectory records); without it the sandbox cannot snapshot. */
   pushBlob?: (file: string, kind: BlobKind) => Promise<{ digest: string, bytes: number }>
+  /** Where its steps are recorded (src/cluster/trajectory); snapshot, pause and resume record theirs through it too. */
+  trajectory: SandboxRecorder
 }
 
 /** What a durable backend keeps for the node, to rebuild the sandbox actor after a restart. */
 export interface SandboxMeta { id: string, tenant: string, spec: SandboxSpec, createdAt: number }
 
-
+/** The recording of a command whose step the trajectory already holds (a restore re-runs it). */
+const UNRECORDED: ExecRecording = { output () {}, stdin () {}, end () {} }
 
 interface RunningExec {
   output: ExecOutput
   abort: AbortController
   stdin: StdinPipe | undefined
-  record: TrajectoryRecorder
+  record: ExecRecording
   /** Its pseudo-terminal, when it runs on one. */
   terminal: ExecTerminalControl | undefined
 }
@@ -146,7 +154,6 @@ export class Sandbox extends Actor<SandboxMessage> {
   private state: SandboxState = 'creating'
   private handle: SandboxHandle | undefined
   private readonly execs = new Map<string, RunningExec>()
-  private readonly trajectory = new Trajectory()
   private readonly createdAt: number
   private expiresAt: number
   private lastExecAt = Date.now()
@@ -154,6 +161,7 @@ export class Sandbox extends Actor<SandboxMessage> {
   private endMessage: string | undefined
   private startErrorCode: string | undefined
   private unwatch: (() => void) | undefined
+  private unwatchEgress: (() => void) | undefined
   private readonly outputPool: OutputPool
   private readonly fileService: SandboxFileService
   private readonly freeze: PauseControl
@@ -163,7 +171,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     this.createdAt = args.adopted?.createdAt ?? Date.now()
     this.expiresAt = this.createdAt + args.spec.ttlMs
     this.outputPool = args.output ?? new OutputPool()
-    this.fileService = new SandboxFileService(args.backend, args.files, args.fileBudget)
+    this.fileService = new SandboxFileService(args.backend, args.files, args.fileBudget, args.trajectory)
     this.freeze = new PauseControl({ id: args.id, backend: args.backend, handle: () => this.handle!, changed: (paused, frozenMs) => this.frozen(paused, frozenMs) }, args.adopted?.paused === true)
   }
 
@@ -184,6 +192,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       return
     }
     this.unwatch = this.args.backend.onGone?.(this.handle, (message) => this.self.tell({ type: 'backend-gone', message }))
+    this.unwatchEgress = this.args.backend.onEgress?.(this.handle, (event) => this.args.trajectory.egress(event))
     this.setState(this.freeze.paused ? 'paused' : 'ready')
     this.armTtl()
     const sweepMs = Math.min(60_000, spec.idleTimeoutMs > 0 ? Math.max(10, spec.idleTimeoutMs / 4) : 60_000)
@@ -196,7 +205,7 @@ export class Sandbox extends Actor<SandboxMessage> {
         // Starting a command answers with its first page, so a short command costs one round trip.
         // One started to be written to answers at once: its writer waits for this answer, and
         // such a command is often silent until it has read something.
-        const { execId } = this.exec(m.execId, m.argv, m.opts ?? {})
+        const { execId } = this.exec(m.execId, m.argv, m.opts ?? {}, m.unrecorded === true)
         return this.read(execId, 0, undefined, m.opts?.openStdin === true ? 0 : undefined)
       }
       case 'read': return this.read(m.execId, m.fromSeq, m.maxBytes, m.waitMs)
@@ -217,16 +226,12 @@ export class Sandbox extends Actor<SandboxMessage> {
         if (exec.stdin === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `command ${m.execId} was not started with openStdin`, { field: 'openStdin' })
         const before = exec.stdin.received
         const ack = exec.stdin.write(m.offset, m.data, m.eof)
-        exec.record.stdin(ack.received - before)
+        // The bytes this write added (a retried chunk adds none), for the command's step.
+        if (ack.received > before && m.data !== undefined) exec.record.stdin(m.data.subarray(before - m.offset, ack.received - m.offset))
         return ack
       }
-      case 'trajectory': {
-        const from = m.fromSeq ?? 0
-        const limit = m.limit
-        if (!Number.isInteger(from) || from < 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'fromSeq must be an integer >= 0', { field: 'fromSeq' })
-        if (limit !== undefined && (!Number.isInteger(limit) || limit < 1)) throw createError(ErrorCodes.INVALID_ARGUMENT, 'limit must be an integer >= 1', { field: 'limit' })
-        return this.trajectory.read(from, limit)
-      }
+      case 'trajectory-flush':
+        return this.ctx.answerLater(this.args.trajectory.flush(NodeTrajectoryDefaults.flushWaitMs).then(() => true))
       case 'info': return this.info()
       case 'kill':
         this.end(m.reason ?? 'killed')
@@ -234,7 +239,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       case 'set-ttl': return this.setTtl(m.ttlMs)
       case 'files':
         this.requireReady()
-        this.ctx.answerLater(this.fileService.handle(this.handle!, m.req))
+        this.ctx.answerLater(this.fileService.handle(this.handle!, m.req, m.unrecorded !== true))
         return undefined
       case 'expire':
         this.end(m.reason)
@@ -254,7 +259,8 @@ export class Sandbox extends Actor<SandboxMessage> {
         return undefined
       case 'snapshot':
         this.requireLive()
-        this.ctx.answerLater(snapshotSandbox({ id: this.args.id, backend: this.args.backend, handle: this.handle!, pushBlob: this.args.pushBlob, serial: (w) => this.freeze.serial(w) }, m.flatten === true))
+        this.ctx.answerLater(snapshotSandbox({ id: this.args.id, backend: this.args.backend, handle: this.handle!, pushBlob: this.args.pushBlob, serial: (w) => this.freeze.serial(w) }, m.flatten === true)
+          .then((cut) => { if (m.snapshot !== undefined) this.args.trajectory.snapshot(m.snapshot, cut.layer); return cut }))
         return undefined
     }
   }
@@ -262,6 +268,7 @@ export class Sandbox extends Actor<SandboxMessage> {
   /** The backend froze or thawed the sandbox: the TTL and idle clocks follow, and the node is told. */
   private frozen (paused: boolean, frozenMs: number): void {
     if (this.state !== 'ready' && this.state !== 'paused') return // it ended meanwhile
+    if (paused) this.args.trajectory.pause(); else this.args.trajectory.resume()
     if (!paused) {
       this.expiresAt = expiryAfterResume({ expiresAt: this.expiresAt, createdAt: this.createdAt, frozenMs, pausedTtl: this.args.spec.pausedTtl })
       this.lastExecAt = Date.now() // a resume is use: the idle clock starts again
@@ -276,7 +283,7 @@ export class Sandbox extends Actor<SandboxMessage> {
   }
 
   /** Starts a command and answers at once; its output is pulled with `read`. */
-  private exec (execId: unknown, argvIn: unknown, opts: WireExecOptions): { execId: string } {
+  private exec (execId: unknown, argvIn: unknown, opts: WireExecOptions, unrecorded: boolean): { execId: string } {
     this.requireReady()
     if (typeof execId !== 'string' || execId.length === 0 || execId.length > SandboxDefaults.maxExecIdLength) {
       throw createError(ErrorCodes.INVALID_ARGUMENT, 'execId must be a short string', { field: 'execId' })
@@ -307,7 +314,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     const credit = this.openCredit(maxOutputBytes)
     const output = new ExecOutput(credit)
     const abort = new AbortController()
-    const record = this.trajectory.begin(execId, argv)
+    const record = unrecorded ? UNRECORDED : this.args.trajectory.exec(execId, argv, opts)
     const terminal = opts.pty !== undefined ? new ExecTerminalControl(opts.pty) : undefined
     this.execs.set(execId, { output, abort, stdin, record, terminal })
     this.lastExecAt = Date.now()
@@ -477,6 +484,7 @@ export class Sandbox extends Actor<SandboxMessage> {
   /** Reclaim: runs however the actor ends, including a crash or a node shutdown. */
   async postStop (reason: ExitReason): Promise<void> {
     this.unwatch?.()
+    this.unwatchEgress?.()
     this.fileService.close()
     if (this.endReason === undefined) this.endReason = reason === 'shutdown' ? 'node-shutdown' : reason === 'normal' ? 'killed' : 'failed'
     const gone: ExecResult = { exitCode: 137, durationMs: 0, truncated: false, reason: 'killed', message: `sandbox ended: ${this.endReason}` }
@@ -485,6 +493,8 @@ export class Sandbox extends Actor<SandboxMessage> {
     if (this.handle !== undefined) {
       try { await this.args.backend.kill(this.handle) } catch { /* the backend reclaims on close as well */ }
     }
+    // Its steps are all final and (the control plane willing) stored before anyone learns it ended.
+    await this.args.trajectory.close().catch(() => {})
     if (this.state !== 'failed') this.setState('gone')
   }
 }

@@ -8,7 +8,7 @@
 import { open } from 'node:fs/promises'
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http'
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
-import { createError, ErrorCodes, fromWireError, type WarrenError } from '../../errors.js'
+import { createError, ErrorCodes, fromWireError, isWarrenError, type WarrenError } from '../../errors.js'
 import { BlobDefaults, chunkSpan, hashFileChunks, type ChunkManifest } from '../blob/index.js'
 import type { BlobKind } from '../names.js'
 import type { UploadStatus } from './uploads.js'
@@ -62,7 +62,15 @@ export async function pushLayerOverHttp (file: string, options: HttpPushOptions)
   const call = (method: string, url: string, body: Uint8Array | string, headers: Record<string, string> = {}): Promise<unknown> =>
     request(method, url, body, { authorization: `Bearer ${options.token}`, ...headers }, options.retries ?? HttpPushDefaults.retries, agent)
   try {
-    return await pushWith(file, manifest, options, base, call)
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await pushWith(file, manifest, options, base, call)
+      } catch (err) {
+        // Another push of the same bytes (a node recording one output twice at once) committed
+        // the upload this one was sending into: begun again, the store holds them already.
+        if (attempt >= 2 || !isWarrenError(err, ErrorCodes.NOT_FOUND) || err.details?.field !== 'digest') throw err
+      }
+    }
   } finally {
     agent.destroy()
   }

@@ -8,12 +8,13 @@ import { readFileSync } from 'node:fs'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { ActorSystem, type Ref } from '../../../src/actors/index.js'
-import { parseSandboxSpec, Sandbox, type OutputPage, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage } from '../../../src/cluster/index.js'
+import { NodeTrajectories, parseSandboxSpec, Sandbox, TrajectoryStore, type OutputPage, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage } from '../../../src/cluster/index.js'
+import { openState } from '../../../src/state/index.js'
 import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
 import { sleep, timed, waitFor } from '../../support/index.js'
 import { createProcessBackend, type ProcessBackend } from './process-backend.js'
 
-interface Started { ref: Ref<SandboxMessage>, backend: ProcessBackend, events: SandboxEvent[], pushed: Array<{ file: string, kind: string }> }
+interface Started { ref: Ref<SandboxMessage>, backend: ProcessBackend, events: SandboxEvent[], pushed: Array<{ file: string, kind: string }>, store: TrajectoryStore, id: string }
 
 let n = 0
 /** A sandbox actor over the process backend, stopped with the test. */
@@ -24,12 +25,21 @@ async function start (defer: (fn: () => unknown) => void, spec: Record<string, u
   defer(() => backend.close())
   const events: SandboxEvent[] = []
   const pushed: Started['pushed'] = []
+  // Its trajectory goes to a store of the test's own.
+  const state = openState(undefined)
+  defer(() => state.close())
+  const store = new TrajectoryStore(state.db)
+  const trajectories = new NodeTrajectories({ nodeId: `pt${n}`, send: async (b) => store.append(b) })
+  defer(() => trajectories.close())
+  trajectories.linkUp()
+  const spec0 = parseSandboxSpec({ backend: 'container', ...spec })
   const args: SandboxArgs = {
     id: `sb${n}`,
     tenant: 't',
-    spec: parseSandboxSpec({ backend: 'container', ...spec }),
+    spec: spec0,
     backend,
     report: (e) => events.push(e),
+    trajectory: trajectories.open({ sandboxId: `sb${n}`, tenant: 't', spec: spec0, createdAt: Date.now() }),
     // As the blob store would: the digest of the file's bytes.
     pushBlob: async (file, kind) => {
       pushed.push({ file, kind })
@@ -40,7 +50,7 @@ async function start (defer: (fn: () => unknown) => void, spec: Record<string, u
   }
   const ref = system.spawn<SandboxMessage>(() => new Sandbox(args), { name: `sb-${args.id}` })
   assert.is((await ref.ask<SandboxInfo>({ type: 'info' })).state, more.adopted?.paused === true ? 'paused' : 'ready')
-  return { ref, backend, events, pushed }
+  return { ref, backend, events, pushed, store, id: args.id }
 }
 
 async function refusal (p: Promise<unknown>): Promise<{ code: string, details: Record<string, unknown> | undefined }> {
@@ -153,18 +163,24 @@ test('an idle timeout counts from the resume, not from before the pause', timed(
   assert.is(events.find((e) => e.state === 'gone')!.reason, 'idle')
 }))
 
-test('snapshot: cut by the backend, pushed as a snapshot blob, answered after the push; in ready and paused; none without a blob store', timed(10_000, async (defer) => {
-  const { ref, backend, pushed } = await start(defer)
-  const r = await ref.ask<{ layer: string, bytes: number, flattened: boolean }>({ type: 'snapshot' })
+test('snapshot: cut by the backend, pushed as a snapshot blob, answered after the push; in ready and paused; none without a blob store; each snapshot, pause and resume a step of the trajectory', timed(10_000, async (defer) => {
+  const { ref, backend, pushed, store, id } = await start(defer)
+  const r = await ref.ask<{ layer: string, bytes: number, flattened: boolean }>({ type: 'snapshot', snapshot: 'snap-0000000000000001' })
   assert.match(r.layer, /^sha256:[0-9a-f]{64}$/)
   assert.is(r.flattened, false)
   assert.is(pushed.length, 1)
   assert.is(pushed[0]!.kind, 'snapshot')
   await ref.ask({ type: 'pause' })
-  const flat = await ref.ask<{ flattened: boolean }>({ type: 'snapshot', flatten: true })
+  const flat = await ref.ask<{ flattened: boolean, layer: string }>({ type: 'snapshot', flatten: true, snapshot: 'snap-0000000000000002' })
   assert.is(flat.flattened, true)
   assert.is((await ref.ask<SandboxInfo>({ type: 'info' })).state, 'paused', 'a snapshot of a paused sandbox leaves it paused')
   assert.equal(backend.calls.filter((c) => !c.startsWith('resume')).map((c) => c.split(':')[0]), ['snapshot', 'pause', 'snapshot'])
+  await ref.ask({ type: 'pause' }) // paused already: no change, no step
+  await ref.ask({ type: 'resume' })
+  await ref.ask({ type: 'trajectory-flush' })
+  assert.equal(store.read('t', id, 0).steps.map((s) => s.kind === 'snapshot' ? [s.seq, s.snapshot, s.layer] : [s.seq, s.kind]), [
+    [0, 'snap-0000000000000001', r.layer], [1, 'pause'], [2, 'snap-0000000000000002', flat.layer], [3, 'resume']
+  ])
 
   const bare = await start(defer, {}, { pushBlob: undefined })
   const refused = await refusal(bare.ref.ask({ type: 'snapshot' }))

@@ -35,6 +35,14 @@ test('a layer pushed over HTTP lands in the blob store with its chunk manifest, 
   assert.equal([again.existed, again.sentBytes], [true, 0])
 }))
 
+test('pushes of the same bytes at once all succeed: the one that finds the upload committed under it begins again and finds the layer stored', timed(30_000, async (defer) => {
+  const c = await uploadCluster(defer)
+  const layer = await layerFile(c.dir, 'same.img', SIZE, 9)
+  const pushes = await Promise.all(Array.from({ length: 3 }, async () => await pushLayerOverHttp(layer.file, { url: c.cp.url, token: c.keys.builder, kind: 'base', chunkBytes: CHUNK })))
+  assert.equal(pushes.map((p) => p.digest), [layer.manifest.digest, layer.manifest.digest, layer.manifest.digest])
+  assert.ok(readFileSync(storePaths(c.blobs, layer.manifest.digest).blob).equals(layer.bytes))
+}))
+
 test('an interrupted push resumes: run again, it sends only the chunks the store does not hold, and nothing is visible before the commit', timed(30_000, async (defer) => {
   const c = await uploadCluster(defer)
   const layer = await layerFile(c.dir, 'layer.img', SIZE, 2)

@@ -74,6 +74,7 @@ void file_symlink(struct conn *c, const struct req *q) { file_op(c, q); }
 int relay_poll_fds(struct pollfd *fds, void **owners, int max, int base) { (void)fds; (void)owners; (void)max; return base; }
 void relay_handle(void *owner, short revents, int fd) { (void)owner; (void)revents; (void)fd; never("relay_handle"); }
 void relay_sweep(void) {}
+int relay_poll_timeout(void) { return -1; }
 int seccomp_install_command_filter(void) { never("seccomp_install_command_filter"); }
 
 /* Wrapped with -Wl,--wrap=NAME: the agent's objects call __wrap_NAME instead of libc's. */
