@@ -166,7 +166,9 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
         const made = await launcher.make(id, shape, id)
         const record: JournalEntry = { vm: made.vm, meta: undefined, claimed: false, refs }
         journal.write(id, record)
-        return await entryOf(made, refs, record, false)
+        const e = await entryOf(made, refs, record, false)
+        e.oomSeen = await guestOomKills(e.agent)
+        return e
       } catch (err) {
         for (const ref of refs) await store.release(ref).catch(() => {})
         throw err
@@ -244,9 +246,9 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
           const id = spec.id ?? `v${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`
           const made = await launcher.make(id, shape, name ?? id)
           entry = await entryOf(made, shape.refs, { vm: made.vm, meta: undefined, claimed: false, refs: shape.refs }, false)
+          entry.oomSeen = await guestOomKills(entry.agent)
         }
         const { vm } = entry
-        entry.oomSeen = await guestOomKills(entry.agent)
         const allow = [...new Set(spec.egress ?? [])].sort()
         if (allow.length > 0) entry.egress = await openVmEgress(vm, entry.mux, allow, egressRouting, egressOf(vm.id))
         // Commands find the way out where the usual tools look for it.

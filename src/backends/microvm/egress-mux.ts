@@ -22,6 +22,8 @@ const DATA_MAX = 64 * 1024
 const WINDOW = 256 * 1024
 const CREDIT_BATCH = 32 * 1024
 const MAGIC = Buffer.from('warren-egress-1')
+/** The guest's relay opens at most 64 at once; a guest speaking for itself gets no more than this. */
+const MAX_CONNS = 256
 const K = { open: 1, data: 2, eof: 3, close: 4, credit: 5, hello: 6, ready: 7 } as const
 
 /** One relayed connection, host side. */
@@ -117,7 +119,7 @@ export async function startEgressMux (portSocket: string, proxySocket?: string):
 
   const open = (id: number): void => {
     if (conns.has(id)) { forget(id, true); return }
-    if (proxy === undefined) { send(id, K.close); return } // no egress for this VM
+    if (proxy === undefined || conns.size >= MAX_CONNS) { send(id, K.close); return } // no egress for this VM, or too many
     const socket = createConnection({ path: proxy })
     const c: Conn = { socket, credit: WINDOW, queued: [], delivered: 0, sentEof: false, gotEof: false, closed: false }
     conns.set(id, c)
@@ -139,7 +141,8 @@ export async function startEgressMux (portSocket: string, proxySocket?: string):
     if (c === undefined) return
     switch (kind) {
       case K.data:
-        if (c.gotEof) { forget(id, true); return }
+        // Past EOF, or past the window (what the proxy has not taken yet): not the guest's relay.
+        if (c.gotEof || c.socket.writableLength + payload.length > WINDOW) { forget(id, true); return }
         // Written as it comes; credit goes back once the proxy's socket took it.
         c.socket.write(payload, () => { c.delivered += payload.length; creditBack(id, c, c.socket.writableLength === 0) })
         return

@@ -34,6 +34,14 @@
  *   rename {id, path, to}                               -> ok {id}   (rename(2): atomic)
  *   symlink {id, path, target, mkdirs?(default true)}   -> ok {id}   (path -> target, as given)
  *   hostname {id, name}                                 -> ok {id}    (renames the sandbox)
+ *   identity {id, name?, seed?:bin, timeMs?}            -> ok {id}    (a VM restored, pooled or
+ *          resumed takes what is its own: the name, up to 512 bytes mixed into the kernel's
+ *          random pool and the generator reseeded, the wall clock; seed and timeMs only in a
+ *          VM: elsewhere err UNSUPPORTED naming the field)
+ *   tree   {id, flatten?, window?, maxOutputBytes?}     -> started, out..., exit, as an exec
+ *          (VM only, else err UNSUPPORTED): a pax tar of the writable layer, or with flatten
+ *          of the whole tree from / without the other mounts' contents, on fd 1; exit code 0
+ *          when every entry was read, non-zero with why on fd 2
  *
  * Replies and events, agent -> client:
  *   ok      {id, ...results}
