@@ -1,8 +1,9 @@
 /**
- * One command of a container sandbox, as the Backend interface puts it (`ExecOptions`), run
- * through its agent: the user resolved from the sandbox's /etc/passwd, the environment laid
- * over the sandbox's, credit and resizes passed on, and the agent's result read back as an
- * `ExecResult` (timeout 124, OOM told apart from a kill by the cgroup's count).
+ * One command of a sandbox whose PID 1 is warren-init (a container, or a microVM's guest), as
+ * the Backend interface puts it (`ExecOptions`), run through its agent: the user resolved from
+ * the sandbox's /etc/passwd, the environment laid over the sandbox's, credit and resizes passed
+ * on, and the agent's result read back as an `ExecResult` (timeout 124). How an OOM is told
+ * apart from a kill is the backend's (`CommandEnds`); for a container, its cgroup's count.
  */
 import { ErrorCodes, isWarrenError } from '../../errors.js'
 import type { ExecOptions, ExecResult } from '../types.js'
@@ -13,28 +14,32 @@ import { resolveUser, UserDefaults } from './users.js'
 /** The agent's cap for output nobody capped: beyond any command's reach (the agent counts in 64 bits). */
 const UNCAPPED_OUTPUT = Number.MAX_SAFE_INTEGER
 
-/** What a command needs of its sandbox. */
-export interface CommandTarget {
-  agent: AgentClient
-  /** The sandbox's environment (`ExecOptions.env` is laid over it). */
-  env: Record<string, string>
-  cgroup: SandboxCgroup | undefined
+/** How a backend reads the ways a command can end that the agent alone cannot tell. */
+export interface CommandEnds {
+  /** A command SIGKILLed by nobody who asked: true when the OOM killer did it. */
+  killedByOom (): Promise<boolean>
+  /** The agent went away mid-command: true when the sandbox ended for memory. */
+  lostToOom (): Promise<boolean>
+  /** True when `err` from the agent means the sandbox went away (else it is the caller's to see). */
+  isLoss (err: unknown): boolean
+  /** The result's message when the sandbox went away. */
+  lostMessage: string
 }
 
 /**
- * Runs one command to its end (see `Backend.exec`).
+ * Runs one command to its end through `agent` (see `Backend.exec`).
  * @returns how it ended; an agent that went away mid-command is exit 137, reason oom or killed
  */
-export async function runCommand (target: CommandTarget, argv: readonly string[], opts: ExecOptions = {}): Promise<ExecResult> {
+export async function runAgentCommand (agent: AgentClient, env: Record<string, string>, argv: readonly string[], opts: ExecOptions, ends: CommandEnds): Promise<ExecResult> {
   const started = performance.now()
   try {
     const who = opts.user !== undefined
-      ? await resolveUser(opts.user, async () => await target.agent.files.read('/etc/passwd', { length: UserDefaults.maxPasswdBytes }))
+      ? await resolveUser(opts.user, async () => await agent.files.read('/etc/passwd', { length: UserDefaults.maxPasswdBytes }))
       : undefined
     // With credit the consumer bounds what is held of the output, so none is cut unless asked.
     const maxOutputBytes = opts.maxOutputBytes ?? (opts.credit !== undefined ? UNCAPPED_OUTPUT : undefined)
-    const execution = target.agent.startExec(argv, {
-      env: { ...(who?.home !== undefined ? { HOME: who.home } : {}), ...target.env, ...opts.env },
+    const execution = agent.startExec(argv, {
+      env: { ...(who?.home !== undefined ? { HOME: who.home } : {}), ...env, ...opts.env },
       ...(opts.cwd !== undefined ? { cwd: opts.cwd } : {}),
       ...(who !== undefined ? { uid: who.uid, gid: who.gid } : {}),
       ...(opts.pty !== undefined ? { pty: { cols: opts.pty.cols, rows: opts.pty.rows } } : {}),
@@ -51,7 +56,7 @@ export async function runCommand (target: CommandTarget, argv: readonly string[]
     // A resize that comes after the command ended has nothing to resize.
     opts.pty?.onResize((size) => { execution.resize(size).catch(() => {}) })
     const r = await execution.result
-    const oom = r.signal === 9 && !r.timedOut && !r.killed && target.cgroup !== undefined && await target.cgroup.oomKills() > 0
+    const oom = r.signal === 9 && !r.timedOut && !r.killed && await ends.killedByOom()
     const reason = r.timedOut ? 'timeout' as const : oom ? 'oom' as const : r.killed ? 'killed' as const : undefined
     return {
       exitCode: r.timedOut ? 124 : r.exitCode,
@@ -60,9 +65,31 @@ export async function runCommand (target: CommandTarget, argv: readonly string[]
       ...(reason !== undefined ? { reason } : {})
     }
   } catch (err) {
-    if (isWarrenError(err) && err.code !== ErrorCodes.CONNECTION_CLOSED) throw err
-    // The agent went away mid-command: out of memory, or the sandbox was killed.
-    const oom = target.cgroup !== undefined && await target.cgroup.oomKills().catch(() => 0) > 0
-    return { exitCode: 137, durationMs: performance.now() - started, truncated: false, reason: oom ? 'oom' : 'killed', message: 'the sandbox ended during the command' }
+    if (!ends.isLoss(err)) throw err
+    const oom = await ends.lostToOom().catch(() => false)
+    return { exitCode: 137, durationMs: performance.now() - started, truncated: false, reason: oom ? 'oom' : 'killed', message: ends.lostMessage }
   }
+}
+
+/** What a command needs of its container sandbox. */
+export interface CommandTarget {
+  agent: AgentClient
+  /** The sandbox's environment (`ExecOptions.env` is laid over it). */
+  env: Record<string, string>
+  cgroup: SandboxCgroup | undefined
+}
+
+/**
+ * Runs one command in a container sandbox: an OOM is a kill while its cgroup counts OOM kills.
+ * @returns how it ended; an agent that went away mid-command is exit 137, reason oom or killed
+ */
+export async function runCommand (target: CommandTarget, argv: readonly string[], opts: ExecOptions = {}): Promise<ExecResult> {
+  const cgroupOom = async (): Promise<boolean> => target.cgroup !== undefined && await target.cgroup.oomKills() > 0
+  return await runAgentCommand(target.agent, target.env, argv, opts, {
+    killedByOom: cgroupOom,
+    lostToOom: cgroupOom,
+    // Out of memory, or the sandbox was killed. (Anything but a WarrenError counts as that too.)
+    isLoss: (err) => !(isWarrenError(err) && err.code !== ErrorCodes.CONNECTION_CLOSED),
+    lostMessage: 'the sandbox ended during the command'
+  })
 }
