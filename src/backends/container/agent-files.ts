@@ -3,6 +3,7 @@
  * symlink): each one request, answered by ok or err.
  */
 import { createError, ErrorCodes } from '../../errors.js'
+import type { SandboxFiles, SandboxHandle } from '../types.js'
 import type { AgentFiles, FileEntry, FileStat } from './agent-types.js'
 import { AgentLimits, type AgentMessage, type AgentRequest } from './protocol.js'
 
@@ -57,5 +58,23 @@ export function createAgentFiles (request: AgentRequestFn, nextId: () => number)
       checkPath(target)
       await request({ t: 'symlink', id: nextId(), path, target, mkdirs: opts.mkdirs })
     }
+  }
+}
+
+/**
+ * The Backend's file operations (`SandboxFiles`) over the agent of each sandbox: every path
+ * resolves inside the sandbox because the agent resolves it there.
+ */
+export function agentSandboxFiles (agentOf: (handle: SandboxHandle) => { files: AgentFiles }): SandboxFiles {
+  return {
+    maxChunkBytes: AgentLimits.maxFileBytes,
+    read: async (handle, path, range) => await agentOf(handle).files.read(path, range),
+    write: async (handle, path, data, opts = {}) => { await agentOf(handle).files.write(path, data, { mkdirs: true, ...opts }) },
+    list: async (handle, path) => await agentOf(handle).files.list(path),
+    stat: async (handle, path, opts) => await agentOf(handle).files.stat(path, opts),
+    mkdir: async (handle, path, opts) => { await agentOf(handle).files.mkdir(path, opts) },
+    remove: async (handle, path, opts) => { await agentOf(handle).files.remove(path, opts) },
+    rename: async (handle, from, to) => { await agentOf(handle).files.rename(from, to) },
+    symlink: async (handle, path, target) => { await agentOf(handle).files.symlink(path, target) }
   }
 }

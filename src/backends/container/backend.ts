@@ -15,11 +15,12 @@ import { join } from 'node:path'
 import { createError, ErrorCodes } from '../../errors.js'
 import { LayerStore, type LayerService, type LayerSource } from '../../images/index.js'
 import { createEgressRouting, EGRESS_ENV, startEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress.js'
-import type { AdoptedSandbox, Backend, EgressEvent, ExecOptions, ExecResult, SandboxHandle, SandboxSpec } from '../types.js'
+import type { AdoptedSandbox, Backend, ExecOptions, ExecResult, SandboxHandle, SandboxSpec } from '../types.js'
 import { connectAgent, type AgentClient } from './agent-client.js'
+import { agentSandboxFiles } from './agent-files.js'
+import { createSandboxEvents } from '../sandbox-events.js'
 import type { CgroupProvider, SandboxCgroup } from './cgroup-types.js'
 import { ContainerDefaults } from './defaults.js'
-import { AgentLimits } from './protocol.js'
 import { Journal } from './journal.js'
 import { createFreezeControl, noFreezer, type FreezeControl } from './freeze-control.js'
 import { checkHostname, destroySandbox, launchSandbox, type LaunchedSandbox } from './launcher.js'
@@ -93,22 +94,13 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
   const journal = new Journal<JournalEntry>(join(options.dataDir, 'journal'))
   const live = new Map<string, Live>()
   let closed = false
-  /** Who hears when a sandbox ends by itself (see Backend.onGone). */
-  const goneListeners = new Map<string, (message: string) => void>()
-  const gone = (id: string, message: string): void => {
-    const listener = goneListeners.get(id)
-    goneListeners.delete(id)
-    listener?.(message)
-  }
+  /** Who hears when a sandbox ends by itself (Backend.onGone) and of its egress (Backend.onEgress); the proxies call `egressOf(id)`. */
+  const events = createSandboxEvents()
+  const gone = events.gone
+  const egressOf = events.egressOf
   /** A live sandbox's agent connection ending, other than by kill or close, means its init died. */
   const watchInit = (id: string, entry: Live): void => {
     void entry.agent.ended.then(() => { if (!closed && live.get(id) === entry) gone(id, 'the sandbox\'s init process ended') })
-  }
-
-  /** Egress listeners per sandbox id (see Backend.onEgress); the proxies call `egressOf(id)`. */
-  const egressListeners = new Map<string, Set<(event: EgressEvent) => void>>()
-  const egressOf = (id: string) => (ask: { host: string, port: number, allowed: boolean }): void => {
-    for (const listener of egressListeners.get(id) ?? []) listener({ ...ask, at: Date.now() })
   }
 
   /** The freezer control of a sandbox; its paused flag goes to the sandbox's journal record. */
@@ -288,17 +280,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       return await runCommand(entry, argv, opts)
     },
 
-    files: {
-      maxChunkBytes: AgentLimits.maxFileBytes,
-      read: async (handle, path, range) => await running(handle).agent.files.read(path, range),
-      write: async (handle, path, data, opts = {}) => { await running(handle).agent.files.write(path, data, { mkdirs: true, ...opts }) },
-      list: async (handle, path) => await running(handle).agent.files.list(path),
-      stat: async (handle, path, opts) => await running(handle).agent.files.stat(path, opts),
-      mkdir: async (handle, path, opts) => { await running(handle).agent.files.mkdir(path, opts) },
-      remove: async (handle, path, opts) => { await running(handle).agent.files.remove(path, opts) },
-      rename: async (handle, from, to) => { await running(handle).agent.files.rename(from, to) },
-      symlink: async (handle, path, target) => { await running(handle).agent.files.symlink(path, target) }
-    },
+    files: agentSandboxFiles((handle) => running(handle).agent),
 
     async pause (handle) {
       await find(handle).freezer.pause().catch((err: unknown) => { throw goneOr(handle, err) })
@@ -318,31 +300,18 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       }
     },
 
-    onEgress (handle, listener) {
-      let set = egressListeners.get(handle.id)
-      if (set === undefined) egressListeners.set(handle.id, set = new Set())
-      set.add(listener)
-      return () => {
-        set.delete(listener)
-        if (set.size === 0 && egressListeners.get(handle.id) === set) egressListeners.delete(handle.id)
-      }
-    },
+    onEgress: (handle, listener) => events.onEgress(handle.id, listener),
 
     async kill (handle) {
-      goneListeners.delete(handle.id)
-      egressListeners.delete(handle.id)
+      events.forget(handle.id)
       const entry = live.get(handle.id)
       if (entry === undefined) return
       live.delete(handle.id)
       await reclaim(entry)
     },
 
-    onGone (handle, listener) {
-      goneListeners.set(handle.id, listener)
-      // Its init may have died before anyone listened.
-      if (live.get(handle.id)?.agent.closed === true) queueMicrotask(() => gone(handle.id, 'the sandbox\'s init process ended'))
-      return () => { if (goneListeners.get(handle.id) === listener) goneListeners.delete(handle.id) }
-    },
+    // Its init may have died before anyone listened.
+    onGone: (handle, listener) => events.onGone(handle.id, listener, live.get(handle.id)?.agent.closed === true, 'the sandbox\'s init process ended'),
 
     layersLost () {
       for (const [id, entry] of live) {

@@ -20,13 +20,14 @@ import { createError, ErrorCodes } from '../../errors.js'
 import { LayerStore } from '../../images/index.js'
 import type { SandboxCgroup } from '../container/backend.js'
 import { connectAgent, type AgentClient } from '../container/agent-client.js'
+import { agentSandboxFiles } from '../container/agent-files.js'
+import { createSandboxEvents } from '../sandbox-events.js'
 import { createEgressRouting, EGRESS_ENV } from '../container/egress.js'
 import type { FreezeControl } from '../container/freeze-control.js'
 import { Journal } from '../container/journal.js'
 import { isAlive } from '../container/proc.js'
-import { AgentLimits } from '../container/protocol.js'
 import { WarmPool } from '../container/warm-pool.js'
-import type { AdoptedSandbox, EgressEvent, SandboxHandle, SandboxSpec } from '../types.js'
+import type { AdoptedSandbox, SandboxHandle, SandboxSpec } from '../types.js'
 import type { MicrovmBackend, MicrovmBackendOptions } from './backend-types.js'
 import { MicrovmDefaults } from './defaults.js'
 import { openVmEgress, startEgressMux, type EgressMux, type VmEgress } from './egress-mux.js'
@@ -71,8 +72,10 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
   const templateStore = createTemplateStore(options.templateDir ?? `${runDir}-templates`, MicrovmDefaults.maxTemplates)
   const templates = options.templates === false ? undefined : templateStore
   const live = new Map<string, Live>()
-  const goneListeners = new Map<string, (message: string) => void>()
-  const egressListeners = new Map<string, Set<(event: EgressEvent) => void>>()
+  /** Who hears when a VM ends by itself (Backend.onGone) and of its egress (Backend.onEgress). */
+  const events = createSandboxEvents()
+  const gone = events.gone
+  const egressOf = events.egressOf
   let closed = false
 
   let guestWork: Promise<GuestImage> | undefined
@@ -95,17 +98,9 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     onTemplateFailure: (err) => options.onProgress?.(`a VM template failed, booting instead: ${(err as Error).message}`)
   })
 
-  const gone = (id: string, message: string): void => {
-    const listener = goneListeners.get(id)
-    goneListeners.delete(id)
-    listener?.(message)
-  }
   /** The agent's connection ending, other than by kill or close, means the VM ended. */
   const watch = (id: string, entry: Live): void => {
     void entry.agent.ended.then(() => { if (!closed && live.get(id) === entry) gone(id, 'the VM ended (QEMU exited or the guest powered off)') })
-  }
-  const egressOf = (id: string) => (ask: { host: string, port: number, allowed: boolean }): void => {
-    for (const listener of egressListeners.get(id) ?? []) listener({ ...ask, at: Date.now() })
   }
 
   /**
@@ -305,17 +300,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
 
     exec: async (handle, argv, opts) => await runInVm(running(handle), argv, opts),
 
-    files: {
-      maxChunkBytes: AgentLimits.maxFileBytes,
-      read: async (handle, path, range) => await running(handle).agent.files.read(path, range),
-      write: async (handle, path, data, opts = {}) => { await running(handle).agent.files.write(path, data, { mkdirs: true, ...opts }) },
-      list: async (handle, path) => await running(handle).agent.files.list(path),
-      stat: async (handle, path, opts) => await running(handle).agent.files.stat(path, opts),
-      mkdir: async (handle, path, opts) => { await running(handle).agent.files.mkdir(path, opts) },
-      remove: async (handle, path, opts) => { await running(handle).agent.files.remove(path, opts) },
-      rename: async (handle, from, to) => { await running(handle).agent.files.rename(from, to) },
-      symlink: async (handle, path, target) => { await running(handle).agent.files.symlink(path, target) }
-    },
+    files: agentSandboxFiles((handle) => running(handle).agent),
 
     async pause (handle) {
       await find(handle).pause.pause().catch((err: unknown) => { throw goneOr(handle, err) })
@@ -334,31 +319,18 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       }
     },
 
-    onEgress (handle, listener) {
-      let set = egressListeners.get(handle.id)
-      if (set === undefined) egressListeners.set(handle.id, set = new Set())
-      set.add(listener)
-      return () => {
-        set.delete(listener)
-        if (set.size === 0 && egressListeners.get(handle.id) === set) egressListeners.delete(handle.id)
-      }
-    },
+    onEgress: (handle, listener) => events.onEgress(handle.id, listener),
 
     async kill (handle) {
-      goneListeners.delete(handle.id)
-      egressListeners.delete(handle.id)
+      events.forget(handle.id)
       const entry = live.get(handle.id)
       if (entry === undefined) return
       live.delete(handle.id)
       await reclaim(entry)
     },
 
-    onGone (handle, listener) {
-      goneListeners.set(handle.id, listener)
-      // It may have ended before anyone listened.
-      if (live.get(handle.id)?.agent.closed === true) queueMicrotask(() => gone(handle.id, 'the VM ended (QEMU exited or the guest powered off)'))
-      return () => { if (goneListeners.get(handle.id) === listener) goneListeners.delete(handle.id) }
-    },
+    // It may have ended before anyone listened.
+    onGone: (handle, listener) => events.onGone(handle.id, listener, live.get(handle.id)?.agent.closed === true, 'the VM ended (QEMU exited or the guest powered off)'),
 
     layersLost () {
       for (const [id, entry] of live) {
