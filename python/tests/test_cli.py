@@ -1,7 +1,9 @@
-"""`python -m warren`: run, ps, exec, kill (and create) for machines without Node, each run as a
+"""`python -m warren`: run, ps, exec, kill, create, snapshot, fork, pause, resume, log for machines without Node, each run as a
 real child process against the cluster with the tenant key in WARREN_URL/WARREN_TOKEN."""
 from __future__ import annotations
 
+import base64
+import json
 import subprocess
 import sys
 import uuid
@@ -80,3 +82,70 @@ def test_a_bad_ttl_is_invalid_argument_before_anything_is_created(cluster: Clust
     assert done.returncode == 1
     assert done.stderr.decode().startswith("WARREN_ERR_INVALID_ARGUMENT")
     assert ps_ids(cluster, "--label", label, "--all") == []
+
+
+def test_snapshot_fork_pause_resume_and_snapshot_rm_from_the_cli(cluster: Cluster) -> None:
+    created = warren(cluster, "create", "--backend", "container", "--ttl", "2m")
+    assert created.returncode == 0, created.stderr
+    sid = created.stdout.decode().strip()
+    made: list[str] = [sid]
+    try:
+        assert warren(cluster, "exec", sid, "--", "/bin/sh", "-c", "echo cli-snap > /mark").returncode == 0
+        snap = warren(cluster, "snapshot", sid, "--name", "cli-snap:v1")
+        assert snap.returncode == 0, snap.stderr
+        snap_id, snap_name = snap.stdout.decode().split()
+        assert snap_name == "cli-snap:v1"
+        listed = warren(cluster, "snapshots", "--sandbox", sid)
+        assert listed.returncode == 0, listed.stderr
+        assert [line.split()[0] for line in listed.stdout.decode().splitlines()[1:]] == [snap_id]
+
+        forked = warren(cluster, "fork", sid, "-n", "2")
+        assert forked.returncode == 0, forked.stderr
+        forks = forked.stdout.decode().split()
+        made += forks
+        assert len(forks) == 2
+        for f in forks:
+            ran = warren(cluster, "exec", f, "--", "cat", "/mark")
+            assert (ran.returncode, ran.stdout) == (0, b"cli-snap\n")
+
+        paused = warren(cluster, "pause", sid)
+        assert (paused.returncode, paused.stdout.decode().split()) == (0, [sid, "paused"])
+        refused = warren(cluster, "exec", sid, "--", "true")
+        assert refused.returncode == 1
+        assert refused.stderr.decode().startswith("WARREN_ERR_SANDBOX_PAUSED")
+        resumed = warren(cluster, "resume", sid)
+        assert (resumed.returncode, resumed.stdout.decode().split()) == (0, [sid, "ready"])
+
+        removed = warren(cluster, "snapshot-rm", "cli-snap:v1")
+        assert (removed.returncode, removed.stdout.decode().strip()) == (0, snap_id)
+        gone = warren(cluster, "snapshot-rm", snap_id)
+        assert gone.returncode == 1
+        assert gone.stderr.decode().startswith("WARREN_ERR_NOT_FOUND")
+    finally:
+        warren(cluster, "kill", *made)
+
+
+def test_log_prints_the_trajectory_readably_and_as_json_lines(cluster: Cluster) -> None:
+    created = warren(cluster, "create", "--backend", "container", "--ttl", "2m")
+    sid = created.stdout.decode().strip()
+    try:
+        assert warren(cluster, "exec", sid, "--", "/bin/sh", "-c", "echo logged-$((6*7))").returncode == 0
+        text = warren(cluster, "log", sid)
+        assert text.returncode == 0, text.stderr
+        lines = text.stdout.decode().splitlines()
+        assert lines[0].startswith(f"sandbox {sid} (container")
+        assert any(line.startswith("#") and 'exec ["/bin/sh", "-c", "echo logged-$((6*7))"] exit 0' in line for line in lines)
+        assert "  out| logged-42" in lines
+
+        as_json = warren(cluster, "log", sid, "--json")
+        assert as_json.returncode == 0, as_json.stderr
+        values = [json.loads(line) for line in as_json.stdout.decode().splitlines()]
+        assert values[0]["sandboxId"] == sid
+        execs = [v for v in values[1:] if v.get("kind") == "exec"]
+        assert execs and execs[-1]["exitCode"] == 0
+        assert base64.b64decode(execs[-1]["stdout"]["data"]) == b"logged-42\n"
+        stranger = warren(cluster, "log", sid, token=cluster.key("py-cli-log-stranger"))
+        assert stranger.returncode == 1
+        assert stranger.stderr.decode().startswith("WARREN_ERR_NOT_FOUND")
+    finally:
+        warren(cluster, "kill", sid)

@@ -1,4 +1,5 @@
-"""``python -m warren``: run, ps, exec, kill (and create) like the Node CLI, for machines without Node.
+"""``python -m warren``: run, ps, exec, kill, create, and the snapshot, fork, pause, resume, hibernate and
+log commands (cli_snapshots.py), like the Node CLI, for machines without Node.
 
 Errors print as ``WARREN_ERR_*: message`` on stderr with exit code 1; ``run`` and ``exec`` exit
 with the command's own code.
@@ -11,6 +12,7 @@ import re
 import sys
 from typing import Any, Sequence
 
+from .cli_snapshots import COMMANDS as SNAPSHOT_COMMANDS, add_parsers
 from .client import AsyncClient
 from .errors import WarrenError, invalid
 
@@ -143,10 +145,11 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("cmd", nargs=argparse.REMAINDER)
     kill = sub.add_parser("kill", help="end sandboxes")
     kill.add_argument("ids", nargs="+")
+    add_parsers(sub)
     return p
 
 
-_COMMANDS = {"run": _run, "exec": _exec, "ps": _ps, "kill": _kill, "create": _create}
+_COMMANDS: dict[str, Any] = {"run": _run, "exec": _exec, "ps": _ps, "kill": _kill, "create": _create, **SNAPSHOT_COMMANDS}
 
 
 async def _main(a: argparse.Namespace) -> int:
