@@ -16,6 +16,7 @@ import { RECORD_STATES, type SandboxRecord } from './directory.js'
 import { parseFileRequest } from './file-requests.js'
 import { isDigest } from '../../images/blob/index.js'
 import { TrajectoryDefaults } from '../trajectory/index.js'
+import { CreationSeriesDefaults } from './creation-series.js'
 
 /** What an SDK may ask of its session. */
 export type ClientRequest =
@@ -45,6 +46,8 @@ export type ClientRequest =
   | { type: 'tenant-list' }
   | { type: 'tenant-quotas', tenant: string, quotas?: Partial<Quotas> }
   | { type: 'nodes' }
+  /** The live page's figures (admin): nodes with capacity and use, layer caches, creations of the last `windowSec` seconds. */
+  | { type: 'cluster-stats', windowSec?: number }
   | { type: 'image-tag', name: string, digest: string, kind: LayerKind }
   | { type: 'image-list' }
   /** Cuts a snapshot of the sandbox, named `name` (`name:tag`, moved from another snapshot of the tenant that had it). */
@@ -184,6 +187,11 @@ function replaySpec (v: unknown): ReplaySpec {
   return out
 }
 
+function windowSec (v: unknown, field: string): number {
+  if (positive(v, field) > CreationSeriesDefaults.windowSec) invalid(field, `must be an integer from 1 to ${CreationSeriesDefaults.windowSec}`)
+  return v as number
+}
+
 function digest (v: unknown): string {
   if (!isDigest(v)) invalid('digest', 'must be a sha256:<64 hex> digest')
   return v as string
@@ -247,6 +255,7 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
     ...opt(r, 'quotas', (v, f) => { if (!isPlainObject(v)) invalid(f, 'must be an object'); return v as Partial<Quotas> })
   }),
   nodes: () => ({ type: 'nodes' }),
+  'cluster-stats': (r) => ({ type: 'cluster-stats', ...opt(r, 'windowSec', windowSec) }),
   'image-tag': (r) => ({ type: 'image-tag', name: text(r.name, 'name', RequestLimits.maxNameLength), digest: text(r.digest, 'digest', RequestLimits.maxNameLength), kind: oneOf(r.kind, 'kind', LAYER_KINDS) }),
   'image-list': () => ({ type: 'image-list' }),
   snapshot: (r) => ({ type: 'snapshot', id: id(r), ...opt(r, 'name', (v) => checkImageName(v)) }),

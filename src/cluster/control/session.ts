@@ -31,6 +31,8 @@ import type { TrajectoriesMessage } from '../trajectory/index.js'
 import { readTrajectory, readTrajectoryBlob, type TrajectoryDeps } from './trajectory-requests.js'
 import { replay } from './replay.js'
 import { restore, type RestoreDeps } from './restore.js'
+import { clusterStats } from './cluster-stats.js'
+import type { CreationSeries } from './creation-series.js'
 
 /**
  * What reaches a session: a client's message as the gateway received it (checked here, never
@@ -63,6 +65,8 @@ export interface SessionOptions {
   snapshots: () => Ref<SnapshotIndexMessage>
   /** Where notices for the client go (the link's tell towards the SDK). */
   notify: (notice: SandboxStateNotice) => void
+  /** The control plane's recent creations (the page's charts): this session's creates are counted in it. */
+  creations?: CreationSeries
 }
 
 export class Session extends Actor<SessionMessage> {
@@ -180,6 +184,9 @@ export class Session extends Actor<SessionMessage> {
       case 'nodes':
         this.authorize('admin')
         return await this.o.registry().ask<NodeStatus[]>({ type: 'nodes' })
+      case 'cluster-stats':
+        this.authorize('admin')
+        return await clusterStats({ registry: this.o.registry, directory: this.o.directory, ...(this.o.creations !== undefined ? { creations: this.o.creations } : {}) }, m.windowSec)
       case 'image-tag':
         this.authorize('admin')
         return await this.o.images().ask({ type: 'tag', name: m.name, digest: m.digest, kind: m.kind })
@@ -217,6 +224,7 @@ export class Session extends Actor<SessionMessage> {
   private deps (): SnapshotDeps {
     return {
       tenant: this.tenant, iam: this.o.iam, shards: this.o.shards, directory: this.o.directory, snapshots: this.o.snapshots,
+      ...(this.o.creations !== undefined ? { creations: this.o.creations } : {}),
       refFor: (address) => this.ctx.system.refFor(address),
       record: (id) => this.record(id),
       forward: (id, message, timeoutMs) => this.forward(id, message, timeoutMs),
