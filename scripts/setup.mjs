@@ -43,7 +43,9 @@ const DEBIAN_PACKAGES = [
   { name: 'python3-setuptools', provides: '/usr/lib/python3/dist-packages/setuptools/__init__.py' },
   // microvm sandboxes: QEMU's microvm machine (the guest kernel is extracted from Debian's
   // linux-image-cloud-amd64 into the node's data dir on first use, not installed here)
-  { name: 'qemu-system-x86', provides: '/usr/bin/qemu-system-x86_64' }
+  { name: 'qemu-system-x86', provides: '/usr/bin/qemu-system-x86_64' },
+  // the live page's browser test: headless Chromium driven by playwright-core (no browser download)
+  { name: 'chromium', provides: '/usr/bin/chromium' }
 ]
 
 function log (line) { process.stderr.write(`setup: ${line}\n`) }

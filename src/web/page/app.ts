@@ -52,7 +52,7 @@ function Dashboard (props: { conn: Connection, onLogout: () => void, lost: strin
             ${stats.error !== undefined ? html`<p class="error small">${stats.error.message}</p>` : null}
             <${Nodes} stats=${stats.value} /></section>
           <section class="card span2"><div class="card-head"><h2>Creations</h2></div><${CreationCharts} points=${stats.value?.creations} windowSec=${WINDOW_SEC} /></section>
-          <section class="card"><div class="card-head"><h2>Layer cache</h2></div><${Layers} stats=${stats.value} /></section>`}
+          <section class="card"><div class="card-head"><h2>Cluster and layer cache</h2></div><${Layers} stats=${stats.value} /></section>`}
       <section class="card wide"><div class="card-head"><h2>Sandboxes</h2></div>
         <${Sandboxes} conn=${props.conn} kick=${kick} selected=${selected} onSelect=${setSelected} /></section>
       ${selected !== undefined ? html`<div class="wide"><${Trajectory} key=${selected} conn=${props.conn} id=${selected} onClose=${() => setSelected(undefined)} /></div>` : null}

@@ -7,7 +7,10 @@ import { useEffect, useRef } from 'preact/hooks'
 import uPlot from 'uplot'
 import type { CreationPoint } from './types.js'
 
-type Series = Array<{ label: string, stroke: string, fill?: string }>
+type Series = Array<{ label: string, stroke: string, fill?: string, bars?: boolean }>
+
+/** Counts per second as bars (a lone second stays visible); latencies as lines with points. */
+const bars = uPlot.paths.bars!({ size: [0.9, 12, 3] })
 
 function Chart (props: { id: string, title: string, unit: string, series: Series, data: uPlot.AlignedData }) {
   const box = useRef<HTMLDivElement>(null)
@@ -24,7 +27,12 @@ function Chart (props: { id: string, title: string, unit: string, series: Series
         { stroke: '#8b93a7', grid: { stroke: '#232838' }, ticks: { stroke: '#232838' } },
         { stroke: '#8b93a7', grid: { stroke: '#232838' }, ticks: { stroke: '#232838' }, label: props.unit, labelSize: 18, size: 50 }
       ],
-      series: [{}, ...props.series.map((s) => ({ label: s.label, stroke: s.stroke, width: 2, spanGaps: false, points: { show: false }, ...(s.fill !== undefined ? { fill: s.fill } : {}) }))]
+      series: [{}, ...props.series.map((s): uPlot.Series => ({
+        label: s.label, stroke: s.stroke, width: s.bars === true ? 1 : 2, spanGaps: false,
+        points: { show: s.bars !== true, size: 4 },
+        ...(s.bars === true ? { paths: bars } : {}),
+        ...(s.fill !== undefined ? { fill: s.fill } : {})
+      }))]
     }
     plot.current = new uPlot(opts, props.data, el)
     const ro = new ResizeObserver(() => plot.current?.setSize({ width: Math.max(200, el.clientWidth), height: 180 }))
@@ -48,7 +56,7 @@ export function CreationCharts (props: { points: CreationPoint[] | undefined, wi
     <div class="muted small chart-note">Last ${Math.round(props.windowSec / 60)} minutes: <b id="created-total">${totalCreated}</b> created, ${totalFailed} failed.</div>
     <div class="charts">
       <${Chart} id="chart-rate" title="Creations per second" unit="per s" data=${rate}
-        series=${[{ label: 'created', stroke: '#4ade80', fill: 'rgba(74,222,128,0.12)' }, { label: 'failed', stroke: '#f87171' }]} />
+        series=${[{ label: 'created', stroke: '#4ade80', fill: 'rgba(74,222,128,0.55)', bars: true }, { label: 'failed', stroke: '#f87171', fill: 'rgba(248,113,113,0.55)', bars: true }]} />
       <${Chart} id="chart-latency" title="Creation latency" unit="ms" data=${latency}
         series=${[{ label: 'p50', stroke: '#60a5fa' }, { label: 'p90', stroke: '#fbbf24' }, { label: 'p99', stroke: '#f472b6' }]} />
     </div>`

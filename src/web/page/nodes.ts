@@ -13,6 +13,11 @@ function Bar (props: { used: number, of: number, label: string }) {
     </div>`
 }
 
+/** MiB shown as MiB or GiB. */
+function mib (n: number): string {
+  return n < 10 * 1024 ? `${Math.round(n)} MiB` : `${(n / 1024).toFixed(1)} GiB`
+}
+
 function sum (m: Record<string, number>): number {
   return Object.values(m).reduce((a, b) => a + b, 0)
 }
@@ -27,7 +32,7 @@ function NodeRow (props: { n: NodeFigures }) {
     <tr data-node-id=${n.id}>
       <td><span class=${`dot ${n.alive ? 'alive' : 'dead'}`}></span><b>${n.id}</b><div class="muted small">shard ${n.shard} · seen ${(n.lastSeenMs / 1000).toFixed(1)} s ago</div></td>
       <td><${Bar} used=${n.usage.cpus} of=${cpuCap} label=${`${n.usage.cpus.toFixed(2)} / ${cpuCap} CPU`} /></td>
-      <td><${Bar} used=${n.usage.memoryMiB} of=${memCap} label=${`${n.usage.memoryMiB} / ${memCap} MiB`} /></td>
+      <td><${Bar} used=${n.usage.memoryMiB} of=${memCap} label=${`${mib(n.usage.memoryMiB)} / ${mib(memCap)}`} /></td>
       <td><${Bar} used=${running} of=${maxRunning} label=${`${running} / ${maxRunning}`} />
         <div class="muted small">${Object.entries(n.usage.sandboxes).map(([b, c]) => `${b} ${c}`).join(' · ') || 'none running'}</div></td>
       <td class="muted small">${n.capacity.backends.join(', ')}</td>
@@ -51,7 +56,16 @@ export function Layers (props: { stats: ClusterStats | undefined }) {
   const s = props.stats
   if (s === undefined) return html`<p class="muted">Loading…</p>`
   const alive = s.nodes.filter((n) => n.alive).length
+  const running = s.nodes.reduce((a, n) => a + sum(n.usage.sandboxes), 0)
+  const lastMinute = s.creations.slice(-60)
+  const createdLastMinute = lastMinute.reduce((a, p) => a + p.created, 0)
+  const p99 = lastMinute.reduce((a, p) => Math.max(a, p.p99 ?? 0), 0)
   return html`
+    <div class="figures" id="cluster-figures">
+      <div class="figure"><div class="figure-value">${running}</div><div class="figure-label">sandboxes running</div></div>
+      <div class="figure"><div class="figure-value">${createdLastMinute}</div><div class="figure-label">created in the last minute</div></div>
+      <div class="figure"><div class="figure-value">${p99 > 0 ? `${p99} ms` : '–'}</div><div class="figure-label">worst p99, last minute</div></div>
+    </div>
     <div class="figures" id="layers">
       <div class="figure"><div class="figure-value">${s.layers.distinct}</div><div class="figure-label">distinct layers cached</div></div>
       <div class="figure"><div class="figure-value">${s.layers.copies}</div><div class="figure-label">cached copies</div></div>

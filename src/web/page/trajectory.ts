@@ -50,7 +50,8 @@ function useTrajectory (conn: Connection, id: string): Shown {
         if (!live) return
         setShown((s) => ({ ...s, error: err instanceof WarrenError ? `${err.code}: ${err.message}` : String(err) }))
       }
-      if (live && !(complete && from >= 0 && ![...steps.values()].some((s) => s.kind === 'exec' && s.endedAt === undefined))) {
+      // Followed until the sandbox has ended and every step it recorded has its end.
+      if (live && !(complete && ![...steps.values()].some((s) => s.kind === 'exec' && s.endedAt === undefined))) {
         timer = window.setTimeout(() => { void tick() }, TrajectoryDefaults.everyMs)
       }
     }
@@ -107,7 +108,7 @@ export function Trajectory (props: { conn: Connection, id: string, onClose: () =
     <section class="card trajectory" id="trajectory" data-sandbox-id=${props.id}>
       <div class="card-head">
         <h2>Trajectory of <code>${props.id}</code></h2>
-        <span class="muted small">${t.complete ? 'complete' : 'live'} · ${t.steps.length} steps</span>
+        <span class="muted small">${t.complete ? 'complete' : 'live'} · ${t.steps.length} ${t.steps.length === 1 ? 'step' : 'steps'}</span>
         <button class="ghost" id="trajectory-close" onClick=${props.onClose}>close</button>
       </div>
       ${t.error !== undefined ? html`<p class="error">${t.error}</p>` : null}

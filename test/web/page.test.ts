@@ -1,0 +1,138 @@
+/**
+ * The live page in a real browser: Debian's headless Chromium driven by playwright-core. A wrong
+ * key is refused on the login form; the right one shows the node, a sandbox the SDK creates
+ * appears in the list, and its trajectory shows the command and its output. The screenshot is
+ * kept as test-artifacts/page.png. Every wait is on the DOM, none on the clock.
+ */
+import { existsSync, mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { chromium, type Browser, type Page } from 'playwright-core'
+import { startNode } from '../../src/cluster/index.js'
+import { connect } from '../../src/sdk/index.js'
+import { ALL_SCOPES, functionsDir, repoRoot, startTestControlPlane } from '../cluster/harness.js'
+import { timed } from '../support/index.js'
+
+const CHROMIUM = '/usr/bin/chromium'
+const ARTIFACTS = join(repoRoot, 'test-artifacts')
+
+async function launch (defer: (fn: () => unknown) => void): Promise<Browser> {
+  // As root Chromium needs --no-sandbox; the page is ours and the browser lives for one test.
+  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'], timeout: 30_000 })
+  defer(() => browser.close())
+  return browser
+}
+
+/** A page that records console errors and CSP violations, so the test can say there were none. */
+async function openPage (browser: Browser, url: string, problems: string[]): Promise<Page> {
+  const page = await browser.newPage({ viewport: { width: 1440, height: 1000 } })
+  page.setDefaultTimeout(15_000)
+  page.on('console', (m) => { if (m.type() === 'error') problems.push(m.text()) })
+  page.on('pageerror', (e) => problems.push(String(e)))
+  await page.goto(url)
+  return page
+}
+
+async function logIn (page: Page, key: string): Promise<void> {
+  await page.fill('#key', key)
+  await page.click('#login')
+}
+
+test('log in, see a sandbox appear after a create, open its trajectory; a wrong key is refused', timed(120_000, async (defer) => {
+  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install chromium (scripts/setup.mjs installs it)`)
+  const cp = await startTestControlPlane()
+  defer(() => cp.close())
+  const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'page-n1', functionsDir })
+  defer(() => node.close())
+  // The page's key: tenant t1 with admin, so it sees the cluster's figures and t1's sandboxes.
+  const pageKey = await cp.createToken('t1', ['admin'])
+  const sdk = await connect({ url: cp.url, token: await cp.createToken('t1', [...ALL_SCOPES]) })
+  defer(() => sdk.close())
+
+  const browser = await launch(defer)
+  const problems: string[] = []
+  const page = await openPage(browser, `${cp.url.replace(/^ws/, 'http')}/`, problems)
+
+  await logIn(page, 'wrn_not-a-key-of-this-cluster')
+  await page.waitForSelector('#login-error')
+  assert.match(await page.textContent('#login-error') ?? '', /refused/)
+  assert.is(await page.evaluate("sessionStorage.getItem('warren.key')"), null)
+
+  await logIn(page, pageKey)
+  await page.waitForSelector('#live')
+  await page.waitForSelector('tr[data-node-id="page-n1"]')
+  assert.is(await page.evaluate("sessionStorage.getItem('warren.key')"), pageKey)
+  assert.not.match(page.url(), /wrn_/) // the key is never in the URL
+
+  const sb = await sdk.create({ backend: 'function', labels: { run: 'page-test' } })
+  const row = `tr[data-sandbox-id="${sb.id}"]`
+  await page.waitForSelector(row)
+  assert.match(await page.textContent(row) ?? '', /ready/)
+  const r = await sb.exec(['js', 'console.log("hello from " + "the page test"); console.error("and its stderr")'], { timeoutMs: 10_000 })
+  assert.is(r.exitCode, 0)
+  const other = await sdk.create({ backend: 'function', labels: { run: 'other' } })
+
+  await page.click(row)
+  await page.waitForSelector('#trajectory .step-exec pre[data-stream="stdout"]')
+  const traj = await page.textContent('#trajectory') ?? ''
+  assert.match(traj, /\$ js 'console\.log/)
+  assert.match(await page.textContent('#trajectory pre[data-stream="stdout"]') ?? '', /hello from the page test/)
+  assert.match(await page.textContent('#trajectory pre[data-stream="stderr"]') ?? '', /and its stderr/)
+  assert.match(traj, /exit 0/)
+  // The charts count the two creations.
+  // (A locator, not waitForFunction: the page's CSP refuses the eval that would need.)
+  await page.locator('#created-total', { hasText: /^2$/ }).waitFor()
+
+  mkdirSync(ARTIFACTS, { recursive: true })
+  await page.screenshot({ path: join(ARTIFACTS, 'page.png'), fullPage: true })
+
+  // Filters are the server's: a label another sandbox has hides this one; state filters too.
+  await page.fill('#filter-labels', 'run=other')
+  await page.waitForSelector(`tr[data-sandbox-id="${other.id}"]`)
+  assert.is(await page.locator(row).count(), 0)
+  assert.is(await page.locator('#sandboxes tbody tr').count(), 1)
+  await page.fill('#filter-labels', 'run=page-test')
+  await page.waitForSelector(row)
+  await page.selectOption('#filter-state', 'paused')
+  await page.waitForSelector('#no-sandboxes')
+  await page.selectOption('#filter-state', 'live')
+  await page.waitForSelector(row)
+
+  // A kill is seen live (a notice, then the list).
+  await sb.kill()
+  await page.waitForSelector(row, { state: 'detached' })
+  await page.selectOption('#filter-state', 'all')
+  await page.waitForSelector(`${row} .state-gone`)
+
+  await page.click('#logout')
+  await page.waitForSelector('#key')
+  assert.is(await page.evaluate("sessionStorage.getItem('warren.key')"), null)
+  assert.equal(problems.filter((p) => !/status of 40[14]/.test(p)), [], 'no console error or CSP violation')
+}))
+
+test('a tenant key sees its sandboxes and no cluster figures; another tenant\'s sandboxes never show', timed(90_000, async (defer) => {
+  const cp = await startTestControlPlane()
+  defer(() => cp.close())
+  const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'page-n2', functionsDir })
+  defer(() => node.close())
+  const mine = await connect({ url: cp.url, token: await cp.createToken('t1', [...ALL_SCOPES]) })
+  defer(() => mine.close())
+  const theirs = await connect({ url: cp.url, token: await cp.createToken('t2', [...ALL_SCOPES]) })
+  defer(() => theirs.close())
+  const other = await theirs.create({ backend: 'function' })
+
+  const browser = await launch(defer)
+  const problems: string[] = []
+  const page = await openPage(browser, `${cp.url.replace(/^ws/, 'http')}/ui/`, problems)
+  await logIn(page, await cp.createToken('t1', ['sandbox:read']))
+  await page.waitForSelector('#cluster-forbidden')
+  assert.is(await page.locator('#nodes').count(), 0)
+  const sb = await mine.create({ backend: 'function' })
+  await page.waitForSelector(`tr[data-sandbox-id="${sb.id}"]`)
+  assert.is(await page.locator(`tr[data-sandbox-id="${other.id}"]`).count(), 0)
+  assert.is(await page.locator('#sandboxes tbody tr').count(), 1)
+  assert.equal(problems.filter((p) => !/status of 40[14]/.test(p)), [])
+}))
+
+test.run()
