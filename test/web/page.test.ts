@@ -4,7 +4,8 @@
  * appears in the list, and its trajectory shows the command and its output. The screenshot is
  * kept as test-artifacts/page.png. Every wait is on the DOM, none on the clock.
  */
-import { existsSync, mkdirSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
@@ -27,7 +28,7 @@ async function launch (defer: (fn: () => unknown) => void): Promise<Browser> {
 /** A page that records console errors and CSP violations, so the test can say there were none. */
 async function openPage (browser: Browser, url: string, problems: string[]): Promise<Page> {
   const page = await browser.newPage({ viewport: { width: 1440, height: 1000 } })
-  page.setDefaultTimeout(15_000)
+  page.setDefaultTimeout(30_000)
   page.on('console', (m) => { if (m.type() === 'error') problems.push(m.text()) })
   page.on('pageerror', (e) => problems.push(String(e)))
   await page.goto(url)
@@ -39,11 +40,14 @@ async function logIn (page: Page, key: string): Promise<void> {
   await page.click('#login')
 }
 
-test('log in, see a sandbox appear after a create, open its trajectory; a wrong key is refused', timed(120_000, async (defer) => {
+test('log in, see a sandbox appear after a create, open its trajectory; a wrong key is refused', timed(240_000, async (defer) => {
   assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install chromium (scripts/setup.mjs installs it)`)
-  const cp = await startTestControlPlane()
+  const dataDir = mkdtempSync(join(tmpdir(), 'warren-page-'))
+  defer(() => rmSync(dataDir, { recursive: true, force: true }))
+  // A data dir, so output past 64 KiB goes to the blob store and the page reads it from there.
+  const cp = await startTestControlPlane({ dataDir: join(dataDir, 'cp') })
   defer(() => cp.close())
-  const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'page-n1', functionsDir })
+  const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'page-n1', functionsDir, dataDir: join(dataDir, 'node') })
   defer(() => node.close())
   // The page's key: tenant t1 with admin, so it sees the cluster's figures and t1's sandboxes.
   const pageKey = await cp.createToken('t1', ['admin'])
@@ -71,6 +75,8 @@ test('log in, see a sandbox appear after a create, open its trajectory; a wrong 
   assert.match(await page.textContent(row) ?? '', /ready/)
   const r = await sb.exec(['js', 'console.log("hello from " + "the page test"); console.error("and its stderr")'], { timeoutMs: 10_000 })
   assert.is(r.exitCode, 0)
+  const big = await sb.exec(['js', 'console.log("B".repeat(100000))'], { timeoutMs: 10_000 })
+  assert.is(big.stdout.length, 100_001)
   const other = await sdk.create({ backend: 'function', labels: { run: 'other' } })
 
   await page.click(row)
@@ -80,6 +86,10 @@ test('log in, see a sandbox appear after a create, open its trajectory; a wrong 
   assert.match(await page.textContent('#trajectory pre[data-stream="stdout"]') ?? '', /hello from the page test/)
   assert.match(await page.textContent('#trajectory pre[data-stream="stderr"]') ?? '', /and its stderr/)
   assert.match(traj, /exit 0/)
+  // The big output is in the blob store: the page shows its first 64 KiB and says how much more.
+  const bigOut = page.locator('#trajectory li[data-seq="1"] pre[data-stream="stdout"]', { hasText: 'more: warren log' })
+  await bigOut.waitFor()
+  assert.match(await bigOut.textContent() ?? '', /^B{65536}\n… \(33\.7 KiB more/)
   // The charts count the two creations.
   // (A locator, not waitForFunction: the page's CSP refuses the eval that would need.)
   await page.locator('#created-total', { hasText: /^2$/ }).waitFor()
@@ -111,7 +121,7 @@ test('log in, see a sandbox appear after a create, open its trajectory; a wrong 
   assert.equal(problems.filter((p) => !/status of 40[14]/.test(p)), [], 'no console error or CSP violation')
 }))
 
-test('a tenant key sees its sandboxes and no cluster figures; another tenant\'s sandboxes never show', timed(90_000, async (defer) => {
+test('a tenant key sees its sandboxes and no cluster figures; another tenant\'s sandboxes never show', timed(180_000, async (defer) => {
   const cp = await startTestControlPlane()
   defer(() => cp.close())
   const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'page-n2', functionsDir })

@@ -13,7 +13,9 @@ export const TrajectoryDefaults = {
   maxSteps: 2000,
   /** Pages one refresh reads at most. */
   pagesPerRefresh: 10,
-  everyMs: 1000
+  everyMs: 1000,
+  /** Bytes of an output kept in the blob store that the page reads and shows. */
+  blobHeadBytes: 64 * 1024
 }
 
 interface Shown { header?: TrajectoryHeader, steps: Step[], complete: boolean, error?: string, cut: boolean }
@@ -62,17 +64,33 @@ function useTrajectory (conn: Connection, id: string): Shown {
   return shown
 }
 
-function Output (props: { name: string, b: RecordedBytes | undefined }) {
+/** Output kept in the blob store: its first `blobHeadBytes` read once with `trajectory-blob`. */
+function useBlobHead (conn: Connection, id: string, b: RecordedBytes | undefined): string | undefined {
+  const [head, setHead] = useState<string | undefined>(undefined)
+  const digest = b?.data === undefined && b?.head === undefined ? b?.blob : undefined
+  useEffect(() => {
+    if (digest === undefined) return
+    let live = true
+    conn.request<Uint8Array>({ type: 'trajectory-blob', id, digest, offset: 0, length: TrajectoryDefaults.blobHeadBytes }).then(
+      (data) => { if (live) setHead(data.length < (b?.bytes ?? 0) ? `${text(data)}\n… (${bytes((b?.bytes ?? 0) - data.length)} more: warren log ${id} --json has them)` : text(data)) },
+      (err: unknown) => { if (live) setHead(`(${bytes(b?.bytes ?? 0)} in the blob store; reading them failed: ${err instanceof Error ? err.message : String(err)})`) })
+    return () => { live = false }
+  }, [digest])
+  return head
+}
+
+function Output (props: { conn: Connection, id: string, name: string, b: RecordedBytes | undefined }) {
   const b = props.b
+  const blobHead = useBlobHead(props.conn, props.id, b)
   if (b === undefined || b.bytes === 0) return null
   let body: string
   if (b.data !== undefined) body = text(b.data)
   else if (b.head !== undefined) body = `${text(b.head)}\n… (${bytes(b.bytes - b.head.length - (b.tail?.length ?? 0))} not kept) …\n${text(b.tail)}`
-  else body = `(${bytes(b.bytes)} kept in the blob store as ${shortDigest(b.blob ?? '')}: read it with warren log)`
+  else body = blobHead ?? `(${bytes(b.bytes)} in the blob store as ${shortDigest(b.blob ?? '')}: reading…)`
   return html`<pre class=${`out ${props.name}`} data-stream=${props.name}>${body}</pre>`
 }
 
-function ExecStep (props: { s: Step }) {
+function ExecStep (props: { conn: Connection, id: string, s: Step }) {
   const s = props.s
   const ended = s.endedAt !== undefined
   const ok = s.exitCode === 0
@@ -83,8 +101,8 @@ function ExecStep (props: { s: Step }) {
       ${s.durationMs !== undefined ? html`<span class="muted small">${duration(s.durationMs)}</span>` : null}
       ${s.cwd !== undefined ? html`<span class="muted small">in ${s.cwd}</span>` : null}
     </div>
-    <${Output} name="stdout" b=${s.stdout} />
-    <${Output} name="stderr" b=${s.stderr} />`
+    <${Output} conn=${props.conn} id=${props.id} name="stdout" b=${s.stdout} />
+    <${Output} conn=${props.conn} id=${props.id} name="stderr" b=${s.stderr} />`
 }
 
 function describe (s: Step): string {
@@ -118,7 +136,7 @@ export function Trajectory (props: { conn: Connection, id: string, onClose: () =
         ${t.steps.map((s) => html`
           <li key=${s.seq} class=${`step step-${s.kind}`} data-seq=${s.seq}>
             <span class="seq">#${s.seq}</span>
-            <div class="step-body">${s.kind === 'exec' ? html`<${ExecStep} s=${s} />` : html`<div class="step-head">${describe(s)}</div>`}</div>
+            <div class="step-body">${s.kind === 'exec' ? html`<${ExecStep} conn=${props.conn} id=${props.id} s=${s} />` : html`<div class="step-head">${describe(s)}</div>`}</div>
           </li>`)}
       </ol>
       ${t.cut ? html`<p class="muted small">Only the first ${TrajectoryDefaults.maxSteps} steps are shown: <code>warren log ${props.id}</code> has them all.</p>` : null}
