@@ -82,6 +82,8 @@ function npmDependencies () {
 
 function build () {
   run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'])
+  // the live page (dist/page): skipped when it is newer than its sources
+  run(process.execPath, [join(root, 'scripts', 'build-page.mjs')])
 }
 
 function newestMtime (dir, files) {
