@@ -9,7 +9,6 @@ import { spawnSync } from 'node:child_process'
 import { copyFileSync, existsSync, mkdirSync, readdirSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { build } from 'esbuild'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const src = join(root, 'src', 'web', 'page')
@@ -24,6 +23,7 @@ const tsc = spawnSync(process.execPath, [join(root, 'node_modules', 'typescript'
 if (tsc.status !== 0) process.exit(tsc.status ?? 1)
 
 mkdirSync(out, { recursive: true })
+const { build } = await import('esbuild')
 await build({
   entryPoints: { app: join(src, 'main.ts') },
   outdir: out,
