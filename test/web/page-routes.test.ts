@@ -125,4 +125,45 @@ test('cluster-stats: nodes with capacity and use, layer figures and creations; a
   assert.is(top.creations.length, 600)
 }))
 
+test('an admin reads another tenant\'s sandboxes and trajectories by naming it; no other key may', timed(30_000, async (defer) => {
+  const cp = await startTestControlPlane()
+  defer(() => cp.close())
+  const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'tenant-n1', functionsDir })
+  defer(() => node.close())
+  const admin = createLinkClient({ url: cp.url, token: await cp.createToken('admin', ['admin']) })
+  defer(() => admin.close())
+  await admin.connect()
+  const t1 = await connect({ url: cp.url, token: await cp.createToken('t1', [...ALL_SCOPES]) })
+  defer(() => t1.close())
+  const t2 = createLinkClient({ url: cp.url, token: await cp.createToken('t2', [...ALL_SCOPES]) })
+  defer(() => t2.close())
+  await t2.connect()
+  const sb = await t1.create({ backend: 'function', labels: { who: 't1' } })
+  await sb.exec(['js', 'console.log(1)'])
+
+  const ask = <T>(link: LinkClient, body: unknown): Promise<T> => link.request<T>(SESSION_ADDRESS, body, { timeoutMs: 10_000 })
+  assert.equal((await ask<Array<{ id: string }>>(admin, { type: 'list' })).map((v) => v.id), [])
+  assert.equal((await ask<Array<{ id: string }>>(admin, { type: 'list', tenant: 't1' })).map((v) => v.id), [sb.id])
+  const page = await ask<{ header?: { sandboxId: string }, steps: unknown[] }>(admin, { type: 'trajectory', id: sb.id, tenant: 't1' })
+  assert.is(page.header?.sandboxId, sb.id)
+  assert.ok(page.steps.length >= 1)
+  // Without the tenant it is not the admin tenant's: NOT_FOUND, as for anyone else.
+  assert.is((await refusal(admin, { type: 'trajectory', id: sb.id })).code, ErrorCodes.NOT_FOUND)
+  assert.is((await refusal(admin, { type: 'trajectory-blob', id: sb.id, tenant: 't1', digest: `sha256:${'0'.repeat(64)}`, offset: 0, length: 1 })).code, ErrorCodes.NOT_FOUND)
+
+  // Another tenant's key naming t1: FORBIDDEN (admin), for every read; its own name is its own.
+  for (const body of [{ type: 'list', tenant: 't1' }, { type: 'trajectory', id: sb.id, tenant: 't1' }, { type: 'trajectory-blob', id: sb.id, tenant: 't1', digest: `sha256:${'0'.repeat(64)}`, offset: 0, length: 1 }]) {
+    const err = await refusal(t2, body)
+    assert.is(err.code, ErrorCodes.FORBIDDEN, body.type)
+    assert.is(err.details?.scope, 'admin')
+  }
+  assert.equal(await ask(t2, { type: 'list', tenant: 't2' }), [])
+  for (const tenant of ['', 'x'.repeat(257), 5, null, ['t1'], { t: 1 }]) {
+    const err = await refusal(admin, { type: 'list', tenant })
+    assert.is(err.code, ErrorCodes.INVALID_ARGUMENT)
+    assert.is(err.details?.field, 'tenant')
+  }
+  assert.equal(await ask(admin, { type: 'list', tenant: 'x'.repeat(256) }), [])
+}))
+
 test.run()

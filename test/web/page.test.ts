@@ -49,8 +49,8 @@ test('log in, see a sandbox appear after a create, open its trajectory; a wrong 
   defer(() => cp.close())
   const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'page-n1', functionsDir, dataDir: join(dataDir, 'node') })
   defer(() => node.close())
-  // The page's key: tenant t1 with admin, so it sees the cluster's figures and t1's sandboxes.
-  const pageKey = await cp.createToken('t1', ['admin'])
+  // The operator's key (what warren up prints): the cluster's figures, and any tenant's sandboxes by the picker.
+  const pageKey = await cp.createToken('admin', ['admin'])
   const sdk = await connect({ url: cp.url, token: await cp.createToken('t1', [...ALL_SCOPES]) })
   defer(() => sdk.close())
 
@@ -71,6 +71,9 @@ test('log in, see a sandbox appear after a create, open its trajectory; a wrong 
 
   const sb = await sdk.create({ backend: 'function', labels: { run: 'page-test' } })
   const row = `tr[data-sandbox-id="${sb.id}"]`
+  await page.waitForSelector('#no-sandboxes') // the admin tenant has none
+  await page.waitForSelector('#filter-tenant option[value="t1"]', { state: 'attached' })
+  await page.selectOption('#filter-tenant', 't1')
   await page.waitForSelector(row)
   assert.match(await page.textContent(row) ?? '', /ready/)
   const r = await sb.exec(['js', 'console.log("hello from " + "the page test"); console.error("and its stderr")'], { timeoutMs: 10_000 })

@@ -114,7 +114,7 @@ export class Session extends Actor<SessionMessage> {
       case 'list':
         this.authorize('sandbox:read')
         return (await this.o.directory().ask<SandboxRecord[]>({
-          type: 'list', tenant: this.tenant,
+          type: 'list', tenant: this.readTenant(m.tenant),
           ...(m.labels !== undefined ? { labels: m.labels } : {}),
           ...(m.state !== undefined ? { state: m.state } : {}),
           ...(m.all !== undefined ? { all: m.all } : {}),
@@ -165,10 +165,10 @@ export class Session extends Actor<SessionMessage> {
         })
       case 'trajectory':
         this.authorize('sandbox:read')
-        return await readTrajectory(this.trajectoryDeps(), m)
+        return await readTrajectory({ ...this.trajectoryDeps(), tenant: this.readTenant(m.tenant) }, m)
       case 'trajectory-blob':
         this.authorize('sandbox:read')
-        return await readTrajectoryBlob(this.trajectoryDeps(), m)
+        return await readTrajectoryBlob({ ...this.trajectoryDeps(), tenant: this.readTenant(m.tenant) }, m)
       case 'files':
         this.authorize(READ_ONLY_FILE_OPS.includes(m.req.op) ? 'sandbox:read' : 'sandbox:exec')
         return await this.files(m.id, m.req)
@@ -270,6 +270,13 @@ export class Session extends Actor<SessionMessage> {
 
   private authorize (scope: Scope): void {
     authorize(this.o.principal, scope)
+  }
+
+  /** The tenant a read is for: the key's own, or one an admin names (FORBIDDEN naming `admin` for any other key). */
+  private readTenant (tenant: string | undefined): string {
+    if (tenant === undefined || tenant === this.tenant) return this.tenant
+    this.authorize('admin')
+    return tenant
   }
 
   /** The tenant's record of a sandbox; another tenant's id is NOT_FOUND, like a missing one. */

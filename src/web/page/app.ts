@@ -23,6 +23,11 @@ import type { ClusterStats } from './types.js'
 const KEY = 'warren.key'
 const WINDOW_SEC = 600
 
+export const DashboardDefaults = {
+  /** Tenants an admin's picker lists. */
+  maxTenants: 1000
+}
+
 function Dashboard (props: { conn: Connection, onLogout: () => void, lost: string | undefined }) {
   const [selected, setSelected] = useState<string | undefined>(undefined)
   const [kick, setKick] = useState(0)
@@ -37,6 +42,13 @@ function Dashboard (props: { conn: Connection, onLogout: () => void, lost: strin
 
   const stats = usePoll(() => props.conn.request<ClusterStats>({ type: 'cluster-stats', windowSec: WINDOW_SEC }), 1000, [props.conn])
   const forbidden = stats.error?.code === 'WARREN_ERR_FORBIDDEN'
+  // An admin picks whose sandboxes to see (bounded: the first DashboardDefaults.maxTenants tenants).
+  const [tenant, setTenant] = useState('')
+  const admin = stats.value !== undefined
+  const tenants = usePoll(async () => admin
+    ? (await props.conn.request<Array<{ tenant: string }>>({ type: 'tenant-list' })).slice(0, DashboardDefaults.maxTenants).map((t) => t.tenant)
+    : undefined, 10_000, [props.conn, admin])
+  const pickTenant = (t: string): void => { setTenant(t); setSelected(undefined) }
   return html`
     <header class="top">
       <span class="logo">warren</span>
@@ -54,8 +66,8 @@ function Dashboard (props: { conn: Connection, onLogout: () => void, lost: strin
           <section class="card span2"><div class="card-head"><h2>Creations</h2></div><${CreationCharts} points=${stats.value?.creations} windowSec=${WINDOW_SEC} /></section>
           <section class="card"><div class="card-head"><h2>Cluster and layer cache</h2></div><${Layers} stats=${stats.value} /></section>`}
       <section class="card wide"><div class="card-head"><h2>Sandboxes</h2></div>
-        <${Sandboxes} conn=${props.conn} kick=${kick} selected=${selected} onSelect=${setSelected} /></section>
-      ${selected !== undefined ? html`<div class="wide"><${Trajectory} key=${selected} conn=${props.conn} id=${selected} onClose=${() => setSelected(undefined)} /></div>` : null}
+        <${Sandboxes} conn=${props.conn} kick=${kick} selected=${selected} onSelect=${setSelected} tenants=${tenants.value} tenant=${tenant} onTenant=${pickTenant} /></section>
+      ${selected !== undefined ? html`<div class="wide"><${Trajectory} key=${`${tenant}/${selected}`} conn=${props.conn} id=${selected} tenant=${tenant} onClose=${() => setSelected(undefined)} /></div>` : null}
     </main>`
 }
 

@@ -25,15 +25,20 @@ export function parseLabels (s: string): { labels?: Record<string, string>, erro
   return Object.keys(labels).length > 0 ? { labels } : {}
 }
 
-export function Sandboxes (props: { conn: Connection, kick: number, selected: string | undefined, onSelect: (id: string) => void }) {
+/**
+ * @param tenants an admin's: the tenants it may pick (undefined for a tenant's key, which sees its own)
+ * @param tenant the tenant picked ('' for the key's own)
+ */
+export function Sandboxes (props: { conn: Connection, kick: number, selected: string | undefined, onSelect: (id: string) => void, tenants: string[] | undefined, tenant: string, onTenant: (t: string) => void }) {
   const [labelText, setLabelText] = useState('')
   const [state, setState] = useState('live')
   const parsed = parseLabels(labelText)
-  const filterKey = JSON.stringify([parsed.labels ?? {}, state])
+  const filterKey = JSON.stringify([parsed.labels ?? {}, state, props.tenant])
   const list = usePoll(async () => {
     if (parsed.error !== undefined) return undefined
     return await props.conn.request<SandboxView[]>({
       type: 'list', limit: SandboxesDefaults.limit,
+      ...(props.tenant !== '' ? { tenant: props.tenant } : {}),
       ...(parsed.labels !== undefined ? { labels: parsed.labels } : {}),
       ...(state === 'all' ? { all: true } : state !== 'live' ? { state } : {})
     })
@@ -42,6 +47,10 @@ export function Sandboxes (props: { conn: Connection, kick: number, selected: st
   const now = Date.now()
   return html`
     <div class="filters">
+      ${props.tenants !== undefined ? html`<label>tenant <select id="filter-tenant" value=${props.tenant} onChange=${(e: Event) => props.onTenant((e.target as HTMLSelectElement).value)}>
+        <option value="">this key's</option>
+        ${props.tenants.map((t) => html`<option value=${t}>${t}</option>`)}
+      </select></label>` : null}
       <label>labels <input id="filter-labels" placeholder="run=r1, team=a" value=${labelText} onInput=${(e: Event) => setLabelText((e.target as HTMLInputElement).value)} /></label>
       <label>state <select id="filter-state" value=${state} onChange=${(e: Event) => setState((e.target as HTMLSelectElement).value)}>
         <option value="live">live</option><option value="all">all (ended too)</option>

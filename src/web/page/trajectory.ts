@@ -20,7 +20,7 @@ export const TrajectoryDefaults = {
 
 interface Shown { header?: TrajectoryHeader, steps: Step[], complete: boolean, error?: string, cut: boolean }
 
-function useTrajectory (conn: Connection, id: string): Shown {
+function useTrajectory (conn: Connection, id: string, tenant: string): Shown {
   const [shown, setShown] = useState<Shown>({ steps: [], complete: false, cut: false })
   useEffect(() => {
     let live = true
@@ -33,7 +33,7 @@ function useTrajectory (conn: Connection, id: string): Shown {
       let complete = false
       try {
         for (let i = 0; i < TrajectoryDefaults.pagesPerRefresh; i++) {
-          const p = await conn.request<TrajectoryPage>({ type: 'trajectory', id, fromSeq: from, limit: 200 })
+          const p = await conn.request<TrajectoryPage>({ type: 'trajectory', id, fromSeq: from, limit: 200, ...(tenant !== '' ? { tenant } : {}) })
           if (!live) return
           if (p.header !== undefined) header = p.header
           for (const s of p.steps) {
@@ -60,18 +60,18 @@ function useTrajectory (conn: Connection, id: string): Shown {
     setShown({ steps: [], complete: false, cut: false })
     void tick()
     return () => { live = false; window.clearTimeout(timer) }
-  }, [id])
+  }, [id, tenant])
   return shown
 }
 
 /** Output kept in the blob store: its first `blobHeadBytes` read once with `trajectory-blob`. */
-function useBlobHead (conn: Connection, id: string, b: RecordedBytes | undefined): string | undefined {
+function useBlobHead (conn: Connection, id: string, tenant: string, b: RecordedBytes | undefined): string | undefined {
   const [head, setHead] = useState<string | undefined>(undefined)
   const digest = b?.data === undefined && b?.head === undefined ? b?.blob : undefined
   useEffect(() => {
     if (digest === undefined) return
     let live = true
-    conn.request<Uint8Array>({ type: 'trajectory-blob', id, digest, offset: 0, length: TrajectoryDefaults.blobHeadBytes }).then(
+    conn.request<Uint8Array>({ type: 'trajectory-blob', id, digest, offset: 0, length: TrajectoryDefaults.blobHeadBytes, ...(tenant !== '' ? { tenant } : {}) }).then(
       (data) => { if (live) setHead(data.length < (b?.bytes ?? 0) ? `${text(data)}\n… (${bytes((b?.bytes ?? 0) - data.length)} more: warren log ${id} --json has them)` : text(data)) },
       (err: unknown) => { if (live) setHead(`(${bytes(b?.bytes ?? 0)} in the blob store; reading them failed: ${err instanceof Error ? err.message : String(err)})`) })
     return () => { live = false }
@@ -79,9 +79,9 @@ function useBlobHead (conn: Connection, id: string, b: RecordedBytes | undefined
   return head
 }
 
-function Output (props: { conn: Connection, id: string, name: string, b: RecordedBytes | undefined }) {
+function Output (props: { conn: Connection, id: string, tenant: string, name: string, b: RecordedBytes | undefined }) {
   const b = props.b
-  const blobHead = useBlobHead(props.conn, props.id, b)
+  const blobHead = useBlobHead(props.conn, props.id, props.tenant, b)
   if (b === undefined || b.bytes === 0) return null
   let body: string
   if (b.data !== undefined) body = text(b.data)
@@ -90,7 +90,7 @@ function Output (props: { conn: Connection, id: string, name: string, b: Recorde
   return html`<pre class=${`out ${props.name}`} data-stream=${props.name}>${body}</pre>`
 }
 
-function ExecStep (props: { conn: Connection, id: string, s: Step }) {
+function ExecStep (props: { conn: Connection, id: string, tenant: string, s: Step }) {
   const s = props.s
   const ended = s.endedAt !== undefined
   const ok = s.exitCode === 0
@@ -101,8 +101,8 @@ function ExecStep (props: { conn: Connection, id: string, s: Step }) {
       ${s.durationMs !== undefined ? html`<span class="muted small">${duration(s.durationMs)}</span>` : null}
       ${s.cwd !== undefined ? html`<span class="muted small">in ${s.cwd}</span>` : null}
     </div>
-    <${Output} conn=${props.conn} id=${props.id} name="stdout" b=${s.stdout} />
-    <${Output} conn=${props.conn} id=${props.id} name="stderr" b=${s.stderr} />`
+    <${Output} conn=${props.conn} id=${props.id} tenant=${props.tenant} name="stdout" b=${s.stdout} />
+    <${Output} conn=${props.conn} id=${props.id} tenant=${props.tenant} name="stderr" b=${s.stderr} />`
 }
 
 function describe (s: Step): string {
@@ -119,8 +119,9 @@ function describe (s: Step): string {
   }
 }
 
-export function Trajectory (props: { conn: Connection, id: string, onClose: () => void }) {
-  const t = useTrajectory(props.conn, props.id)
+/** @param tenant the sandbox's tenant when an admin reads another's ('' for the key's own) */
+export function Trajectory (props: { conn: Connection, id: string, tenant: string, onClose: () => void }) {
+  const t = useTrajectory(props.conn, props.id, props.tenant)
   const h = t.header
   return html`
     <section class="card trajectory" id="trajectory" data-sandbox-id=${props.id}>
@@ -136,7 +137,7 @@ export function Trajectory (props: { conn: Connection, id: string, onClose: () =
         ${t.steps.map((s) => html`
           <li key=${s.seq} class=${`step step-${s.kind}`} data-seq=${s.seq}>
             <span class="seq">#${s.seq}</span>
-            <div class="step-body">${s.kind === 'exec' ? html`<${ExecStep} conn=${props.conn} id=${props.id} s=${s} />` : html`<div class="step-head">${describe(s)}</div>`}</div>
+            <div class="step-body">${s.kind === 'exec' ? html`<${ExecStep} conn=${props.conn} id=${props.id} tenant=${props.tenant} s=${s} />` : html`<div class="step-head">${describe(s)}</div>`}</div>
           </li>`)}
       </ol>
       ${t.cut ? html`<p class="muted small">Only the first ${TrajectoryDefaults.maxSteps} steps are shown: <code>warren log ${props.id}</code> has them all.</p>` : null}
