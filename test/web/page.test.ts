@@ -148,4 +148,25 @@ test('a tenant key sees its sandboxes and no cluster figures; another tenant\'s 
   assert.equal(problems.filter((p) => !/status of 40[14]/.test(p)), [])
 }))
 
+test('the page says when the control plane is gone and logs in again by itself once it is back', timed(180_000, async (defer) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'warren-page-'))
+  defer(() => rmSync(dataDir, { recursive: true, force: true }))
+  let cp = await startTestControlPlane({ dataDir })
+  defer(() => cp.close())
+  const port = Number(new URL(cp.url).port)
+  const key = await cp.createToken('admin', ['admin'])
+  const browser = await launch(defer)
+  const problems: string[] = []
+  const page = await openPage(browser, `${cp.url.replace(/^ws/, 'http')}/ui/`, problems)
+  await logIn(page, key)
+  await page.waitForSelector('#live.on')
+  await cp.close()
+  await page.waitForSelector('#live.off')
+  // The same port and data dir: the key is in its durable state.
+  cp = await startTestControlPlane({ dataDir, port })
+  await page.waitForSelector('#live.on')
+  await page.waitForSelector('#nodes, .card p.muted')
+  assert.is(await page.evaluate("sessionStorage.getItem('warren.key')"), key)
+}))
+
 test.run()
