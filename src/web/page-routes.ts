@@ -60,18 +60,18 @@ export interface PageRoutes {
  * @param dir where the built page is (PageDefaults.dir unless given: tests may point elsewhere)
  */
 export function createPageRoutes (dir = PageDefaults.dir): PageRoutes {
-  const cache = new Map<string, Asset | null>()
+  const cache = new Map<string, Asset>()
   const asset = (name: string): Asset | null => {
-    if (!cache.has(name)) {
-      let a: Asset | null = null
-      try {
-        const body = readFileSync(join(dir, name))
-        a = { body, type: FILES[name]!, etag: `"${createHash('sha256').update(body).digest('hex').slice(0, 32)}"` }
-      } catch { /* not built: answered 404 below, and looked for again next time */ }
-      if (a !== null) cache.set(name, a)
+    const cached = cache.get(name)
+    if (cached !== undefined) return cached
+    try {
+      const body = readFileSync(join(dir, name))
+      const a = { body, type: FILES[name]!, etag: `"${createHash('sha256').update(body).digest('hex').slice(0, 32)}"` }
+      cache.set(name, a)
       return a
+    } catch {
+      return null // not built: answered 404, and looked for again next time
     }
-    return cache.get(name) ?? null
   }
 
   return {
