@@ -43,7 +43,9 @@ const DEBIAN_PACKAGES = [
   { name: 'python3-setuptools', provides: '/usr/lib/python3/dist-packages/setuptools/__init__.py' },
   // microvm sandboxes: QEMU's microvm machine (the guest kernel is extracted from Debian's
   // linux-image-cloud-amd64 into the node's data dir on first use, not installed here)
-  { name: 'qemu-system-x86', provides: '/usr/bin/qemu-system-x86_64' }
+  { name: 'qemu-system-x86', provides: '/usr/bin/qemu-system-x86_64' },
+  // the live page's browser test: headless Chromium driven by playwright-core (no browser download)
+  { name: 'chromium', provides: '/usr/bin/chromium' }
 ]
 
 function log (line) { process.stderr.write(`setup: ${line}\n`) }
@@ -80,6 +82,8 @@ function npmDependencies () {
 
 function build () {
   run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'])
+  // the live page (dist/page): skipped when it is newer than its sources
+  run(process.execPath, [join(root, 'scripts', 'build-page.mjs')])
 }
 
 function newestMtime (dir, files) {

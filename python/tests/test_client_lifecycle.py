@@ -139,3 +139,21 @@ def test_an_unknown_spec_key_is_a_bad_spec(cluster):
                 await c.create(backend="container", colour="red")
             assert e.value.field == "colour"
     run(body)
+
+
+def test_cluster_stats_is_admins_and_counts_creations(cluster):
+    async def body():
+        async with await connect(cluster) as mine, await connect(cluster, cluster.admin_token) as admin:
+            sb = await mine.create(backend="container", labels=label())
+            try:
+                stats = await admin.cluster_stats(window_sec=60)
+                assert len(stats["creations"]) == 60
+                assert sum(p["created"] for p in stats["creations"]) >= 1
+                assert stats["nodes"] and all("capacity" in n and "usage" in n for n in stats["nodes"])
+                with pytest.raises(warren.InvalidArgumentError):
+                    await admin.cluster_stats(window_sec=601)
+                with pytest.raises(warren.ForbiddenError):
+                    await mine.cluster_stats()
+            finally:
+                await sb.kill()
+    run(body)

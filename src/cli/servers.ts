@@ -79,6 +79,7 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
     process.stdout.write([
       node !== undefined ? `warren is up: control plane and node ${node.nodeId} in one process` : 'warren is up: control plane only (nodes join with warren node)',
       `  url:        ${cp.url}`,
+      `  page:       ${cp.url.replace(/^ws/, 'http')}/ui/   (log in with the token)`,
       `  token:      ${token}`,
       `  join token: ${cp.joinToken}   (warren node --join ${cp.url} --token …)`,
       `  config:     ${written}`,

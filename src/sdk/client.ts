@@ -9,7 +9,7 @@
  */
 import { nanoid } from 'nanoid'
 import { ActorSystem } from '../actors/index.js'
-import { CLIENT_ADDRESS, LifecycleDefaults, SESSION_ADDRESS, type ClientRequest, type KillOutcome, type Quotas, type RecordedBytes, type SandboxStateNotice, type SandboxView, type Step, type TrajectoryPage } from '../cluster/index.js'
+import { CLIENT_ADDRESS, LifecycleDefaults, SESSION_ADDRESS, type ClientRequest, type ClusterStats, type KillOutcome, type Quotas, type RecordedBytes, type SandboxStateNotice, type SandboxView, type Step, type TrajectoryPage } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { createLinkClient, type LinkClient, type LinkOptionsInput } from '../transport/index.js'
 import { resolveConfig } from './config.js'
@@ -267,6 +267,14 @@ export class Client {
   /** Admin: the nodes and their health. */
   async nodes (): Promise<unknown[]> {
     return await this.request<unknown[]>({ type: 'nodes' })
+  }
+
+  /**
+   * Admin: the figures the live page shows — nodes with capacity and use, layer caches, and the
+   * creations of the last `windowSec` seconds (1 to 600, default 600), one point a second.
+   */
+  async clusterStats (windowSec?: number): Promise<ClusterStats> {
+    return await this.request<ClusterStats>({ type: 'cluster-stats', ...(windowSec !== undefined ? { windowSec } : {}) })
   }
 
   /** Sends one request to the session. */

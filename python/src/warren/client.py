@@ -191,6 +191,15 @@ class AsyncClient:
         r: list[Any] = await self._link.request({"type": "nodes"})
         return r
 
+    async def cluster_stats(self, window_sec: int | None = None) -> dict[str, Any]:
+        """Admin: what the live page shows: ``nodes`` (capacity and use), ``layers`` (cache figures) and
+        ``creations``, one point a second for the last ``window_sec`` seconds (1 to 600, default 600)."""
+        msg: dict[str, Any] = {"type": "cluster-stats"}
+        if window_sec is not None:
+            msg["windowSec"] = window_sec
+        r: dict[str, Any] = await self._link.request(msg)
+        return r
+
     def _create_message(self, spec: Mapping[str, Any], count: int | None, deadline_ms: int | None) -> dict[str, Any]:
         msg: dict[str, Any] = {"type": "create", "spec": camel_spec(spec)}
         if count is not None:

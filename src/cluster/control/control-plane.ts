@@ -30,6 +30,7 @@ import { createTrajectories, TrajectoryStore, type TrajectoriesMessage } from '.
 import { createSnapshotIndex, type SnapshotIndexMessage, type SnapshotTunables } from './snapshot-index.js'
 import { SnapshotStore } from './snapshot-store.js'
 import { HibernatedStore } from './hibernated-store.js'
+import { CreationSeries } from './creation-series.js'
 
 /** The control plane's actor system name: nodes address `cp/registry` and `cp/directory`. */
 export const CONTROL_PLANE = 'cp'
@@ -91,6 +92,8 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     throw err
   }
   const joinToken = store.rotateJoinToken()
+  // Outlives a restart of the gateway (the page's charts keep their minutes): one per control plane.
+  const creations = new CreationSeries()
 
   const ref = <M>(name: string) => (): Ref<M> => {
     const r = system.lookup<M>(`${CONTROL_PLANE}/${name}`)
@@ -142,7 +145,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       id: 'gateway',
       shutdown: 'infinity',
       start: createGateway({
-        port: o.port, host: o.host, iam, shards, directory, registry, images, snapshots, trajectories,
+        port: o.port, host: o.host, iam, shards, directory, registry, images, snapshots, trajectories, creations,
         ...(blobRoot !== undefined ? { blobRoot } : {}),
         ...(options.link !== undefined ? { link: options.link } : {}),
         ...(options.upload !== undefined ? { upload: options.upload } : {}),

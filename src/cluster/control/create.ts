@@ -14,6 +14,7 @@ import { placementRequestOf, type SandboxSpec } from '../spec.js'
 import type { DirectoryMessage, SandboxRecord } from './directory.js'
 import { nodeCreateError } from './public-error.js'
 import { shardForSandbox, shardOf } from './registry.js'
+import type { CreationSeries } from './creation-series.js'
 
 export const CreateDefaults = {
   /** Time a node gets to create a batch. */
@@ -29,6 +30,8 @@ export interface CreateDeps {
   directory: () => Ref<DirectoryMessage>
   /** A ref for an address in the cluster (a node's agent), or undefined when its node is not connected. */
   refFor: <M>(address: string) => Ref<M> | undefined
+  /** Where each outcome is counted for the page's charts. */
+  creations?: CreationSeries
 }
 
 /** A sandbox made on a node. */
@@ -50,6 +53,7 @@ export function newSandboxIds (count: number): string[] {
 export async function placeAndCreate (d: CreateDeps, spec: SandboxSpec, ids: string[], deadline: number, extra: Partial<CreateItem> = {}): Promise<Array<Made | Error>> {
   const req = placementRequestOf(spec)
   const shards = d.shards()
+  const started = Date.now()
   const placed = await Promise.allSettled(placeBatch(
     ids.map((id) => ({ shard: shards[shardForSandbox(req, id, shards.length)]!, req, deadline })),
     (dl) => Math.max(1, dl - Date.now() + CreateDefaults.placementMarginMs)))
@@ -59,7 +63,7 @@ export async function placeAndCreate (d: CreateDeps, spec: SandboxSpec, ids: str
   const outcomes = new Map<string, Made | Error>()
   placed.forEach((p, i) => {
     const id = ids[i]!
-    if (p.status === 'rejected') { outcomes.set(id, p.reason as Error); return }
+    if (p.status === 'rejected') { outcomes.set(id, p.reason as Error); d.creations?.record(0, 1, Date.now() - started); return }
     let items = byNode.get(p.value.nodeId)
     if (items === undefined) { items = []; byNode.set(p.value.nodeId, items) }
     items.push({ ...extra, id, tenant: d.tenant, spec })
@@ -74,6 +78,8 @@ export async function placeAndCreate (d: CreateDeps, spec: SandboxSpec, ids: str
       const error = toWireError(nodeCreateError(err, nodeId, CreateDefaults.nodeCreateTimeoutMs))
       results = items.map((it) => ({ id: it.id, error }))
     }
+    const failed = results.filter((r) => 'error' in r).length
+    d.creations?.record(results.length - failed, failed, Date.now() - started)
     for (const r of results) {
       if ('error' in r) {
         outcomes.set(r.id, fromWireError(r.error))

@@ -21,6 +21,8 @@ import type { TrajectoriesMessage } from '../trajectory/index.js'
 import { toPublicError } from './public-error.js'
 import { createSession } from './session.js'
 import type { SnapshotIndexMessage } from './snapshot-index.js'
+import type { CreationSeries } from './creation-series.js'
+import { createPageRoutes } from '../../web/page-routes.js'
 
 export interface GatewayOptions {
   port: number
@@ -38,6 +40,8 @@ export interface GatewayOptions {
   upload?: Partial<UploadTunables>
   /** Link tunables (heartbeats, frame limits), mostly for tests. */
   link?: LinkOptionsInput
+  /** The control plane's recent creations: sessions count theirs in it, the page reads it. */
+  creations?: CreationSeries
   /** Told the URL once listening. */
   onListening?: (url: string, port: number) => void
   /** Told why listening failed (a busy port: EADDRINUSE, with its address and port), before the actor fails with it. */
@@ -71,7 +75,8 @@ export class Gateway extends Actor<GatewayMessage> {
       ...(this.o.upload !== undefined ? { upload: this.o.upload } : {})
     })
     this.blobs = blobs
-    this.http = createServer((req, res) => blobs.handle(req, res))
+    const page = createPageRoutes()
+    this.http = createServer((req, res) => { if (!page.handle(req, res)) blobs.handle(req, res) })
     this.server = createLinkServer({
       ...(this.o.link ?? {}),
       server: this.http,
@@ -112,6 +117,7 @@ export class Gateway extends Actor<GatewayMessage> {
       images: this.o.images,
       trajectories: this.o.trajectories,
       snapshots: this.o.snapshots,
+      ...(this.o.creations !== undefined ? { creations: this.o.creations } : {}),
       notify: (notice) => { if (link.state !== 'closed') { try { link.tell(CLIENT_ADDRESS, notice) } catch { /* bounded buffer full: notices are best effort */ } } }
     }), { mailbox: { capacity: 10_000 } })
     link.on('close', () => { void this.ctx.system.stop(session) })

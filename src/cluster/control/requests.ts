@@ -16,12 +16,14 @@ import { RECORD_STATES, type SandboxRecord } from './directory.js'
 import { parseFileRequest } from './file-requests.js'
 import { isDigest } from '../../images/blob/index.js'
 import { TrajectoryDefaults } from '../trajectory/index.js'
+import { CreationSeriesDefaults } from './creation-series.js'
 
 /** What an SDK may ask of its session. */
 export type ClientRequest =
   | { type: 'create', spec?: unknown, count?: number, deadlineMs?: number }
   | { type: 'info', id: string }
-  | { type: 'list', labels?: Record<string, string>, state?: SandboxRecord['state'], all?: boolean, limit?: number }
+  /** `tenant`: an admin reads another tenant's (the live page's tenant picker). */
+  | { type: 'list', labels?: Record<string, string>, state?: SandboxRecord['state'], all?: boolean, limit?: number, tenant?: string }
   /** One sandbox (`id`, answered with its view), or many (`ids`, or the live ones with `labels`; answered with one outcome each). */
   | { type: 'kill', id: string }
   | { type: 'kill', ids: string[] }
@@ -36,15 +38,17 @@ export type ClientRequest =
   | { type: 'exec-kill', id: string, execId: string }
   | { type: 'exec-resize', id: string, execId: string, cols: number, rows: number }
   | { type: 'stdin', id: string, execId: string, offset: number, data?: Uint8Array, eof?: boolean }
-  | { type: 'trajectory', id: string, fromSeq?: number, limit?: number }
+  | { type: 'trajectory', id: string, fromSeq?: number, limit?: number, tenant?: string }
   /** Recorded bytes of a trajectory kept in the blob store (a step's `blob`), one range at a time. */
-  | { type: 'trajectory-blob', id: string, digest: string, offset: number, length: number }
+  | { type: 'trajectory-blob', id: string, digest: string, offset: number, length: number, tenant?: string }
   /** On the wire the file request's fields sit beside `type` and `id`; parsed, they are `req`. */
   | { type: 'files', id: string, req: FileRequest }
   | { type: 'token-create', tenant: string, scopes: Scope[] }
   | { type: 'tenant-list' }
   | { type: 'tenant-quotas', tenant: string, quotas?: Partial<Quotas> }
   | { type: 'nodes' }
+  /** The live page's figures (admin): nodes with capacity and use, layer caches, creations of the last `windowSec` seconds. */
+  | { type: 'cluster-stats', windowSec?: number }
   | { type: 'image-tag', name: string, digest: string, kind: LayerKind }
   | { type: 'image-list' }
   /** Cuts a snapshot of the sandbox, named `name` (`name:tag`, moved from another snapshot of the tenant that had it). */
@@ -166,6 +170,7 @@ function execOptions (v: unknown): WireExecOptions {
 }
 
 const id = (r: Obj): string => text(r.id, 'id', RequestLimits.maxIdLength)
+const tenantName = (v: unknown, field: string): string => text(v, field, RequestLimits.maxNameLength)
 
 /**
  * A replay's spec: labels (laid over the recorded ones, as a spec's are checked) and a TTL, and
@@ -182,6 +187,11 @@ function replaySpec (v: unknown): ReplaySpec {
     out.ttlMs = v.ttlMs as number
   }
   return out
+}
+
+function windowSec (v: unknown, field: string): number {
+  if (positive(v, field) > CreationSeriesDefaults.windowSec) invalid(field, `must be an integer from 1 to ${CreationSeriesDefaults.windowSec}`)
+  return v as number
 }
 
 function digest (v: unknown): string {
@@ -222,7 +232,7 @@ function opt<K extends string, T> (r: Obj, key: K, check: (v: unknown, field: st
 const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest, { type: T }> } = {
   create: (r) => ({ type: 'create', ...(r.spec !== undefined ? { spec: r.spec } : {}), ...opt(r, 'count', positive), ...opt(r, 'deadlineMs', count) }),
   info: (r) => ({ type: 'info', id: id(r) }),
-  list: (r) => ({ type: 'list', ...opt(r, 'labels', labels), ...opt(r, 'state', (v, f) => oneOf(v, f, RECORD_STATES)), ...opt(r, 'all', flag), ...opt(r, 'limit', count) }),
+  list: (r) => ({ type: 'list', ...opt(r, 'labels', labels), ...opt(r, 'state', (v, f) => oneOf(v, f, RECORD_STATES)), ...opt(r, 'all', flag), ...opt(r, 'limit', count), ...opt(r, 'tenant', tenantName) }),
   kill,
   'set-ttl': (r) => ({ type: 'set-ttl', id: id(r), ttlMs: positive(r.ttlMs, 'ttlMs') }),
   pause: (r) => ({ type: 'pause', id: id(r) }),
@@ -232,8 +242,8 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
   'exec-kill': (r) => ({ type: 'exec-kill', id: id(r), execId: execId(r) }),
   'exec-resize': (r) => ({ type: 'exec-resize', id: id(r), execId: execId(r), cols: cells(r.cols, 'cols'), rows: cells(r.rows, 'rows') }),
   stdin: (r) => ({ type: 'stdin', id: id(r), execId: execId(r), offset: count(r.offset, 'offset'), ...opt(r, 'data', bytes), ...opt(r, 'eof', flag) }),
-  trajectory: (r) => ({ type: 'trajectory', id: id(r), ...opt(r, 'fromSeq', count), ...opt(r, 'limit', positive) }),
-  'trajectory-blob': (r) => ({ type: 'trajectory-blob', id: id(r), digest: digest(r.digest), offset: count(r.offset, 'offset'), length: blobLength(r.length) }),
+  trajectory: (r) => ({ type: 'trajectory', id: id(r), ...opt(r, 'fromSeq', count), ...opt(r, 'limit', positive), ...opt(r, 'tenant', tenantName) }),
+  'trajectory-blob': (r) => ({ type: 'trajectory-blob', id: id(r), digest: digest(r.digest), offset: count(r.offset, 'offset'), length: blobLength(r.length), ...opt(r, 'tenant', tenantName) }),
   files: (r) => ({ type: 'files', id: id(r), req: parseFileRequest(r, { text, cText, count, flag, bytes, oneOf, invalid }, RequestLimits.maxPathLength) }),
   'token-create': (r) => {
     const scopes = r.scopes
@@ -247,6 +257,7 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
     ...opt(r, 'quotas', (v, f) => { if (!isPlainObject(v)) invalid(f, 'must be an object'); return v as Partial<Quotas> })
   }),
   nodes: () => ({ type: 'nodes' }),
+  'cluster-stats': (r) => ({ type: 'cluster-stats', ...opt(r, 'windowSec', windowSec) }),
   'image-tag': (r) => ({ type: 'image-tag', name: text(r.name, 'name', RequestLimits.maxNameLength), digest: text(r.digest, 'digest', RequestLimits.maxNameLength), kind: oneOf(r.kind, 'kind', LAYER_KINDS) }),
   'image-list': () => ({ type: 'image-list' }),
   snapshot: (r) => ({ type: 'snapshot', id: id(r), ...opt(r, 'name', (v) => checkImageName(v)) }),

@@ -31,6 +31,8 @@ import type { TrajectoriesMessage } from '../trajectory/index.js'
 import { readTrajectory, readTrajectoryBlob, type TrajectoryDeps } from './trajectory-requests.js'
 import { replay } from './replay.js'
 import { restore, type RestoreDeps } from './restore.js'
+import { clusterStats } from './cluster-stats.js'
+import type { CreationSeries } from './creation-series.js'
 
 /**
  * What reaches a session: a client's message as the gateway received it (checked here, never
@@ -63,6 +65,8 @@ export interface SessionOptions {
   snapshots: () => Ref<SnapshotIndexMessage>
   /** Where notices for the client go (the link's tell towards the SDK). */
   notify: (notice: SandboxStateNotice) => void
+  /** The control plane's recent creations (the page's charts): this session's creates are counted in it. */
+  creations?: CreationSeries
 }
 
 export class Session extends Actor<SessionMessage> {
@@ -110,7 +114,7 @@ export class Session extends Actor<SessionMessage> {
       case 'list':
         this.authorize('sandbox:read')
         return (await this.o.directory().ask<SandboxRecord[]>({
-          type: 'list', tenant: this.tenant,
+          type: 'list', tenant: this.readTenant(m.tenant),
           ...(m.labels !== undefined ? { labels: m.labels } : {}),
           ...(m.state !== undefined ? { state: m.state } : {}),
           ...(m.all !== undefined ? { all: m.all } : {}),
@@ -161,10 +165,10 @@ export class Session extends Actor<SessionMessage> {
         })
       case 'trajectory':
         this.authorize('sandbox:read')
-        return await readTrajectory(this.trajectoryDeps(), m)
+        return await readTrajectory({ ...this.trajectoryDeps(), tenant: this.readTenant(m.tenant) }, m)
       case 'trajectory-blob':
         this.authorize('sandbox:read')
-        return await readTrajectoryBlob(this.trajectoryDeps(), m)
+        return await readTrajectoryBlob({ ...this.trajectoryDeps(), tenant: this.readTenant(m.tenant) }, m)
       case 'files':
         this.authorize(READ_ONLY_FILE_OPS.includes(m.req.op) ? 'sandbox:read' : 'sandbox:exec')
         return await this.files(m.id, m.req)
@@ -180,6 +184,9 @@ export class Session extends Actor<SessionMessage> {
       case 'nodes':
         this.authorize('admin')
         return await this.o.registry().ask<NodeStatus[]>({ type: 'nodes' })
+      case 'cluster-stats':
+        this.authorize('admin')
+        return await clusterStats({ registry: this.o.registry, directory: this.o.directory, ...(this.o.creations !== undefined ? { creations: this.o.creations } : {}) }, m.windowSec)
       case 'image-tag':
         this.authorize('admin')
         return await this.o.images().ask({ type: 'tag', name: m.name, digest: m.digest, kind: m.kind })
@@ -217,6 +224,7 @@ export class Session extends Actor<SessionMessage> {
   private deps (): SnapshotDeps {
     return {
       tenant: this.tenant, iam: this.o.iam, shards: this.o.shards, directory: this.o.directory, snapshots: this.o.snapshots,
+      ...(this.o.creations !== undefined ? { creations: this.o.creations } : {}),
       refFor: (address) => this.ctx.system.refFor(address),
       record: (id) => this.record(id),
       forward: (id, message, timeoutMs) => this.forward(id, message, timeoutMs),
@@ -262,6 +270,13 @@ export class Session extends Actor<SessionMessage> {
 
   private authorize (scope: Scope): void {
     authorize(this.o.principal, scope)
+  }
+
+  /** The tenant a read is for: the key's own, or one an admin names (FORBIDDEN naming `admin` for any other key). */
+  private readTenant (tenant: string | undefined): string {
+    if (tenant === undefined || tenant === this.tenant) return this.tenant
+    this.authorize('admin')
+    return tenant
   }
 
   /** The tenant's record of a sandbox; another tenant's id is NOT_FOUND, like a missing one. */
