@@ -43,7 +43,7 @@ function listenRefusal (err: unknown, host: string, port: number): unknown {
 
 export interface UpFlags {
   port?: string, host?: string, 'data-dir'?: string, 'functions-dir'?: string, shards?: string, 'no-local-node'?: boolean, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, kernel?: string, 'kernel-modules'?: string,
-  'trajectory-retention'?: string
+  'trajectory-retention'?: string, 'rotate-admin-key'?: boolean
 }
 
 /** The node's microvm options from `--kernel` / `--kernel-modules`. */
@@ -74,14 +74,18 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
     if (flags['no-local-node'] !== true) {
       node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null, dataDir, lazyLayers: flags['no-lazy-layers'] !== true, ...kernelOptions(flags) })
     }
-    const token = await cp.createToken('admin', ['admin'])
-    const written = writeConfig({ url: cp.url, token })
+    // The same admin key across restarts (kept in the data dir), unless asked to rotate it.
+    const admin = await cp.adminKey({ rotate: flags['rotate-admin-key'] === true })
+    const token = admin.token
+    const written = token !== undefined ? writeConfig({ url: cp.url, token }) : undefined
     process.stdout.write([
       node !== undefined ? `warren is up: control plane and node ${node.nodeId} in one process` : 'warren is up: control plane only (nodes join with warren node)',
       `  url:        ${cp.url}`,
-      `  token:      ${token}`,
+      token !== undefined
+        ? `  token:      ${token}${admin.how === 'rotated' ? '   (a new admin key: the old one is revoked)' : ''}`
+        : `  token:      (the admin key's secret is not in ${dataDir}: warren up --rotate-admin-key makes a new one)`,
       `  join token: ${cp.joinToken}   (warren node --join ${cp.url} --token …)`,
-      `  config:     ${written}`,
+      written !== undefined ? `  config:     ${written}` : '  config:     (not written: no admin key to put in it)',
       'Ctrl-C stops it.', ''
     ].join('\n'))
     await until
