@@ -17,7 +17,7 @@ import { join } from 'node:path'
 import { ActorSystem, type Ref } from '../../actors/index.js'
 import { createSupervisor, type ChildSpec } from '../../supervisors/index.js'
 import type { LinkOptionsInput } from '../../transport/index.js'
-import { createIam, IamStore, type AdminKey, type IamMessage, type Scope } from '../iam/index.js'
+import { createIam, IamStore, type AdminKey, type EnsureOptions, type IamMessage, type Scope } from '../iam/index.js'
 import { createPlacementShard, type ShardMessage } from '../placement/index.js'
 import { createDirectory, type DirectoryMessage } from './directory.js'
 import { LayerKinds, NameIndex } from '../../images/index.js'
@@ -67,11 +67,12 @@ export interface ControlPlane {
   /** Issues an API key for a tenant (`expiresInMs`: its life from now; absent: no expiry). */
   createToken (tenant: string, scopes: Scope[], opts?: { expiresInMs?: number }): Promise<string>
   /**
-   * The cluster's admin key, kept across restarts in the data dir (`admin.key`): the one before,
-   * made when there is none, made anew with `rotate` (the old one revoked, its sessions closed).
-   * `how: 'lost'` (no token) when the data dir no longer holds the secret of the key it has.
+   * The cluster's admin key (src/cluster/iam/admin-key.ts): kept when `candidate` (the config
+   * file's token) is it or this process knows it, made when there is none (handed to `persist`
+   * first), made anew with `rotate` (the old one revoked, its sessions closed); `how: 'lost'`
+   * (no token) when its secret is not known here.
    */
-  adminKey (opts?: { rotate?: boolean }): Promise<AdminKey>
+  adminKey (opts?: EnsureOptions): Promise<AdminKey>
   /** Stops everything, newest first. */
   close (): Promise<void>
 }
@@ -119,7 +120,6 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     {
       id: 'iam',
       start: createIam(store, {
-        ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}),
         // A revoked key's sessions end at once; the gateway holds them.
         keysEnded: (keyIds) => system.lookup<GatewayMessage>(`${CONTROL_PLANE}/gateway`)?.tell({ type: 'end-keys', keyIds })
       }),
@@ -184,7 +184,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     get url () { return url },
     joinToken,
     createToken: (tenant, scopes, opts = {}) => iam().ask<string>({ type: 'create-key', tenant, scopes, ...(opts.expiresInMs !== undefined ? { expiresInMs: opts.expiresInMs } : {}) }),
-    adminKey: (opts = {}) => iam().ask<AdminKey>({ type: 'admin-key', ...(opts.rotate === true ? { rotate: true } : {}) }),
+    adminKey: (opts = {}) => iam().ask<AdminKey>({ ...opts, type: 'admin-key' }),
     async close () {
       await system.stop(root, 15_000)
       await system.shutdown(1000)

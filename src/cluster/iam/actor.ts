@@ -2,7 +2,7 @@
  * The iam actor: the one owner of the IamStore, so quota counts have a single writer.
  */
 import { Actor } from '../../actors/index.js'
-import { AdminKeys, type AdminKey } from './admin-key.js'
+import { AdminKeys, type AdminKey, type EnsureOptions } from './admin-key.js'
 import type { Quotas } from './quotas.js'
 import type { IamStore, Principal, Scope } from './store.js'
 
@@ -18,15 +18,13 @@ export type IamMessage =
   /** A new admin key (answered); the old one is revoked. */
   | { type: 'rotate-admin' }
   /** The admin key as `warren up` prints it: kept, made, or (`rotate`) made anew. */
-  | { type: 'admin-key', rotate?: boolean }
+  | ({ type: 'admin-key' } & EnsureOptions)
   | { type: 'set-quotas', tenant: string, quotas: Partial<Quotas> }
   | { type: 'get-quotas', tenant: string }
   | { type: 'list-tenants' }
   | { type: 'check-join', token: unknown }
 
 export interface IamOptions {
-  /** Where the admin key's secret is kept (the data dir); undefined: in memory. */
-  dataDir?: string
   /** Told the ids of keys revoked, so the sessions they opened are closed. */
   keysEnded?: (keyIds: string[]) => void
 }
@@ -53,7 +51,7 @@ export class Iam extends Actor<IamMessage> {
         return token
       }
       case 'admin-key': {
-        const key: AdminKey = this.admin.ensure(m.rotate === true)
+        const key: AdminKey = this.admin.ensure(m)
         this.ended(key.ended)
         return key
       }
@@ -70,8 +68,8 @@ export class Iam extends Actor<IamMessage> {
 }
 
 export function createIam (store: IamStore, options: IamOptions = {}): () => Iam {
-  // Outlives a restart of the actor: an in-memory admin key is remembered here.
-  const admin = new AdminKeys(store, options.dataDir)
+  // Outlives a restart of the actor: the admin key this process knows is remembered here.
+  const admin = new AdminKeys(store)
   return () => new Iam(store, admin, options)
 }
 

@@ -1,25 +1,21 @@
 /**
- * The cluster's admin key: the one `warren up` prints (tenant `admin`, scope admin). The state
- * database keeps only its hash, like every key's; its secret is kept in the data dir
- * (`admin.key`, mode 0600, beside state.db, which an operator already guards), so a restarted
- * `warren up` prints the same key and the operator's config and scripts go on working.
+ * The cluster's admin key: the one `warren up` prints (tenant `admin`, scope admin). Like every
+ * key, only its hash is stored (the state database's `admin_key_id` setting says which key it
+ * is); its secret is where `warren up` wrote it, the operator's config file (0600). A restarted
+ * `warren up` offers the token of that file as the `candidate`: when it is the admin key, the key
+ * is kept and printed again. When it is not (the file was lost or rotated elsewhere), the admin
+ * key stays as it is (whoever holds it goes on using it) and is reported `lost`, not replaced
+ * behind the operator's back; `warren up --rotate-admin-key` (whoever holds the data dir) makes
+ * a new one.
  *
- * A rotation (over the API, or `warren up --rotate-admin-key` by whoever holds the data dir) makes
- * a new key, revokes the old one (its sessions are closed) and writes the file. The file is
- * written first, as `admin.key.next`, then the database commits, then the rename: a crash in
- * between leaves a file that holds the key the database has, which the next start finds.
+ * A new key is handed to `persist` (the config file) before the database commits it, so a crash
+ * between the two leaves a file whose key does not work yet, never a working key nobody has.
  */
-import { chmodSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { newToken, type IamStore } from './store.js'
-
-export const AdminKeyDefaults = {
-  fileName: 'admin.key'
-}
 
 /** What `ensure` found or made. */
 export interface AdminKey {
-  /** The admin key, or undefined when the database has one whose secret is nowhere here (see `lost`). */
+  /** The admin key, or undefined when its secret is not known here (`lost`). */
   token: string | undefined
   /** `kept`: the one before; `created`: the first; `rotated`: a new one, the old revoked; `lost`: see token. */
   how: 'kept' | 'created' | 'rotated' | 'lost'
@@ -27,50 +23,40 @@ export interface AdminKey {
   ended: string[]
 }
 
+export interface EnsureOptions {
+  /** Make a new admin key, revoking the one before. */
+  rotate?: boolean
+  /** A token that may be the admin key (the config file's). */
+  candidate?: string
+  /** Called with a new admin key before it is committed (writes it where the operator finds it). */
+  persist?: (token: string) => void
+}
+
 export class AdminKeys {
-  /** The admin key of an in-memory control plane, which has no file. */
-  private memory: string | undefined
+  /** The admin key's secret when this process made or was shown it; never written anywhere by this module. */
+  private known: string | undefined
 
-  /** @param dataDir where `admin.key` lives; undefined keeps it in memory (tests) */
-  constructor (private readonly store: IamStore, private readonly dataDir: string | undefined) {}
+  constructor (private readonly store: IamStore) {}
 
-  /**
-   * The current admin key: kept when its secret is known (the file, or memory), made when there
-   * is none yet, made anew with `rotate` (the old one revoked).
-   */
-  ensure (rotate = false): AdminKey {
+  /** The current admin key: kept when its secret is known, made when there is none yet or with `rotate`. */
+  ensure (o: EnsureOptions = {}): AdminKey {
     const id = this.store.adminKeyId()
-    if (!rotate && id !== undefined) {
-      const known = this.known(id)
-      return known !== undefined ? { token: known, how: 'kept', ended: [] } : { token: undefined, how: 'lost', ended: [] }
+    if (o.rotate !== true && id !== undefined) {
+      const token = [o.candidate, this.known].find((t) => t !== undefined && this.store.authenticate(t)?.keyId === id)
+      if (token === undefined) return { token: undefined, how: 'lost', ended: [] }
+      this.known = token
+      return { token, how: 'kept', ended: [] }
     }
-    const { token, ended } = this.rotate()
+    const { token, ended } = this.rotate(o.persist)
     return { token, how: id === undefined ? 'created' : 'rotated', ended }
   }
 
   /** A new admin key; the old one is revoked. @returns the new key and the ids revoked */
-  rotate (): { token: string, ended: string[] } {
+  rotate (persist?: (token: string) => void): { token: string, ended: string[] } {
     const token = newToken()
-    if (this.dataDir === undefined) {
-      const old = this.store.replaceAdminKey(token)
-      this.memory = token
-      return { token, ended: old !== undefined ? [old] : [] }
-    }
-    const file = join(this.dataDir, AdminKeyDefaults.fileName)
-    writeFileSync(`${file}.next`, token + '\n', { mode: 0o600 })
-    chmodSync(`${file}.next`, 0o600)
+    persist?.(token)
     const old = this.store.replaceAdminKey(token)
-    renameSync(`${file}.next`, file)
+    this.known = token
     return { token, ended: old !== undefined ? [old] : [] }
-  }
-
-  /** The secret of admin key `id`, when a file (or memory) holds it. */
-  private known (id: string): string | undefined {
-    const candidates = this.dataDir === undefined
-      ? [this.memory]
-      : ['', '.next'].map((suffix) => {
-          try { return readFileSync(join(this.dataDir!, AdminKeyDefaults.fileName + suffix), 'utf8').trim() } catch { return undefined }
-        })
-    return candidates.find((t) => t !== undefined && this.store.authenticate(t)?.keyId === id)
   }
 }

@@ -160,7 +160,8 @@ test('rotating the admin key: the caller gets the new key, then its session ends
 
   const cp2 = await startTestControlPlane({ dataDir: dir })
   defer(() => cp2.close())
-  const again = await cp2.adminKey()
+  assert.is((await cp2.adminKey({ candidate: old })).how, 'lost', 'the old key is not the admin key any more')
+  const again = await cp2.adminKey({ candidate: fresh })
   assert.equal([again.how, again.token], ['kept', fresh])
   await refused(connect({ url: cp2.url, token: old, ...noRetry }), ErrorCodes.UNAUTHENTICATED)
   const root2 = await connect({ url: cp2.url, token: fresh, ...noRetry })
