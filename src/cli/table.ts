@@ -53,6 +53,8 @@ export const COMMANDS: readonly CommandSpec[] = [
   command({
     name: 'up',
     summary: 'control plane and a local node in one process; writes ~/.warren/config.json',
+    details: 'The admin key is made at the first start and kept across restarts: the one the config file holds.\n' +
+      'Lost it (the config gone)? --rotate-admin-key makes a new one and revokes the old one.',
     flags: {
       port: { type: 'string', value: 'PORT', help: 'port to listen on (7100; 0 picks a free one)' },
       host: { type: 'string', value: 'ADDR', help: 'address to listen on (127.0.0.1)' },

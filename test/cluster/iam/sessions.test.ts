@@ -98,6 +98,11 @@ test('request fields past their bounds are refused naming them', timed(20_000, a
   for (const ms of [0, 999, 3650 * 86_400_000 + 1, 1.5, -1]) await refused(root.createToken('t', ['sandbox:read'], { expiresInMs: ms }), ErrorCodes.INVALID_ARGUMENT, 'expiresInMs')
   await refused(root.request({ type: 'token-create', tenant: 't', scopes: ['sandbox:read'], expiresInMs: '1d' } as never), ErrorCodes.INVALID_ARGUMENT, 'expiresInMs')
   for (const limit of [0, 1001, 'x']) await refused(root.request({ type: 'token-list', limit } as never), ErrorCodes.INVALID_ARGUMENT, 'limit')
+  // At the edges: taken.
+  await root.createToken('t', ['sandbox:read'], { expiresInMs: 1000 })
+  await root.createToken('t', ['sandbox:read'], { expiresInMs: 3650 * 86_400_000 })
+  assert.is((await root.request<unknown[]>({ type: 'token-list', limit: 1 } as never)).length, 1)
+  assert.ok((await root.request<unknown[]>({ type: 'token-list', limit: 1000, after: '000000000000' } as never)).length >= 3)
   for (const after of ['', 'UPPERCASE000', 'a'.repeat(13), 5]) await refused(root.request({ type: 'token-list', after } as never), ErrorCodes.INVALID_ARGUMENT, 'after')
   await refused(root.request({ type: 'token-list', tenant: 'x'.repeat(257) } as never), ErrorCodes.INVALID_ARGUMENT, 'tenant')
   for (const id of [undefined, '', 'short', 'a'.repeat(64), 42]) await refused(root.request({ type: 'token-revoke', id } as never), ErrorCodes.INVALID_ARGUMENT, 'id')
