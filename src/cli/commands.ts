@@ -1,8 +1,8 @@
 /**
- * The client-side commands of `warren`: ps, exec, log, kill, pause, resume, token, tenant, nodes (create and
- * run are in run.ts). Each takes its parsed arguments and returns the process exit code.
+ * The client-side commands of `warren`: ps, exec, log, kill, pause, resume, nodes (create and
+ * run are in run.ts; token, quota and tenant in admin.ts). Each takes its parsed arguments and returns the process exit code.
  */
-import { isScope, RECORD_STATES, type RecordState } from '../cluster/index.js'
+import { RECORD_STATES, type RecordState } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { withClient } from './client.js'
 import { parseLabels } from './sandbox-flags.js'
@@ -92,44 +92,10 @@ export async function freeze (type: 'pause' | 'resume', id: string | undefined, 
   })
 }
 
-/** `warren token create --tenant T --scopes a,b` */
-export async function tokenCreate (flags: { tenant?: string, scopes?: string }, out: Out = std): Promise<number> {
-  if (flags.tenant === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren token create --tenant T [--scopes sandbox:create,sandbox:exec,sandbox:read]', { field: 'tenant' })
-  const scopes = (flags.scopes ?? 'sandbox:create,sandbox:exec,sandbox:read').split(',').map((s) => s.trim()).filter((s) => s !== '')
-  for (const s of scopes) if (!isScope(s)) throw createError(ErrorCodes.INVALID_ARGUMENT, `unknown scope ${s}`, { field: 'scopes' })
-  return await withClient(async (client) => {
-    out.stdout.write(`${await client.createToken(flags.tenant!, scopes)}\n`)
-    return 0
-  })
-}
-
 /** `warren nodes` */
 export async function nodes (out: Out = std): Promise<number> {
   return await withClient(async (client) => {
     out.stdout.write(JSON.stringify(await client.nodes(), null, 2) + '\n')
-    return 0
-  })
-}
-
-/** `warren tenant ls`: every tenant and its quotas (admin). */
-export async function tenantList (out: Out = std): Promise<number> {
-  return await withClient(async (client) => {
-    for (const t of await client.tenants()) {
-      out.stdout.write(`${t.tenant}\tmaxSandboxes=${t.quotas.maxSandboxes} createsPerSecond=${t.quotas.createsPerSecond} createBurst=${t.quotas.createBurst}\n`)
-    }
-    return 0
-  })
-}
-
-/** `warren tenant quotas --tenant T [--max-sandboxes N] [--creates-per-second R] [--create-burst B]`: reads or sets (admin). */
-export async function tenantQuotas (flags: { tenant?: string, 'max-sandboxes'?: string, 'creates-per-second'?: string, 'create-burst'?: string }, out: Out = std): Promise<number> {
-  if (flags.tenant === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren tenant quotas --tenant T [--max-sandboxes N] [--creates-per-second R] [--create-burst B]', { field: 'tenant' })
-  // The numbers go as given; the control plane checks them (and names the quota it refuses).
-  const given = { maxSandboxes: flags['max-sandboxes'], createsPerSecond: flags['creates-per-second'], createBurst: flags['create-burst'] }
-  const change = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined).map(([k, v]) => [k, Number(v)]))
-  return await withClient(async (client) => {
-    const q = await client.quotas(flags.tenant!, Object.keys(change).length > 0 ? change : undefined)
-    out.stdout.write(`${flags.tenant}\tmaxSandboxes=${q.maxSandboxes} createsPerSecond=${q.createsPerSecond} createBurst=${q.createBurst}\n`)
     return 0
   })
 }

@@ -43,7 +43,7 @@ function listenRefusal (err: unknown, host: string, port: number): unknown {
 
 export interface UpFlags {
   port?: string, host?: string, 'data-dir'?: string, 'functions-dir'?: string, shards?: string, 'no-local-node'?: boolean, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, kernel?: string, 'kernel-modules'?: string,
-  'trajectory-retention'?: string
+  'trajectory-retention'?: string, 'rotate-admin-key'?: boolean
 }
 
 /** The node's microvm options from `--kernel` / `--kernel-modules`. */
@@ -53,6 +53,16 @@ function kernelOptions (flags: { kernel?: string, 'kernel-modules'?: string }): 
     return {}
   }
   return { microvm: { kernel: flags.kernel, ...(flags['kernel-modules'] !== undefined ? { kernelModules: flags['kernel-modules'] } : {}) } }
+}
+
+/** The token of the config file `warren up` writes, when there is one. */
+function configToken (): string | undefined {
+  try {
+    const t = (JSON.parse(readFileSync(configPath(), 'utf8')) as { token?: unknown }).token
+    return typeof t === 'string' ? t : undefined
+  } catch {
+    return undefined
+  }
 }
 
 /** `warren up`: prints the URL and an admin token, writes ~/.warren/config.json (0600), runs until a signal. */
@@ -74,15 +84,25 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
     if (flags['no-local-node'] !== true) {
       node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null, dataDir, lazyLayers: flags['no-lazy-layers'] !== true, ...kernelOptions(flags) })
     }
-    const token = await cp.createToken('admin', ['admin'])
-    const written = writeConfig({ url: cp.url, token })
+    // The same admin key across restarts: the one the config file holds, when it still is the
+    // admin key. A new one (the first, or rotated) is written to the config before it is committed.
+    let written: string | undefined
+    const admin = await cp.adminKey({
+      rotate: flags['rotate-admin-key'] === true,
+      ...(configToken() !== undefined ? { candidate: configToken()! } : {}),
+      persist: (token) => { written = writeConfig({ url: cp.url, token }) }
+    })
+    const token = admin.token
+    if (token !== undefined && written === undefined) written = writeConfig({ url: cp.url, token })
     process.stdout.write([
       node !== undefined ? `warren is up: control plane and node ${node.nodeId} in one process` : 'warren is up: control plane only (nodes join with warren node)',
       `  url:        ${cp.url}`,
       `  page:       ${cp.url.replace(/^ws/, 'http')}/ui/   (log in with the token)`,
-      `  token:      ${token}`,
+      token !== undefined
+        ? `  token:      ${token}${admin.how === 'rotated' ? '   (a new admin key: the old one is revoked)' : ''}`
+        : `  token:      (the admin key is not the one in ${configPath()}: it works for whoever holds it; lost? warren up --rotate-admin-key)`,
       `  join token: ${cp.joinToken}   (warren node --join ${cp.url} --token …)`,
-      `  config:     ${written}`,
+      written !== undefined ? `  config:     ${written}` : '  config:     (not written: no admin key to put in it)',
       'Ctrl-C stops it.', ''
     ].join('\n'))
     await until

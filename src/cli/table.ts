@@ -3,6 +3,7 @@
  * `warren help CMD` all read this table, so a new command is one more entry here.
  */
 import { command, type CommandSpec } from './command.js'
+import * as admin from './admin.js'
 import * as commands from './commands.js'
 import * as image from './image.js'
 import * as replay from './replay.js'
@@ -40,11 +41,20 @@ const SIM_CLUSTER_FLAGS = {
   json: { type: 'string', value: 'F', help: 'write the whole summary as JSON to F' }
 } as const
 
+/** A tenant's quotas, for `quota set` and `tenant quotas`. */
+const QUOTA_FLAGS = {
+  'max-sandboxes': { type: 'string', value: 'N', help: 'sandboxes it may hold at once (0 to 1e9)' },
+  'creates-per-second': { type: 'string', value: 'R', help: 'creations a second, sustained (0.001 to 1e9)' },
+  'create-burst': { type: 'string', value: 'B', help: 'creations in a burst (1 to 1e9)' }
+} as const
+
 /** The commands in the order `warren --help` lists them. */
 export const COMMANDS: readonly CommandSpec[] = [
   command({
     name: 'up',
     summary: 'control plane and a local node in one process; writes ~/.warren/config.json',
+    details: 'The admin key is made at the first start and kept across restarts: the one the config file holds.\n' +
+      'Lost it (the config gone)? --rotate-admin-key makes a new one and revokes the old one.',
     flags: {
       port: { type: 'string', value: 'PORT', help: 'port to listen on (7100; 0 picks a free one)' },
       host: { type: 'string', value: 'ADDR', help: 'address to listen on (127.0.0.1)' },
@@ -52,6 +62,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       shards: { type: 'string', value: 'K', help: 'shards of the sandbox directory' },
       'no-local-node': { type: 'boolean', help: 'control plane only (nodes join with warren node)' },
       'trajectory-retention': { type: 'string', value: 'DURATION', help: 'how long a trajectory is kept after its sandbox ended (7d; 12h, 90m)' },
+      'rotate-admin-key': { type: 'boolean', help: 'make a new admin key (the old one stops working); for an admin key lost' },
       ...LAYER_FLAGS,
       ...KERNEL_FLAGS
     },
@@ -209,29 +220,74 @@ export const COMMANDS: readonly CommandSpec[] = [
   }),
   command({
     name: 'token create',
-    summary: 'issue an API key (admin)',
+    summary: 'issue an API key, printed once (admin)',
     flags: {
       tenant: { type: 'string', value: 'T', help: 'the tenant the key acts for (required)' },
-      scopes: { type: 'string', value: 'A,B', help: 'its scopes (sandbox:create,sandbox:exec,sandbox:read)' }
+      scopes: { type: 'string', value: 'A,B', help: 'its scopes (sandbox:create,sandbox:exec,sandbox:read)' },
+      expires: { type: 'string', value: 'DURATION', help: 'it stops working this long from now (30d, 12h, 90m, 3600s; at most 3650d)' }
     },
-    run: async ({ values }) => await commands.tokenCreate(values)
+    run: async ({ values }) => await admin.tokenCreate(values)
+  }),
+  command({
+    name: 'token ls',
+    summary: 'the API keys: id, tenant, scopes, created, expires, last used; never a secret (admin)',
+    flags: {
+      tenant: { type: 'string', value: 'T', help: 'only this tenant\'s keys' },
+      json: { type: 'boolean', help: 'one JSON object a key, a line each (times in ms since the epoch)' }
+    },
+    run: async ({ values }) => await admin.tokenList(values)
+  }),
+  command({
+    name: 'token revoke',
+    summary: 'revoke a key by its id: it stops working and its open sessions are closed (admin)',
+    args: 'KEY_ID',
+    positionals: { min: 1, max: 1 },
+    flags: {},
+    run: async ({ positionals }) => await admin.tokenRevoke(positionals[0]!)
+  }),
+  command({
+    name: 'token rotate-admin',
+    summary: 'a new admin key, printed (and written to the config that held the old one); the old one stops working (admin)',
+    details: 'warren up keeps the admin key across restarts (in its data dir, admin.key). Lost it? On the\n' +
+      'control plane\'s machine, warren up --rotate-admin-key makes a new one from the data dir.',
+    flags: {},
+    run: async () => await admin.tokenRotateAdmin()
+  }),
+  command({
+    name: 'quota set',
+    summary: 'set a tenant\'s quotas, applied from its next create (admin)',
+    args: 'TENANT',
+    positionals: { min: 1, max: 1 },
+    details: 'Running sandboxes over a lowered --max-sandboxes keep running; the next create is refused\n' +
+      '(WARREN_ERR_QUOTA). A tenant not known yet is made, with the defaults for the quotas not given.',
+    flags: QUOTA_FLAGS,
+    run: async ({ positionals, values }) => await admin.quotaSet(positionals[0], values)
+  }),
+  command({
+    name: 'quota get',
+    summary: 'a tenant\'s quotas (admin)',
+    args: 'TENANT',
+    positionals: { min: 1, max: 1 },
+    flags: {},
+    run: async ({ positionals }) => await admin.quotaGet(positionals[0])
+  }),
+  command({
+    name: 'quota ls',
+    summary: 'every tenant and its quotas (admin)',
+    flags: {},
+    run: async () => await admin.quotaList()
   }),
   command({
     name: 'tenant ls',
-    summary: 'the tenants and their quotas (admin)',
+    summary: 'the tenants and their quotas (admin; as warren quota ls)',
     flags: {},
-    run: async () => await commands.tenantList()
+    run: async () => await admin.quotaList()
   }),
   command({
     name: 'tenant quotas',
-    summary: 'read or set a tenant\'s quotas (admin)',
-    flags: {
-      tenant: { type: 'string', value: 'T', help: 'the tenant (required)' },
-      'max-sandboxes': { type: 'string', value: 'N', help: 'sandboxes it may hold at once' },
-      'creates-per-second': { type: 'string', value: 'R', help: 'creations a second, sustained' },
-      'create-burst': { type: 'string', value: 'B', help: 'creations in a burst' }
-    },
-    run: async ({ values }) => await commands.tenantQuotas(values)
+    summary: 'read or set a tenant\'s quotas (admin; as warren quota get / set)',
+    flags: { tenant: { type: 'string', value: 'T', help: 'the tenant (required)' }, ...QUOTA_FLAGS },
+    run: async ({ values }) => await admin.quotaGet(values.tenant, values)
   }),
   command({
     name: 'nodes',

@@ -10,7 +10,7 @@
 import { nanoid } from 'nanoid'
 import { ActorSystem } from '../actors/index.js'
 import { CLIENT_ADDRESS, LifecycleDefaults, SESSION_ADDRESS, type ClientRequest, type ClusterStats, type KillOutcome, type Quotas, type RecordedBytes, type SandboxStateNotice, type SandboxView, type Step, type TrajectoryPage } from '../cluster/index.js'
-import { createError, ErrorCodes } from '../errors.js'
+import { createError, ErrorCodes, isWarrenError, type WarrenError } from '../errors.js'
 import { createLinkClient, type LinkClient, type LinkOptionsInput } from '../transport/index.js'
 import { resolveConfig } from './config.js'
 import { requestError } from './request-errors.js'
@@ -20,6 +20,7 @@ import { resumeOf, type SnapshotFilter, type SnapshotView } from './snapshots.js
 import { startWorkerClient, type WorkerClient } from './worker.js'
 import { allSteps, readTrajectory, recordedBytes, type TrajectoryReadOptions } from './trajectory.js'
 import { replayOf, restoreOf, type ReplayOptions, type Replayed, type Restored } from './replay.js'
+import { createToken, listTokens, revokeToken, rotateAdminKey, setQuotas, type KeyView, type TokenOptions } from './admin.js'
 
 export interface ConnectOptions {
   /** Gateway URL; default WARREN_URL, then ~/.warren/config.json. */
@@ -84,6 +85,8 @@ export class Client {
   /** Resolved at the next 'open' of the link and then replaced: one promise however many wait (a long command's pulls would otherwise pile up a waiter each). */
   private nextOpen = openSignal()
   private isClosed = false
+  /** Set when the control plane ended the session because the key stopped working (revoked, expired). */
+  private refusedBy: WarrenError | undefined
   private readonly transport: ExecTransport
 
   private constructor (readonly link: LinkClient, private readonly requestTimeoutMs: number, private readonly config: { url: string, token: string }) {
@@ -92,6 +95,9 @@ export class Client {
       reconnected: () => this.nextOpen.promise,
       closed: () => this.isClosed
     }
+    link.on('close', (reason?: unknown) => {
+      if (isWarrenError(reason) && reason.code === ErrorCodes.UNAUTHENTICATED) this.refusedBy = reason
+    })
     link.on('open', () => {
       const opened = this.nextOpen
       this.nextOpen = openSignal()
@@ -246,10 +252,39 @@ export class Client {
     return r
   }
 
-  /** Admin: issues an API key for a tenant. */
-  async createToken (tenant: string, scopes: string[]): Promise<string> {
-    return await this.request<string>({ type: 'token-create', tenant, scopes } as ClientRequest)
+  /** Admin: issues an API key for a tenant (shown once); `expiresInMs` gives it a life (1 s to 10 years). */
+  async createToken (tenant: string, scopes: string[], opts: TokenOptions = {}): Promise<string> {
+    return await createToken(this.admin, tenant, scopes, opts)
   }
+
+  /** Admin: every API key (of one tenant with `tenant`), in id order: ids, scopes and times, never a secret. */
+  async tokens (filter: { tenant?: string } = {}): Promise<KeyView[]> {
+    return await listTokens(this.admin, filter)
+  }
+
+  /**
+   * Admin: revokes a key by its id; sessions open with it are closed at once.
+   * @throws WARREN_ERR_NOT_FOUND naming `id` for no such key; INVALID_ARGUMENT naming `id` for the admin key (rotate it)
+   */
+  async revokeToken (id: string): Promise<{ id: string, revoked: true }> {
+    return await revokeToken(this.admin, id)
+  }
+
+  /** Admin: a new admin key; the old one stops working (a client on it is closed once this answers). */
+  async rotateAdminKey (): Promise<string> {
+    return await rotateAdminKey(this.admin)
+  }
+
+  /**
+   * Admin: sets a tenant's quotas (those given; a new tenant gets the defaults for the rest),
+   * applied from its next create: sandboxes running over a lowered maximum keep running.
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `quotas.<name>` out of its bounds
+   */
+  async setQuotas (tenant: string, quotas: Partial<Quotas>): Promise<Quotas> {
+    return await setQuotas(this.admin, tenant, quotas)
+  }
+
+  private readonly admin = <R>(message: ClientRequest): Promise<R> => this.request<R>(message)
 
   /** Admin: every tenant and its quotas. */
   async tenants (): Promise<Array<{ tenant: string, quotas: Quotas }>> {
@@ -283,6 +318,8 @@ export class Client {
   }
 
   private async send<R> (message: unknown, timeoutMs: number): Promise<R> {
+    // A session the control plane ended for its key says why, not just that the link is closed.
+    if (this.refusedBy !== undefined) throw this.refusedBy
     try {
       return await this.link.request<R>(SESSION_ADDRESS, message, { timeoutMs })
     } catch (err) {

@@ -10,3 +10,4 @@ export { SnapshotClientDefaults, type ForkItem, type ForkResult, type SnapshotFi
 export { ReplayClientDefaults, type DivergenceReason, type ReplayCompare, type ReplayOptions, type Replayed, type Restored, type StepOutcome, type StreamOutcome } from './replay.js'
 export { SessionDefaults, ShellSession, type RunOptions, type SessionOptions } from './session.js'
 export type { WorkerClient, WorkerClientApi } from './worker.js'
+export { AdminClientDefaults, type KeyView, type Quotas, type TokenOptions } from './admin.js'

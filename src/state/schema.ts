@@ -142,6 +142,17 @@ export const MIGRATIONS: readonly Migration[] = [
         hibernated_at  INTEGER NOT NULL
       ) STRICT;
     `
+  },
+  {
+    version: 6,
+    what: 'expiry and last use of API keys',
+    sql: `
+      -- expires_at: ms since the epoch after which the key is refused (NULL: never). last_used_at:
+      -- when it last authenticated, written at most once an hour a key (IamDefaults), so logins
+      -- stay free of disk writes.
+      ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
+      ALTER TABLE api_keys ADD COLUMN last_used_at INTEGER;
+    `
   }
 ]
 

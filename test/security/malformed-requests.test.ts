@@ -112,7 +112,7 @@ test('every field of every request, wrong-typed or missing, is refused naming th
     assert.is(err.details?.field, field, `${shown}: field ${String(err.details?.field)} (${err.message})`)
   }
   // Admin requests from a tenant key: refused for the scope, whatever their fields.
-  for (const body of [{ type: 'token-create', tenant: 5, scopes: 'all' }, { type: 'nodes' }, { type: 'image-tag', name: 1 }]) {
+  for (const body of [{ type: 'token-create', tenant: 5, scopes: 'all' }, { type: 'nodes' }, { type: 'image-tag', name: 1 }, { type: 'token-list', limit: -1 }, { type: 'token-revoke', id: 7 }, { type: 'admin-rotate' }, { type: 'tenant-quotas', tenant: 'tenant-a', quotas: { maxSandboxes: 1e9 } }]) {
     const err = await refusal(link, body)
     assert.ok(err.code === ErrorCodes.FORBIDDEN || err.code === ErrorCodes.INVALID_ARGUMENT, `${JSON.stringify(body)}: ${err.code}`)
   }
@@ -135,8 +135,8 @@ test('fuzz: 600 seeded random bodies as tells and requests; each request is answ
   const link = await rawSession(defer)
   const random = seeded(0xC0FFEE)
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!
-  const types = ['create', 'info', 'list', 'kill', 'exec', 'read', 'exec-kill', 'stdin', 'trajectory', 'trajectory-blob', 'files', 'token-create', 'nodes', 'image-tag', 'image-list', 'sandbox-state', 'bogus', '__proto__', 'constructor']
-  const fields = ['id', 'execId', 'argv', 'opts', 'fromSeq', 'maxBytes', 'waitMs', 'offset', 'data', 'eof', 'limit', 'labels', 'state', 'op', 'path', 'count', 'deadlineMs', 'spec', 'tenant', 'scopes', 'name', 'digest', 'kind', 'length', '__proto__']
+  const types = ['create', 'info', 'list', 'kill', 'exec', 'read', 'exec-kill', 'stdin', 'trajectory', 'trajectory-blob', 'files', 'token-create', 'token-list', 'token-revoke', 'admin-rotate', 'nodes', 'image-tag', 'image-list', 'sandbox-state', 'bogus', '__proto__', 'constructor']
+  const fields = ['id', 'execId', 'argv', 'opts', 'fromSeq', 'maxBytes', 'waitMs', 'offset', 'data', 'eof', 'limit', 'labels', 'state', 'op', 'path', 'count', 'deadlineMs', 'spec', 'tenant', 'scopes', 'expiresInMs', 'after', 'name', 'digest', 'kind', 'length', '__proto__']
   const values = (): unknown => pick<() => unknown>([
     () => null, () => true, () => -1, () => 0, () => 1.5, () => 2 ** 53, () => Number.NaN, () => Infinity, () => '', () => 'x',
     () => 'y'.repeat(Math.floor(random() * 100_000)), () => [], () => [1, 'a', null], () => ({}), () => ({ a: 1, b: { c: [2] } }),

@@ -24,9 +24,10 @@ export interface UpFailure { exitCode: number | null, output: string }
  * Starts `warren up --no-local-node` on a free port. Resolves once it printed its URL and token,
  * or with an UpFailure when it exited first; rejects only when it did neither within `timeoutMs`.
  * @param configFile where the CLI writes its config (never the user's ~/.warren)
+ * @param extraArgs more flags of `warren up` (`--rotate-admin-key`)
  */
-export function startUp (dataDir: string, configFile: string, timeoutMs = 20_000): Promise<UpProcess | UpFailure> {
-  const proc = spawn(process.execPath, [cli, 'up', '--no-local-node', '--port', '0', '--data-dir', dataDir], {
+export function startUp (dataDir: string, configFile: string, timeoutMs = 20_000, extraArgs: string[] = []): Promise<UpProcess | UpFailure> {
+  const proc = spawn(process.execPath, [cli, 'up', '--no-local-node', '--port', '0', '--data-dir', dataDir, ...extraArgs], {
     env: { ...process.env, WARREN_CONFIG: configFile },
     stdio: ['ignore', 'pipe', 'pipe']
   })

@@ -1,6 +1,7 @@
 """warren: sandboxes for AI-agent rollouts. ``AsyncClient`` first, ``Client`` its sync twin."""
 from __future__ import annotations
 
+from .admin import KeyView
 from .client import AsyncClient
 from .errors import (BackendUnavailableError, BadSpecError, ConnectionClosedError, ForbiddenError, FrameTooLargeError,
                      InternalError, InvalidArgumentError, NoCapacityError, NotFoundError, OverloadedError, ProtocolError,
@@ -29,5 +30,5 @@ __all__ = [
     "WarrenTimeoutError", "BackendUnavailableError", "FrameTooLargeError", "ProtocolError", "ConnectionClosedError",
     "InternalError", "TrajectoryPage", "TrajectoryHeader", "RecordedBytes", "Step", "ExecStep", "WriteStep", "UploadStep",
     "RemoveStep", "RenameStep", "MkdirStep", "SymlinkStep", "SnapshotStep", "PauseStep", "ResumeStep", "EgressStep",
-    "OtherStep", "ReplayResult", "RestoreResult", "StepOutcome", "OutputOutcome",
+    "OtherStep", "ReplayResult", "RestoreResult", "StepOutcome", "OutputOutcome", "KeyView",
 ]

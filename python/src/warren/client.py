@@ -9,6 +9,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, AsyncIterator, Mapping, Sequence, Union
 
+from .admin import KeyView, list_tokens, quota_message, token_message
 from .config import resolve_config
 from .errors import invalid
 from .link import CLIENT_ADDRESS, DEFAULTS, Link, LinkDefaults
@@ -173,16 +174,38 @@ class AsyncClient:
         latest snapshot, then the steps after that snapshot replayed."""
         return await restore_of(self._link, id, self._handle)
 
-    async def create_token(self, tenant: str, scopes: Sequence[str]) -> str:
-        """Admin: issues an API key for ``tenant`` (shown once)."""
-        key: str = await self._link.request({"type": "token-create", "tenant": tenant, "scopes": list(scopes)})
+    async def create_token(self, tenant: str, scopes: Sequence[str], *, expires_in_ms: int | None = None) -> str:
+        """Admin: issues an API key for ``tenant`` (shown once); ``expires_in_ms`` gives it a life (1 s to 10 years)."""
+        key: str = await self._link.request(token_message(tenant, scopes, expires_in_ms))
         return key
 
+    async def tokens(self, tenant: str | None = None) -> list[KeyView]:
+        """Admin: every API key (of ``tenant`` when given), in id order: ids, scopes and times, never a secret."""
+        return await list_tokens(self._link, tenant)
+
+    async def revoke_token(self, id: str) -> dict[str, Any]:
+        """Admin: revokes key ``id`` (the 12 characters after ``wrn_``); sessions open with it are closed at once.
+        ``NotFoundError`` for no such key, ``InvalidArgumentError`` for the admin key (rotate it)."""
+        r: dict[str, Any] = await self._link.request({"type": "token-revoke", "id": id})
+        return r
+
+    async def rotate_admin_key(self) -> str:
+        """Admin: a new admin key; the old one stops working (a client on it is closed once this answers)."""
+        key: str = await self._link.request({"type": "admin-rotate"})
+        return key
+
+    async def set_quotas(self, tenant: str, *, max_sandboxes: int | None = None, creates_per_second: float | None = None,
+                         create_burst: float | None = None) -> dict[str, Any]:
+        """Admin: sets a tenant's quotas (those given; a new tenant gets the defaults for the rest), applied from
+        its next create: sandboxes running over a lowered maximum keep running."""
+        r: dict[str, Any] = await self._link.request(quota_message(tenant, {
+            "max_sandboxes": max_sandboxes, "creates_per_second": creates_per_second, "create_burst": create_burst}))
+        return r
+
     async def quotas(self, tenant: str, **quotas: int) -> dict[str, Any]:
-        """Admin: a tenant's quotas (``maxSandboxes``, ``createsPerSecond``, ``createBurst``); sets those given."""
-        msg: dict[str, Any] = {"type": "tenant-quotas", "tenant": tenant}
-        if quotas:
-            msg["quotas"] = quotas
+        """Admin: a tenant's quotas (``maxSandboxes``, ``createsPerSecond``, ``createBurst``); sets those given
+        (``set_quotas`` is the clearer way). ``NotFoundError`` for a tenant that does not exist."""
+        msg: dict[str, Any] = quota_message(tenant, quotas) if quotas else {"type": "tenant-quotas", "tenant": tenant}
         r: dict[str, Any] = await self._link.request(msg)
         return r
 

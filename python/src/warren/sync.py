@@ -10,6 +10,7 @@ import asyncio
 import threading
 from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence, TypeVar, Union
 
+from .admin import KeyView
 from .client import AsyncClient
 from .exec import Chunk, CommandResult, ExecResult
 from .files import FileInfo, FileStat, SandboxFiles, WriteInfo
@@ -304,5 +305,22 @@ class Client:
         """As ``AsyncClient.restore``; the sandbox is a sync handle."""
         return self._lt.run(self._c.restore(id)).map(lambda sb: SyncSandbox(self._lt, sb))
 
-    def create_token(self, tenant: str, scopes: Sequence[str]) -> str:
-        return self._lt.run(self._c.create_token(tenant, scopes))
+    def create_token(self, tenant: str, scopes: Sequence[str], *, expires_in_ms: int | None = None) -> str:
+        return self._lt.run(self._c.create_token(tenant, scopes, expires_in_ms=expires_in_ms))
+
+    def tokens(self, tenant: str | None = None) -> "list[KeyView]":
+        return self._lt.run(self._c.tokens(tenant))
+
+    def revoke_token(self, id: str) -> dict[str, Any]:
+        return self._lt.run(self._c.revoke_token(id))
+
+    def rotate_admin_key(self) -> str:
+        return self._lt.run(self._c.rotate_admin_key())
+
+    def quotas(self, tenant: str, **quotas: Any) -> dict[str, Any]:
+        return self._lt.run(self._c.quotas(tenant, **quotas))
+
+    def set_quotas(self, tenant: str, *, max_sandboxes: int | None = None, creates_per_second: float | None = None,
+                   create_burst: float | None = None) -> dict[str, Any]:
+        return self._lt.run(self._c.set_quotas(tenant, max_sandboxes=max_sandboxes, creates_per_second=creates_per_second,
+                                               create_burst=create_burst))

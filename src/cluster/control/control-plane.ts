@@ -17,13 +17,13 @@ import { join } from 'node:path'
 import { ActorSystem, type Ref } from '../../actors/index.js'
 import { createSupervisor, type ChildSpec } from '../../supervisors/index.js'
 import type { LinkOptionsInput } from '../../transport/index.js'
-import { createIam, IamStore, type IamMessage, type Scope } from '../iam/index.js'
+import { createIam, IamStore, type AdminKey, type EnsureOptions, type IamMessage, type Scope } from '../iam/index.js'
 import { createPlacementShard, type ShardMessage } from '../placement/index.js'
 import { createDirectory, type DirectoryMessage } from './directory.js'
 import { LayerKinds, NameIndex } from '../../images/index.js'
 import type { UploadTunables } from '../../images/upload/index.js'
 import { openState } from '../../state/index.js'
-import { createGateway } from './gateway.js'
+import { createGateway, type GatewayMessage } from './gateway.js'
 import { createImageIndex, type ImageIndexMessage } from './image-index.js'
 import { createRegistry, createShardRecovery, type RegistryMessage } from './registry.js'
 import { createTrajectories, TrajectoryStore, type TrajectoriesMessage } from '../trajectory/index.js'
@@ -65,8 +65,15 @@ export interface ControlPlane {
   readonly url: string
   /** The node join token (a fresh one each start). */
   readonly joinToken: string
-  /** Issues an API key for a tenant. */
-  createToken (tenant: string, scopes: Scope[]): Promise<string>
+  /** Issues an API key for a tenant (`expiresInMs`: its life from now; absent: no expiry). */
+  createToken (tenant: string, scopes: Scope[], opts?: { expiresInMs?: number }): Promise<string>
+  /**
+   * The cluster's admin key (src/cluster/iam/admin-key.ts): kept when `candidate` (the config
+   * file's token) is it or this process knows it, made when there is none (handed to `persist`
+   * first), made anew with `rotate` (the old one revoked, its sessions closed); `how: 'lost'`
+   * (no token) when its secret is not known here.
+   */
+  adminKey (opts?: EnsureOptions): Promise<AdminKey>
   /** Stops everything, newest first. */
   close (): Promise<void>
 }
@@ -113,7 +120,14 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   let listenError: Error | undefined
   const big = { mailbox: { capacity: 100_000 } }
   const children: ChildSpec[] = [
-    { id: 'iam', start: createIam(store), spawn: { name: 'iam', ...big } },
+    {
+      id: 'iam',
+      start: createIam(store, {
+        // A revoked key's sessions end at once; the gateway holds them.
+        keysEnded: (keyIds) => system.lookup<GatewayMessage>(`${CONTROL_PLANE}/gateway`)?.tell({ type: 'end-keys', keyIds })
+      }),
+      spawn: { name: 'iam', ...big }
+    },
     { id: 'registry', start: createRegistry({ shards, directory, heartbeatTimeoutMs: o.heartbeatTimeoutMs }), spawn: { name: 'registry', ...big } },
     {
       id: 'placement',
@@ -172,7 +186,8 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     system,
     get url () { return url },
     joinToken,
-    createToken: (tenant, scopes) => iam().ask<string>({ type: 'create-key', tenant, scopes }),
+    createToken: (tenant, scopes, opts = {}) => iam().ask<string>({ type: 'create-key', tenant, scopes, ...(opts.expiresInMs !== undefined ? { expiresInMs: opts.expiresInMs } : {}) }),
+    adminKey: (opts = {}) => iam().ask<AdminKey>({ ...opts, type: 'admin-key' }),
     async close () {
       await system.stop(root, 15_000)
       await system.shutdown(1000)

@@ -19,6 +19,7 @@ import type { ImageIndexMessage } from './image-index.js'
 import type { RegistryMessage } from './registry.js'
 import type { TrajectoriesMessage } from '../trajectory/index.js'
 import { toPublicError } from './public-error.js'
+import { KeySessions } from './key-sessions.js'
 import { createSession } from './session.js'
 import type { SnapshotIndexMessage } from './snapshot-index.js'
 import type { CreationSeries } from './creation-series.js'
@@ -51,6 +52,8 @@ export interface GatewayOptions {
 type Peer = { kind: 'user', principal: Principal } | { kind: 'node' }
 
 export type GatewayMessage = { type: 'url' } | { type: 'links' }
+  /** Keys revoked: their sessions are closed (WARREN_ERR_UNAUTHENTICATED, reason `revoked`). */
+  | { type: 'end-keys', keyIds: string[] }
 
 /** The address the SDK sends its requests to, and where session notices go on the SDK side. */
 export const SESSION_ADDRESS = 'session'
@@ -62,6 +65,8 @@ export class Gateway extends Actor<GatewayMessage> {
   private blobs: BlobRoutes | undefined
   private readonly nodeLinks = new Map<string, Link>()
   private unroute: (() => void) | undefined
+  /** User links by key, so a revoked or expired key's sessions end at once. */
+  private readonly keys = new KeySessions()
 
   constructor (private readonly o: GatewayOptions) { super() }
 
@@ -95,6 +100,7 @@ export class Gateway extends Actor<GatewayMessage> {
     switch (m.type) {
       case 'url': return this.http === undefined ? undefined : `ws://${this.o.host ?? '127.0.0.1'}:${(this.http.address() as AddressInfo).port}`
       case 'links': return { nodes: [...this.nodeLinks.keys()], total: this.server?.links.size ?? 0 }
+      case 'end-keys': this.keys.endKeys(m.keyIds); return undefined
     }
   }
 
@@ -121,9 +127,10 @@ export class Gateway extends Actor<GatewayMessage> {
       notify: (notice) => { if (link.state !== 'closed') { try { link.tell(CLIENT_ADDRESS, notice) } catch { /* bounded buffer full: notices are best effort */ } } }
     }), { mailbox: { capacity: 10_000 } })
     link.on('close', () => { void this.ctx.system.stop(session) })
+    const run = this.keys.track(link, principal)
     return {
       // What the client sent goes to its session as it came: the session checks it.
-      request: (_to, body, _from, _link, timeoutMs) => session.ask({ type: 'client', body, answer: true }, { timeoutMs: timeoutMs ?? 120_000 })
+      request: (_to, body, _from, _link, timeoutMs) => run(() => session.ask({ type: 'client', body, answer: true }, { timeoutMs: timeoutMs ?? 120_000 }))
         .catch((err: unknown) => { throw toPublicError(err) }),
       tell: (_to, body) => { session.tell({ type: 'client', body, answer: false }) }
     }

@@ -8,7 +8,7 @@
  */
 import { createError, ErrorCodes } from '../../errors.js'
 import { checkImageName, LAYER_KINDS, type LayerKind } from '../../images/index.js'
-import { isScope, type Quotas, type Scope } from '../iam/index.js'
+import { IamDefaults, isScope, type Quotas, type Scope } from '../iam/index.js'
 import { SandboxDefaults, type FileRequest, type WireExecOptions } from '../sandbox/index.js'
 import { parseArgv, SpecDefaults } from '../spec.js'
 import { badEnvName, isPlainObject, stringMap } from '../spec-fields.js'
@@ -43,7 +43,14 @@ export type ClientRequest =
   | { type: 'trajectory-blob', id: string, digest: string, offset: number, length: number, tenant?: string }
   /** On the wire the file request's fields sit beside `type` and `id`; parsed, they are `req`. */
   | { type: 'files', id: string, req: FileRequest }
-  | { type: 'token-create', tenant: string, scopes: Scope[] }
+  /** `expiresInMs`: the key's life from now (1 s to 10 years); absent: it does not expire. */
+  | { type: 'token-create', tenant: string, scopes: Scope[], expiresInMs?: number }
+  /** Keys in id order (never a secret or hash), after `after`, of one tenant when given. */
+  | { type: 'token-list', tenant?: string, after?: string, limit?: number }
+  /** Revokes key `id` (the id inside `wrn_<id>_…`); its open sessions are closed. */
+  | { type: 'token-revoke', id: string }
+  /** A new admin key; the old one is revoked and its sessions closed. */
+  | { type: 'admin-rotate' }
   | { type: 'tenant-list' }
   | { type: 'tenant-quotas', tenant: string, quotas?: Partial<Quotas> }
   | { type: 'nodes' }
@@ -219,6 +226,24 @@ function kill (r: Obj): Extract<ClientRequest, { type: 'kill' }> {
   if (Object.keys(matched).length === 0) invalid('labels', 'must name at least one label')
   return { type: 'kill', labels: matched }
 }
+/** A key's life from now: 1 s to 10 years. */
+function keyLife (v: unknown, field: string): number {
+  const n = count(v, field)
+  if (n < IamDefaults.minKeyLifeMs || n > IamDefaults.maxKeyLifeMs) invalid(field, `must be an integer from ${IamDefaults.minKeyLifeMs} (1 s) to ${IamDefaults.maxKeyLifeMs} (10 years)`)
+  return n
+}
+
+/** A key id: the 12 characters after `wrn_` in a key. */
+function keyIdField (v: unknown, field: string): string {
+  if (typeof v !== 'string' || !/^[0-9a-z]{12}$/.test(v)) invalid(field, 'must be a key id: the 12 characters of [0-9a-z] after wrn_ in the key')
+  return v
+}
+
+function listLimit (v: unknown, field: string): number {
+  if (positive(v, field) > IamDefaults.maxListKeys) invalid(field, `must be an integer from 1 to ${IamDefaults.maxListKeys}`)
+  return v as number
+}
+
 const execId = (r: Obj): string => text(r.execId, 'execId', RequestLimits.maxExecIdLength)
 /** An optional field: checked when present, left out when not. */
 function opt<K extends string, T> (r: Obj, key: K, check: (v: unknown, field: string) => T): { [P in K]?: T } {
@@ -248,8 +273,13 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
   'token-create': (r) => {
     const scopes = r.scopes
     if (!Array.isArray(scopes) || scopes.length === 0 || !scopes.every(isScope)) invalid('scopes', 'must be a non-empty list of known scopes')
-    return { type: 'token-create', tenant: text(r.tenant, 'tenant', RequestLimits.maxNameLength), scopes: [...new Set(scopes)] }
+    return { type: 'token-create', tenant: text(r.tenant, 'tenant', RequestLimits.maxNameLength), scopes: [...new Set(scopes)], ...opt(r, 'expiresInMs', keyLife) }
   },
+  'token-list': (r) => ({
+    type: 'token-list', ...opt(r, 'tenant', (v, f) => text(v, f, RequestLimits.maxNameLength)), ...opt(r, 'after', keyIdField), ...opt(r, 'limit', listLimit)
+  }),
+  'token-revoke': (r) => ({ type: 'token-revoke', id: keyIdField(r.id, 'id') }),
+  'admin-rotate': () => ({ type: 'admin-rotate' }),
   'tenant-list': () => ({ type: 'tenant-list' }),
   // The quotas' names and values are the IAM store's to check (it names `quotas.<name>`).
   'tenant-quotas': (r) => ({

@@ -174,7 +174,17 @@ export class Session extends Actor<SessionMessage> {
         return await this.files(m.id, m.req)
       case 'token-create':
         this.authorize('admin')
-        return await this.o.iam().ask({ type: 'create-key', tenant: m.tenant, scopes: m.scopes })
+        return await this.o.iam().ask({ type: 'create-key', tenant: m.tenant, scopes: m.scopes, ...(m.expiresInMs !== undefined ? { expiresInMs: m.expiresInMs } : {}) })
+      case 'token-list':
+        this.authorize('admin')
+        return await this.o.iam().ask({ ...m, type: 'list-keys' })
+      case 'token-revoke':
+        this.authorize('admin')
+        if (!await this.o.iam().ask<boolean>({ type: 'revoke-key', keyId: m.id })) throw createError(ErrorCodes.NOT_FOUND, `no key ${m.id}`, { field: 'id' })
+        return { id: m.id, revoked: true }
+      case 'admin-rotate':
+        this.authorize('admin')
+        return await this.o.iam().ask({ type: 'rotate-admin' })
       case 'tenant-list':
         this.authorize('admin')
         return await this.o.iam().ask({ type: 'list-tenants' })

@@ -22,11 +22,38 @@ export interface Principal {
   tenant: string
   keyId: string
   scopes: Scope[]
+  /** When the key stops working (ms since the epoch); absent: never. Its sessions are closed then. */
+  expiresAt?: number
+}
+
+/** A key as `token ls` shows it: never its secret nor its hash. Times are ms since the epoch. */
+export interface KeyView {
+  id: string
+  tenant: string
+  scopes: Scope[]
+  createdAt: number
+  expiresAt?: number
+  /** When it last authenticated, to within `IamDefaults.lastUsedResolutionMs`. */
+  lastUsedAt?: number
+  /** The cluster's admin key (`warren up` prints it; rotated, not revoked). */
+  admin?: true
+}
+
+export const IamDefaults = {
+  /** Longest life a key may be given (10 years), and the shortest (1 s). */
+  maxKeyLifeMs: 3650 * 86_400_000,
+  minKeyLifeMs: 1000,
+  /** A key's last use is written when the stored one is older than this: an hour, so logins cost no disk write. */
+  lastUsedResolutionMs: 3_600_000,
+  /** Keys one `token-list` answer holds at most (the reply stays well under a frame). */
+  maxListKeys: 1000
 }
 
 const TENANT = /^[a-z0-9][a-z0-9._-]{0,62}$/i
 const TENANT_RULE = '1-63 of [A-Za-z0-9._-], starting with a letter or digit'
 const JOIN_TOKEN_SETTING = 'join_token_hash'
+const ADMIN_KEY_SETTING = 'admin_key_id'
+const KEY_ID = /^[0-9a-z]{12}$/
 
 const keyId = customAlphabet('0123456789abcdefghijklmnopqrstuvwxyz', 12)
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex')
@@ -57,12 +84,18 @@ function checkScopes (scopes: unknown): Scope[] {
   return [...new Set(scopes as Scope[])]
 }
 
+/** A fresh API key, `wrn_<keyId>_<secret>`, not yet stored (see `IamStore.createKey`). */
+export function newToken (): string {
+  return `wrn_${keyId()}_${randomBytes(32).toString('base64url')}`
+}
+
 /** @throws WARREN_ERR_FORBIDDEN unless the principal holds `scope` (or admin). */
 export function authorize (principal: Principal, scope: Scope): void {
   if (principal.scopes.includes(scope) || principal.scopes.includes('admin')) return
   throw createError(ErrorCodes.FORBIDDEN, `this key lacks the scope ${scope}`, { scope })
 }
 
+interface KeyRow { id: string, tenant: string, scopes: string, created_at: string, expires_at: number | null, last_used_at: number | null }
 interface TenantRow { name: string, max_sandboxes: number, creates_per_second: number, create_burst: number }
 const quotasOfRow = (r: TenantRow): Quotas => ({ maxSandboxes: r.max_sandboxes, createsPerSecond: r.creates_per_second, createBurst: r.create_burst })
 
@@ -74,8 +107,12 @@ function statements (db: Db) {
     putTenant: db.prepare<[string, number, number, number]>(`INSERT INTO tenants VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET
       max_sandboxes = excluded.max_sandboxes, creates_per_second = excluded.creates_per_second, create_burst = excluded.create_burst`),
     addTenant: db.prepare<[string, number, number, number]>('INSERT OR IGNORE INTO tenants VALUES (?, ?, ?, ?)'),
-    key: db.prepare<[string], { tenant: string, scopes: string, hash: string }>('SELECT tenant, scopes, hash FROM api_keys WHERE id = ?'),
-    addKey: db.prepare<[string, string, string, string, string]>('INSERT OR IGNORE INTO api_keys (id, tenant, scopes, hash, created_at) VALUES (?, ?, ?, ?, ?)'),
+    key: db.prepare<[string], { tenant: string, scopes: string, hash: string, expires_at: number | null, last_used_at: number | null }>(
+      'SELECT tenant, scopes, hash, expires_at, last_used_at FROM api_keys WHERE id = ?'),
+    addKey: db.prepare<[string, string, string, string, string, number | null]>('INSERT OR IGNORE INTO api_keys (id, tenant, scopes, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)'),
+    keys: db.prepare<[{ after: string, tenant: string | null, limit: number }], KeyRow>(`SELECT id, tenant, scopes, created_at, expires_at, last_used_at
+      FROM api_keys WHERE id > @after AND (@tenant IS NULL OR tenant = @tenant) ORDER BY id LIMIT @limit`),
+    touchKey: db.prepare<[number, string]>('UPDATE api_keys SET last_used_at = ? WHERE id = ?'),
     deleteKey: db.prepare<[string]>('DELETE FROM api_keys WHERE id = ?'),
     setting: db.prepare<[string], { value: string }>('SELECT value FROM settings WHERE key = ?'),
     putSetting: db.prepare<[string, string]>('INSERT INTO settings VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value')
@@ -90,8 +127,11 @@ export class IamStore {
   private readonly quotaCache = new Map<string, Quotas>()
   private joinTokenHash: string
 
-  /** @param db the state database (src/state), opened and migrated */
-  constructor (private readonly db: Db) {
+  /**
+   * @param db the state database (src/state), opened and migrated
+   * @param now the clock keys expire by (ms since the epoch); tests inject their own
+   */
+  constructor (private readonly db: Db, private readonly now: () => number = Date.now) {
     this.sql = statements(db)
     this.joinTokenHash = this.sql.setting.get(JOIN_TOKEN_SETTING)?.value ?? ''
   }
@@ -129,33 +169,84 @@ export class IamStore {
   /**
    * Issues a new API key, creating the tenant (default quotas) when it is new. The returned token
    * is shown once and never stored.
-   * @throws WARREN_ERR_INVALID_ARGUMENT naming `tenant` or `scopes`; nothing is written then
+   * @param opts.expiresInMs the key's life from now (IamDefaults bounds); absent: it never expires
+   * @param opts.token a token `newToken` made (the admin key, written to its file first)
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `tenant`, `scopes` or `expiresInMs`; nothing is written then
    */
-  createKey (tenant: string, scopes: Scope[]): string {
+  createKey (tenant: string, scopes: Scope[], opts: { expiresInMs?: number, token?: string } = {}): string {
     checkTenant(tenant)
     const granted = checkScopes(scopes)
-    const id = keyId()
-    const secret = randomBytes(32).toString('base64url')
+    const life = opts.expiresInMs
+    if (life !== undefined && (!Number.isSafeInteger(life) || life < IamDefaults.minKeyLifeMs || life > IamDefaults.maxKeyLifeMs)) {
+      throw createError(ErrorCodes.INVALID_ARGUMENT, `expiresInMs must be an integer from ${IamDefaults.minKeyLifeMs} (1 s) to ${IamDefaults.maxKeyLifeMs} (10 years)`, { field: 'expiresInMs' })
+    }
+    const token = opts.token ?? newToken()
+    const [, id, secret] = /^wrn_([0-9a-z]{12})_(.+)$/.exec(token)!
     this.db.transaction(() => {
       this.sql.addTenant.run(tenant, QuotaDefaults.maxSandboxes, QuotaDefaults.createsPerSecond, QuotaDefaults.createBurst)
-      this.sql.addKey.run(id, tenant, JSON.stringify(granted), sha256(secret), new Date().toISOString())
+      this.sql.addKey.run(id!, tenant, JSON.stringify(granted), sha256(secret!), new Date(this.now()).toISOString(), life !== undefined ? this.now() + life : null)
     })()
-    return `wrn_${id}_${secret}`
+    return token
   }
 
-  /** Revokes a key; returns false when there was none. */
+  /**
+   * Revokes a key; returns false when there was none. The admin key is not revoked but rotated
+   * (its holder would be locked out of the cluster).
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `id` for the cluster's admin key
+   */
   revokeKey (id: string): boolean {
-    return typeof id === 'string' && this.sql.deleteKey.run(id).changes > 0
+    if (typeof id !== 'string' || !KEY_ID.test(id)) return false
+    if (id === this.adminKeyId()) throw createError(ErrorCodes.INVALID_ARGUMENT, `key ${id} is the cluster's admin key: rotate it (warren token rotate-admin) instead`, { field: 'id' })
+    return this.sql.deleteKey.run(id).changes > 0
   }
 
-  /** The principal behind a token, or undefined when it is not a live key. */
+  /**
+   * Keys in id order, after `after`, of one tenant when given; never their secrets or hashes.
+   * @param limit at most IamDefaults.maxListKeys
+   */
+  listKeys (opts: { tenant?: string, after?: string, limit?: number } = {}): KeyView[] {
+    const admin = this.adminKeyId()
+    const limit = Math.min(Math.max(1, opts.limit ?? IamDefaults.maxListKeys), IamDefaults.maxListKeys)
+    return this.sql.keys.all({ after: opts.after ?? '', tenant: opts.tenant ?? null, limit }).map((r) => ({
+      id: r.id, tenant: r.tenant, scopes: JSON.parse(r.scopes) as Scope[], createdAt: Date.parse(r.created_at),
+      ...(r.expires_at !== null ? { expiresAt: r.expires_at } : {}),
+      ...(r.last_used_at !== null ? { lastUsedAt: r.last_used_at } : {}),
+      ...(r.id === admin ? { admin: true as const } : {})
+    }))
+  }
+
+  /** The principal behind a token, or undefined when it is not a live key (unknown, revoked or expired). */
   authenticate (token: unknown): Principal | undefined {
     if (typeof token !== 'string') return undefined
     const m = /^wrn_([0-9a-z]{12})_([A-Za-z0-9_-]{43})$/.exec(token)
     if (m === null) return undefined
     const record = this.sql.key.get(m[1]!)
     if (record === undefined || !sameHash(sha256(m[2]!), record.hash)) return undefined
-    return { tenant: record.tenant, keyId: m[1]!, scopes: JSON.parse(record.scopes) as Scope[] }
+    const now = this.now()
+    if (record.expires_at !== null && record.expires_at <= now) return undefined
+    // Written sparingly: once an hour a key is enough to tell a key in use from a forgotten one.
+    if (record.last_used_at === null || now - record.last_used_at >= IamDefaults.lastUsedResolutionMs) this.sql.touchKey.run(now, m[1]!)
+    return { tenant: record.tenant, keyId: m[1]!, scopes: JSON.parse(record.scopes) as Scope[], ...(record.expires_at !== null ? { expiresAt: record.expires_at } : {}) }
+  }
+
+  /** The id of the cluster's admin key (see admin-key.ts), or undefined before one was made. */
+  adminKeyId (): string | undefined {
+    return this.sql.setting.get(ADMIN_KEY_SETTING)?.value
+  }
+
+  /**
+   * Makes `token` (from `newToken`) the admin key, tenant `admin` with scope admin, and revokes
+   * the one before it, in one transaction.
+   * @returns the id of the key it replaced, if any
+   */
+  replaceAdminKey (token: string): string | undefined {
+    return this.db.transaction(() => {
+      const old = this.adminKeyId()
+      this.createKey('admin', ['admin'], { token })
+      this.sql.putSetting.run(ADMIN_KEY_SETTING, /^wrn_([0-9a-z]{12})_/.exec(token)![1]!)
+      if (old !== undefined) this.sql.deleteKey.run(old)
+      return old
+    })()
   }
 
   /** Sets a new node join token (returned once) and forgets the old one. */
@@ -214,7 +305,7 @@ export class IamStore {
   importLegacy (data: unknown, warn: Warn): void {
     const legacy = parseLegacyIam(data, (name) => { try { checkTenant(name); return true } catch { return false } }, isScope, warn)
     for (const [name, q] of legacy.tenants) this.sql.addTenant.run(name, q.maxSandboxes, q.createsPerSecond, q.createBurst)
-    for (const k of legacy.keys) this.sql.addKey.run(k.id, k.tenant, JSON.stringify([...new Set(k.scopes)]), k.hash, k.createdAt)
+    for (const k of legacy.keys) this.sql.addKey.run(k.id, k.tenant, JSON.stringify([...new Set(k.scopes)]), k.hash, k.createdAt, null)
   }
 
   private cachedQuotas (tenant: string): Quotas {

@@ -1,0 +1,62 @@
+/**
+ * The cluster's admin key: the one `warren up` prints (tenant `admin`, scope admin). Like every
+ * key, only its hash is stored (the state database's `admin_key_id` setting says which key it
+ * is); its secret is where `warren up` wrote it, the operator's config file (0600). A restarted
+ * `warren up` offers the token of that file as the `candidate`: when it is the admin key, the key
+ * is kept and printed again. When it is not (the file was lost or rotated elsewhere), the admin
+ * key stays as it is (whoever holds it goes on using it) and is reported `lost`, not replaced
+ * behind the operator's back; `warren up --rotate-admin-key` (whoever holds the data dir) makes
+ * a new one.
+ *
+ * A new key is handed to `persist` (the config file) before the database commits it, so a crash
+ * between the two leaves a file whose key does not work yet, never a working key nobody has.
+ */
+import { newToken, type IamStore } from './store.js'
+
+/** What `ensure` found or made. */
+export interface AdminKey {
+  /** The admin key, or undefined when its secret is not known here (`lost`). */
+  token: string | undefined
+  /** `kept`: the one before; `created`: the first; `rotated`: a new one, the old revoked; `lost`: see token. */
+  how: 'kept' | 'created' | 'rotated' | 'lost'
+  /** The key ids revoked (whose sessions must be closed). */
+  ended: string[]
+}
+
+export interface EnsureOptions {
+  /** Make a new admin key, revoking the one before. */
+  rotate?: boolean
+  /** A token that may be the admin key (the config file's). */
+  candidate?: string
+  /** Called with a new admin key before it is committed (writes it where the operator finds it). */
+  persist?: (token: string) => void
+}
+
+export class AdminKeys {
+  /** The admin key's secret when this process made or was shown it; never written anywhere by this module. */
+  private known: string | undefined
+
+  constructor (private readonly store: IamStore) {}
+
+  /** The current admin key: kept when its secret is known, made when there is none yet or with `rotate`. */
+  ensure (o: EnsureOptions = {}): AdminKey {
+    const id = this.store.adminKeyId()
+    if (o.rotate !== true && id !== undefined) {
+      const token = [o.candidate, this.known].find((t) => t !== undefined && this.store.authenticate(t)?.keyId === id)
+      if (token === undefined) return { token: undefined, how: 'lost', ended: [] }
+      this.known = token
+      return { token, how: 'kept', ended: [] }
+    }
+    const { token, ended } = this.rotate(o.persist)
+    return { token, how: id === undefined ? 'created' : 'rotated', ended }
+  }
+
+  /** A new admin key; the old one is revoked. @returns the new key and the ids revoked */
+  rotate (persist?: (token: string) => void): { token: string, ended: string[] } {
+    const token = newToken()
+    persist?.(token)
+    const old = this.store.replaceAdminKey(token)
+    this.known = token
+    return { token, ended: old !== undefined ? [old] : [] }
+  }
+}
