@@ -24,6 +24,11 @@ const KERNEL_FLAGS = {
   'kernel-modules': { type: 'string', value: 'DIR', help: 'that kernel\'s lib/modules/<release> tree (with modules.dep)' }
 } as const
 
+/** The servers' log level (JSON lines on stderr; pretty on a terminal). */
+const LOG_FLAGS = {
+  'log-level': { type: 'string', value: 'LEVEL', help: 'trace, debug, info (the default), warn, error or silent; also WARREN_LOG_LEVEL' }
+} as const
+
 const DIR_FLAGS = {
   'data-dir': { type: 'string', value: 'DIR', help: 'where state, blobs and layers are kept' },
   'functions-dir': { type: 'string', value: 'DIR', help: 'modules the function backend may run by name' }
@@ -53,7 +58,8 @@ export const COMMANDS: readonly CommandSpec[] = [
       'no-local-node': { type: 'boolean', help: 'control plane only (nodes join with warren node)' },
       'trajectory-retention': { type: 'string', value: 'DURATION', help: 'how long a trajectory is kept after its sandbox ended (7d; 12h, 90m)' },
       ...LAYER_FLAGS,
-      ...KERNEL_FLAGS
+      ...KERNEL_FLAGS,
+      ...LOG_FLAGS
     },
     run: async ({ values }) => await servers.up(values)
   }),
@@ -67,7 +73,8 @@ export const COMMANDS: readonly CommandSpec[] = [
       ...DIR_FLAGS,
       ...LAYER_FLAGS,
       ...KERNEL_FLAGS,
-      'egress-host': { type: 'string', multiple: true, value: 'NAME=ADDR:PORT', help: 'an inside address sandboxes may reach by NAME' }
+      'egress-host': { type: 'string', multiple: true, value: 'NAME=ADDR:PORT', help: 'an inside address sandboxes may reach by NAME' },
+      ...LOG_FLAGS
     },
     run: async ({ values }) => await servers.node(values)
   }),

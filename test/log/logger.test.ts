@@ -6,16 +6,9 @@ import { createLogger, idsOfAddress, prettyByDefault, resolveLogLevel, watchSyst
 import { createSupervisor } from '../../src/supervisors/index.js'
 import { isWarrenError } from '../../src/errors.js'
 import { timed, waitFor } from '../support/index.js'
+import { captureLog } from '../support/log-capture.js'
 
-/** A destination that keeps every line pino writes. */
-export function capture (): { lines: string[], records: () => Array<Record<string, any>>, write (s: string): void } {
-  const lines: string[] = []
-  return {
-    lines,
-    write (s: string) { lines.push(s) },
-    records: () => lines.flatMap((l) => l.split('\n')).filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, any>)
-  }
-}
+const capture = captureLog
 
 test('levels: below the level nothing is written; lines are JSON with an ISO time, the level by name and the message', () => {
   const out = capture()

@@ -30,6 +30,8 @@ import { createTrajectories, TrajectoryStore, type TrajectoriesMessage } from '.
 import { createSnapshotIndex, type SnapshotIndexMessage, type SnapshotTunables } from './snapshot-index.js'
 import { SnapshotStore } from './snapshot-store.js'
 import { HibernatedStore } from './hibernated-store.js'
+import { AuditLog, type AuditTunables } from '../audit/index.js'
+import { defaultLogger, watchSystem, type Logger } from '../../log/index.js'
 
 /** The control plane's actor system name: nodes address `cp/registry` and `cp/directory`. */
 export const CONTROL_PLANE = 'cp'
@@ -56,6 +58,10 @@ export interface ControlPlaneOptions {
   trajectoryRetentionMs?: number
   /** Snapshot bounds (SnapshotDefaults): diffs before a flatten, snapshots per tenant, the collector's period. */
   snapshots?: Partial<SnapshotTunables>
+  /** Where the control plane logs (default: silent unless WARREN_LOG_LEVEL names a level). */
+  logger?: Logger
+  /** Bounds of the audit log (AuditDefaults): file size before rotation, files kept, the write queue. */
+  audit?: Partial<AuditTunables>
 }
 
 export interface ControlPlane {
@@ -91,6 +97,10 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     throw err
   }
   const joinToken = store.rotateJoinToken()
+  const log = options.logger ?? defaultLogger()
+  // Failures, restarts and dead letters of the control plane's actors, each logged once with its cause.
+  const watch = watchSystem(system, log)
+  const audit = new AuditLog({ ...(options.dataDir !== undefined ? { dir: options.dataDir } : {}), log, ...(options.audit !== undefined ? { tunables: options.audit } : {}) })
 
   const ref = <M>(name: string) => (): Ref<M> => {
     const r = system.lookup<M>(`${CONTROL_PLANE}/${name}`)
@@ -111,7 +121,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const big = { mailbox: { capacity: 100_000 } }
   const children: ChildSpec[] = [
     { id: 'iam', start: createIam(store), spawn: { name: 'iam', ...big } },
-    { id: 'registry', start: createRegistry({ shards, directory, heartbeatTimeoutMs: o.heartbeatTimeoutMs }), spawn: { name: 'registry', ...big } },
+    { id: 'registry', start: createRegistry({ shards, directory, heartbeatTimeoutMs: o.heartbeatTimeoutMs, log }), spawn: { name: 'registry', ...big } },
     {
       id: 'placement',
       shutdown: 'infinity',
@@ -142,7 +152,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       id: 'gateway',
       shutdown: 'infinity',
       start: createGateway({
-        port: o.port, host: o.host, iam, shards, directory, registry, images, snapshots, trajectories,
+        port: o.port, host: o.host, iam, shards, directory, registry, images, snapshots, trajectories, audit, log,
         ...(blobRoot !== undefined ? { blobRoot } : {}),
         ...(options.link !== undefined ? { link: options.link } : {}),
         ...(options.upload !== undefined ? { upload: options.upload } : {}),
@@ -160,6 +170,8 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     if (listenError === undefined) throw err
     await system.stop(root, 15_000).catch(() => {})
     await system.shutdown(1000)
+    watch.close()
+    await audit.close()
     state.close()
     throw listenError
   })
@@ -173,6 +185,8 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     async close () {
       await system.stop(root, 15_000)
       await system.shutdown(1000)
+      watch.close()
+      await audit.close()
       state.close()
     }
   }

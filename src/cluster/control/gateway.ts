@@ -21,6 +21,8 @@ import type { TrajectoriesMessage } from '../trajectory/index.js'
 import { toPublicError } from './public-error.js'
 import { createSession } from './session.js'
 import type { SnapshotIndexMessage } from './snapshot-index.js'
+import type { AuditSink } from '../audit/index.js'
+import type { Logger } from '../../log/index.js'
 
 export interface GatewayOptions {
   port: number
@@ -42,6 +44,10 @@ export interface GatewayOptions {
   onListening?: (url: string, port: number) => void
   /** Told why listening failed (a busy port: EADDRINUSE, with its address and port), before the actor fails with it. */
   onListenError?: (err: Error) => void
+  /** The audit log every session writes to. */
+  audit?: AuditSink
+  /** Where sessions log refused requests (none: silent). */
+  log?: Logger
 }
 
 type Peer = { kind: 'user', principal: Principal } | { kind: 'node' }
@@ -112,6 +118,8 @@ export class Gateway extends Actor<GatewayMessage> {
       images: this.o.images,
       trajectories: this.o.trajectories,
       snapshots: this.o.snapshots,
+      ...(this.o.audit !== undefined ? { audit: this.o.audit } : {}),
+      ...(this.o.log !== undefined ? { log: this.o.log } : {}),
       notify: (notice) => { if (link.state !== 'closed') { try { link.tell(CLIENT_ADDRESS, notice) } catch { /* bounded buffer full: notices are best effort */ } } }
     }), { mailbox: { capacity: 10_000 } })
     link.on('close', () => { void this.ctx.system.stop(session) })

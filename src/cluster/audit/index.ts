@@ -1,0 +1,8 @@
+/**
+ * The audit log (docs/design.md, "State and operations"): every control action with its
+ * principal, ids, time and outcome, appended to `audit.log` in the control plane's data dir.
+ */
+export { AuditLog, type AuditLogOptions } from './audit-log.js'
+export { AUDIT_ACTIONS, auditAction, cappedArgv, type AuditRule } from './actions.js'
+export { Collector, matches } from './query.js'
+export { AuditDefaults, type AuditPage, type AuditQuery, type AuditRecord, type AuditSink, type AuditTunables } from './types.js'
