@@ -3,6 +3,7 @@
  * `warren help CMD` all read this table, so a new command is one more entry here.
  */
 import { command, type CommandSpec } from './command.js'
+import { audit } from './audit.js'
 import * as commands from './commands.js'
 import * as image from './image.js'
 import * as replay from './replay.js'
@@ -239,6 +240,21 @@ export const COMMANDS: readonly CommandSpec[] = [
       'create-burst': { type: 'string', value: 'B', help: 'creations in a burst' }
     },
     run: async ({ values }) => await commands.tenantQuotas(values)
+  }),
+  command({
+    name: 'audit',
+    summary: 'the audit log: who created, killed, ran, wrote, snapshotted, changed keys and quotas, and how it ended (admin)',
+    details: 'The newest records matching, oldest first. e.g. warren audit --tenant team-a --action sandbox --since 1h\n' +
+      '--action takes an action (sandbox.create, exec, file.write, token.create, quota.set…) or its group (sandbox, file).',
+    flags: {
+      tenant: { type: 'string', value: 'T', help: 'only what this tenant\'s keys did' },
+      sandbox: { type: 'string', value: 'ID', help: 'only what named this sandbox' },
+      action: { type: 'string', value: 'A', help: 'only this action, or group of actions' },
+      since: { type: 'string', value: 'DURATION', help: 'only the last DURATION (1h, 30m, 7d)' },
+      limit: { type: 'string', value: 'N', help: 'at most N records (100; at most 1000)' },
+      json: { type: 'boolean', help: 'JSON lines, one record each' }
+    },
+    run: async ({ values }) => await audit(values)
   }),
   command({
     name: 'nodes',

@@ -3,6 +3,5 @@
  * principal, ids, time and outcome, appended to `audit.log` in the control plane's data dir.
  */
 export { AuditLog, type AuditLogOptions } from './audit-log.js'
-export { AUDIT_ACTIONS, auditAction, cappedArgv, type AuditRule } from './actions.js'
-export { Collector, matches } from './query.js'
+export { AUDIT_ACTIONS, auditAction, type AuditRule } from './actions.js'
 export { AuditDefaults, type AuditPage, type AuditQuery, type AuditRecord, type AuditSink, type AuditTunables } from './types.js'
