@@ -10,10 +10,18 @@
  */
 import { createRequire } from 'node:module'
 import { hostname } from 'node:os'
-import { pino, type DestinationStream, type Logger } from 'pino'
+import type { DestinationStream, Logger } from 'pino'
 import { createError, ErrorCodes } from '../errors.js'
 
 export type { Logger } from 'pino'
+
+const require = createRequire(import.meta.url)
+let loaded: typeof import('pino').pino | undefined
+/** pino, loaded at the first logger made: a CLI command that only talks to a cluster never loads it. */
+function pinoOf (): typeof import('pino').pino {
+  loaded ??= (require('pino') as typeof import('pino')).pino
+  return loaded
+}
 
 /** The levels an operator may choose; `silent` logs nothing. */
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'silent'] as const
@@ -74,6 +82,7 @@ export function resolveLogLevel (flag: string | undefined, fallback: LogLevel = 
  * @returns a pino logger; `logger.child({ sandbox })` binds more ids
  */
 export function createLogger (options: LoggerOptions = {}): Logger {
+  const pino = pinoOf()
   const level = options.level ?? LogDefaults.level
   const pretty = options.pretty ?? prettyByDefault(options.destination, process.stderr.isTTY === true)
   const opts = {
@@ -105,7 +114,7 @@ let silent: Logger | undefined
 
 /** A logger that writes nothing (one for the process), for parts whose caller gave none. */
 export function silentLogger (): Logger {
-  silent ??= pino({ level: 'silent' })
+  silent ??= pinoOf()({ level: 'silent' })
   return silent
 }
 
@@ -115,7 +124,6 @@ export function silentLogger (): Logger {
  * loads it.
  */
 function prettyStream (destination: DestinationStream | undefined): DestinationStream {
-  const require = createRequire(import.meta.url)
   const pretty = require('pino-pretty') as (o: Record<string, unknown>) => DestinationStream
   return pretty({
     colorize: destination === undefined,

@@ -101,9 +101,16 @@ export class Gateway extends Actor<GatewayMessage> {
 
   private async authenticate (token: string): Promise<Peer | null> {
     if (token.startsWith('wrnj_')) {
-      return await this.o.iam().ask<boolean>({ type: 'check-join', token }) ? { kind: 'node' } : null
+      if (await this.o.iam().ask<boolean>({ type: 'check-join', token })) return { kind: 'node' }
+      this.o.log?.warn({ code: ErrorCodes.UNAUTHENTICATED }, 'node join refused: not the join token')
+      return null
     }
     const principal = await this.o.iam().ask<Principal | null>({ type: 'authenticate', token })
+    if (principal === null) {
+      // The key's id when the token has a key's shape (a revoked or mistyped key); never the token.
+      const keyId = typeof token === 'string' ? /^wrn_([0-9a-z]{12})_/.exec(token)?.[1] : undefined
+      this.o.log?.info({ code: ErrorCodes.UNAUTHENTICATED, ...(keyId !== undefined ? { keyId } : {}) }, 'authentication refused')
+    }
     return principal === null ? null : { kind: 'user', principal }
   }
 

@@ -35,8 +35,6 @@ import type { AuditSink } from '../audit/index.js'
 import { silentLogger, type Logger } from '../../log/index.js'
 import { createRequestOutcomes, type RequestOutcomes } from './request-outcomes.js'
 
-const silent = silentLogger()
-
 /**
  * What reaches a session: a client's message as the gateway received it (checked here, never
  * trusted), or the directory's notice about one of the tenant's sandboxes.
@@ -82,7 +80,7 @@ export class Session extends Actor<SessionMessage> {
   constructor (private readonly o: SessionOptions) {
     super()
     this.tenant = o.principal.tenant
-    this.outcomes = createRequestOutcomes({ principal: o.principal, log: o.log ?? silent, ...(o.audit !== undefined ? { audit: o.audit } : {}) })
+    this.outcomes = createRequestOutcomes({ principal: o.principal, log: o.log ?? silentLogger(), ...(o.audit !== undefined ? { audit: o.audit } : {}) })
   }
 
   preStart (): void {

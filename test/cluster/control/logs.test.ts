@@ -49,6 +49,15 @@ test('a crashing placement shard is logged once with its cause, and its restart 
   assert.equal([refused[0]!.code, refused[0]!.type, refused[0]!.tenant, refused[0]!.keyId, refused[0]!.sandbox, refused[0]!.level], ['WARREN_ERR_FORBIDDEN', 'exec', 'tenant-l', keyId, sb.id, 'info'])
   assert.equal([refused[1]!.code, refused[1]!.type, refused[1]!.field], ['WARREN_ERR_BAD_SPEC', 'create', 'limits.cpus'])
   assert.not.match(out.lines.join(''), new RegExp(key.slice(18)), 'the key\'s secret is never logged')
+
+  // A key that is not one (here: a made-up secret for a real key id) is refused at the handshake, logged with the key id only.
+  const forged = `${key.slice(0, 17)}${'A'.repeat(43)}`
+  const e = await connect({ url: cp.url, token: forged, connectTimeoutMs: 3000 }).then(async (c) => { await c.close(); return undefined }, (err: unknown) => err as { code?: string })
+  assert.is(e?.code, 'WARREN_ERR_UNAUTHENTICATED')
+  await waitFor(() => out.records().some((r) => r.msg === 'authentication refused'), 5000, 'the refusal logged')
+  const auth = out.records().filter((r) => r.msg === 'authentication refused')
+  assert.equal([auth.length, auth[0]!.keyId, auth[0]!.code], [1, keyId, 'WARREN_ERR_UNAUTHENTICATED'])
+  assert.not.match(out.lines.join(''), /AAAAAAAAAAAAAAAAAAAA/)
 }))
 
 test.run()
