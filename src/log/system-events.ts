@@ -58,11 +58,14 @@ interface Window { count: number, recipients: Set<string>, timer: NodeJS.Timeout
  * @param system the actor system (the control plane's, a node's)
  * @param log where the lines go (bind the system's own ids first, e.g. `{ node }`)
  * @param windowMs one dead-letter summary per reason per this long (tests shorten it)
+ * @param told true for an actor whose failure its caller is told of some other way (a failed
+ *   listen is the command's own error): its failures and restarts are not logged again
  */
-export function watchSystem (system: ActorSystem, log: Logger, windowMs = DeadLetterLogDefaults.windowMs): SystemWatch {
+export function watchSystem (system: ActorSystem, log: Logger, windowMs = DeadLetterLogDefaults.windowMs, told?: (address: string) => boolean): SystemWatch {
   const windows = new Map<DeadLetterReason, Window>()
 
   const onFailed = ({ address, error }: { address: string, error: unknown }): void => {
+    if (told?.(address) === true) return
     if (isWarrenError(error, ErrorCodes.SUPERVISOR_INTENSITY)) {
       log.error({ actor: address, ...idsOfAddress(address), err: error }, 'supervisor gave up: its children failed too often')
       return
@@ -70,6 +73,7 @@ export function watchSystem (system: ActorSystem, log: Logger, windowMs = DeadLe
     log.error({ actor: address, ...idsOfAddress(address), err: errorField(error) }, 'actor failed')
   }
   const onRestart = (e: SupervisorRestart): void => {
+    if (told?.(e.child.includes('/') ? e.child : `${e.supervisor.split('/')[0]}/${e.child}`) === true) return
     log.warn({ supervisor: e.supervisor, child: e.child, cause: e.reason, ...(e.delayMs !== undefined ? { delayMs: e.delayMs } : {}), ...idsOfAddress(e.child.includes('/') ? e.child : `${e.supervisor.split('/')[0]}/${e.child}`) },
       e.delayMs !== undefined ? 'supervisor restarts a child after a backoff' : 'supervisor restarted a child')
   }

@@ -98,8 +98,10 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   }
   const joinToken = store.rotateJoinToken()
   const log = options.logger ?? defaultLogger()
+  let listenError: Error | undefined
   // Failures, restarts and dead letters of the control plane's actors, each logged once with its cause.
-  const watch = watchSystem(system, log)
+  // A gateway that cannot listen is the caller's error (a busy port, named), not a log line as well.
+  const watch = watchSystem(system, log, undefined, (address) => listenError !== undefined && address === `${CONTROL_PLANE}/gateway`)
   const audit = new AuditLog({ ...(options.dataDir !== undefined ? { dir: options.dataDir } : {}), log, ...(options.audit !== undefined ? { tunables: options.audit } : {}) })
 
   const ref = <M>(name: string) => (): Ref<M> => {
@@ -117,7 +119,6 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const shards = (): Ref<ShardMessage>[] => shardRefs.map((get) => get())
 
   let url = ''
-  let listenError: Error | undefined
   const big = { mailbox: { capacity: 100_000 } }
   const children: ChildSpec[] = [
     { id: 'iam', start: createIam(store), spawn: { name: 'iam', ...big } },
