@@ -17,7 +17,8 @@ test('a crashing placement shard is logged once with its cause, and its restart 
   defer(() => cp.close())
   const nodeOut = capture()
   const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'logs-1', functionsDir, logger: createLogger({ level: 'info', destination: nodeOut }) })
-  defer(() => node.close())
+  let closed = false
+  defer(async () => { if (!closed) await node.close() })
   await waitFor(() => out.records().some((r) => r.msg === 'node joined' && r.node === 'logs-1'), 5000, 'the join logged')
   assert.ok(nodeOut.records().some((r) => r.msg === 'node agent started' && r.node === 'logs-1' && r.adopted === 0), JSON.stringify(nodeOut.records()))
 
@@ -58,6 +59,18 @@ test('a crashing placement shard is logged once with its cause, and its restart 
   const auth = out.records().filter((r) => r.msg === 'authentication refused')
   assert.equal([auth.length, auth[0]!.keyId, auth[0]!.code], [1, keyId, 'WARREN_ERR_UNAUTHENTICATED'])
   assert.not.match(out.lines.join(''), /AAAAAAAAAAAAAAAAAAAA/)
+
+  // A node that leaves is lost with that cause; the same node back is a rejoin.
+  closed = true
+  await node.close()
+  await waitFor(() => out.records().some((r) => r.msg === 'node lost'), 5000, 'the loss logged')
+  const lost = out.records().filter((r) => r.msg === 'node lost')
+  assert.equal([lost.length, lost[0]!.node, lost[0]!.level], [1, 'logs-1', 'warn'])
+  assert.match(lost[0]!.cause, /left/)
+  const again = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'logs-1', functionsDir })
+  defer(() => again.close())
+  await waitFor(() => out.records().some((r) => r.msg === 'node rejoined'), 5000, 'the rejoin logged')
+  assert.is(out.records().filter((r) => r.msg === 'node rejoined' && r.node === 'logs-1').length, 1)
 }))
 
 test.run()
