@@ -79,7 +79,9 @@ export interface ControlPlane {
 export async function startControlPlane (options: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const o = { ...ControlPlaneDefaults, ...options }
   const system = new ActorSystem({ name: CONTROL_PLANE })
-  const state = openState(options.dataDir)
+  const log = options.logger ?? defaultLogger()
+  // What the import of an earlier version's files could not take is the operator's to read.
+  const state = openState(options.dataDir, (message) => log.warn({ part: 'state' }, message))
   const store = new IamStore(state.db)
   const names = new NameIndex(state.db)
   const kinds = new LayerKinds(state.db)
@@ -97,7 +99,6 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     throw err
   }
   const joinToken = store.rotateJoinToken()
-  const log = options.logger ?? defaultLogger()
   let listenError: Error | undefined
   // Failures, restarts and dead letters of the control plane's actors, each logged once with its cause.
   // A gateway that cannot listen is the caller's error (a busy port, named), not a log line as well.

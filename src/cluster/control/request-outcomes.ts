@@ -65,10 +65,12 @@ export function createRequestOutcomes (o: { principal: Principal, audit?: AuditS
       const pub = toPublicError(err)
       const field = pub.details?.field
       const id = (req as { id?: unknown } | undefined)?.id
+      const execId = (req as { execId?: unknown } | undefined)?.execId
       o.log[levelOf(pub.code)]({
         code: pub.code, type: req?.type ?? typeOf(body), tenant, keyId,
         ...(typeof field === 'string' ? { field: field.slice(0, 256) } : {}),
         ...(typeof id === 'string' ? { sandbox: id } : {}),
+        ...(typeof execId === 'string' ? { exec: execId } : {}),
         reason: pub.message.slice(0, 1024),
         // A bug's own error, with its stack: the public one only says where.
         ...(pub.code === ErrorCodes.INTERNAL ? { err: errorField(err) } : {})
