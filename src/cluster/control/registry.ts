@@ -117,7 +117,8 @@ export class Registry extends Actor<RegistryMessage> {
 
   private lose (member: Member, cause: string): void {
     member.alive = false
-    this.log.warn({ node: member.id, shard: member.shard, cause }, 'node lost')
+    // A node that said it leaves is news; one that fell silent is trouble.
+    this.log[cause.startsWith('it left') ? 'info' : 'warn']({ node: member.id, shard: member.shard, cause }, 'node lost')
     this.o.shards()[member.shard]!.tell({ type: 'node-lost', id: member.id })
     this.o.directory().tell({ type: 'node-lost', nodeId: member.id })
   }

@@ -65,7 +65,7 @@ test('a crashing placement shard is logged once with its cause, and its restart 
   await node.close()
   await waitFor(() => out.records().some((r) => r.msg === 'node lost'), 5000, 'the loss logged')
   const lost = out.records().filter((r) => r.msg === 'node lost')
-  assert.equal([lost.length, lost[0]!.node, lost[0]!.level], [1, 'logs-1', 'warn'])
+  assert.equal([lost.length, lost[0]!.node, lost[0]!.level], [1, 'logs-1', 'info'])
   assert.match(lost[0]!.cause, /left/)
   const again = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'logs-1', functionsDir })
   defer(() => again.close())
