@@ -48,14 +48,19 @@ export function createRequestOutcomes (o: { principal: Principal, audit?: AuditS
     const found = auditAction(r)
     if (found === undefined) return
     const at = Date.now()
-    const record: AuditRecord = {
-      at, action: found.action, tenant, keyId, outcome, ms: at - startedAt,
+    let fields: Partial<AuditRecord> = {}
+    try {
       // The ids of a request that did not parse are not trusted enough to keep.
-      ...(parsed && found.rule.fields !== undefined ? found.rule.fields(r as never, result) : {}),
+      if (parsed && found.rule.fields !== undefined) fields = found.rule.fields(r as never, result)
+    } catch (e) {
+      // A row that cannot read this result is a bug of the row: the request's answer stands, the record keeps what it can.
+      o.log.error({ action: found.action, err: errorField(e) }, 'audit fields could not be read')
+    }
+    o.audit.append({
+      at, action: found.action, tenant, keyId, outcome, ms: at - startedAt, ...fields,
       ...(err !== undefined && typeof err.details?.field === 'string' ? { field: err.details.field.slice(0, 256) } : {}),
       ...(err !== undefined ? { message: err.message.slice(0, 1024) } : {})
-    }
-    o.audit.append(record)
+    })
   }
   return {
     ok (req, result, startedAt) {
