@@ -306,3 +306,7 @@ class Client:
 
     def create_token(self, tenant: str, scopes: Sequence[str]) -> str:
         return self._lt.run(self._c.create_token(tenant, scopes))
+
+    def audit(self, **filters: Any) -> dict[str, Any]:
+        """As ``AsyncClient.audit`` (``tenant``, ``sandbox``, ``action``, ``since``, ``until``, ``limit``)."""
+        return self._lt.run(self._c.audit(**filters))
