@@ -119,6 +119,23 @@ def test_a_key_without_the_scope_is_forbidden(cluster):
     run(body)
 
 
+def test_the_audit_log_records_a_create_and_only_an_admin_reads_it(cluster):
+    async def body():
+        async with await connect(cluster, cluster.token) as tenant:
+            sb = await tenant.create(backend="function", labels=label())
+            await sb.kill()
+            with pytest.raises(warren.ForbiddenError) as e:
+                await tenant.audit()
+            assert e.value.details.get("scope") == "admin"
+        async with await connect(cluster, cluster.admin_token) as admin:
+            page = await admin.audit(sandbox=sb.id)
+            assert [(r["action"], r["outcome"]) for r in page["records"]] == [("sandbox.create", "ok"), ("sandbox.kill", "ok")]
+            with pytest.raises(warren.InvalidArgumentError) as bad:
+                await admin.audit(limit=0)
+            assert bad.value.details.get("field") == "limit"
+    run(body)
+
+
 def test_an_unreachable_cluster_is_connection_closed_within_the_connect_timeout(cluster):
     import socket
     with socket.socket() as s:

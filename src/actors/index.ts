@@ -7,5 +7,5 @@ export { ActorSystem, type ActorSystemOptions, type RemoteRouter } from './syste
 export {
   describeReason, isAbnormal, isFailure,
   type ActorFailure, type AskOptions, type DeadLetter, type DeadLetterReason, type Envelope,
-  type ExitReason, type MailboxOptions, type OverflowPolicy, type Ref, type ReplyTo, type SpawnOptions
+  type ExitReason, type MailboxOptions, type OverflowPolicy, type Ref, type ReplyTo, type SpawnOptions, type SupervisorRestart
 } from './types.js'

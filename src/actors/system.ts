@@ -2,8 +2,9 @@
  * ActorSystem: the registry of a process's actors, the scheduler that runs them, the table of
  * pending asks and the dead-letter count. One per process (or per test).
  *
- * Events: `deadLetter` (DeadLetter), `actorFailed` ({ address, error }), `error`-free by
- * design: a failing actor is reported, never thrown into the event loop.
+ * Events: `deadLetter` (DeadLetter), `actorFailed` ({ address, error }), `supervisorRestart`
+ * (SupervisorRestart); `error`-free by design: a failing actor is reported, never thrown into
+ * the event loop.
  */
 import { EventEmitter } from 'node:events'
 import { createError, ErrorCodes } from '../errors.js'
@@ -13,7 +14,7 @@ import { systemClock, type Clock } from './clock.js'
 import type { StopTimeout } from './context.js'
 import { ActorDefaults } from './defaults.js'
 import { Scheduler } from './scheduler.js'
-import type { AskOptions, DeadLetter, DeadLetterReason, Envelope, ExitReason, Ref, SpawnOptions } from './types.js'
+import type { AskOptions, DeadLetter, DeadLetterReason, Envelope, ExitReason, Ref, SpawnOptions, SupervisorRestart } from './types.js'
 
 export interface ActorSystemOptions {
   /** This system's name: the first part of every local address. Default `local`. */
@@ -217,6 +218,11 @@ export class ActorSystem extends EventEmitter {
   /** @internal A postStop threw: reported, the actor still ends. */
   reportError (address: string, error: unknown): void {
     if (this.listenerCount('actorFailed') > 0) this.emit('actorFailed', { address, error })
+  }
+
+  /** @internal A supervisor restarted a child (or scheduled it): reported as an event. */
+  reportRestart (event: SupervisorRestart): void {
+    if (this.listenerCount('supervisorRestart') > 0) this.emit('supervisorRestart', event)
   }
 
   /** A snapshot for metrics and debugging. */

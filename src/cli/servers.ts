@@ -11,6 +11,15 @@ import { createError, ErrorCodes } from '../errors.js'
 import { configPath, writeConfig } from '../sdk/index.js'
 import { systemCause } from './failure.js'
 import { parseMilliseconds, parsePairs } from './units.js'
+import { createLogger, resolveLogLevel, type Logger } from '../log/index.js'
+
+/**
+ * The servers' logger: `--log-level`, else WARREN_LOG_LEVEL, else info; JSON lines on stderr,
+ * pretty when stderr is a terminal. What the CLI tells its user stays on stdout, as before.
+ */
+function serverLogger (flag: string | undefined): Logger {
+  return createLogger({ level: resolveLogLevel(flag) })
+}
 
 function waitForSignal (): Promise<string> {
   return new Promise((resolve) => {
@@ -43,7 +52,7 @@ function listenRefusal (err: unknown, host: string, port: number): unknown {
 
 export interface UpFlags {
   port?: string, host?: string, 'data-dir'?: string, 'functions-dir'?: string, shards?: string, 'no-local-node'?: boolean, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, kernel?: string, 'kernel-modules'?: string,
-  'trajectory-retention'?: string, 'rotate-admin-key'?: boolean
+  'trajectory-retention'?: string, 'rotate-admin-key'?: boolean, 'log-level'?: string
 }
 
 /** The node's microvm options from `--kernel` / `--kernel-modules`. */
@@ -72,17 +81,19 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw createError(ErrorCodes.INVALID_ARGUMENT, `--port must be 0-65535, got ${flags.port}`, { field: 'port' })
   const host = flags.host ?? ControlPlaneDefaults.host
   const retention = flags['trajectory-retention'] !== undefined ? parseMilliseconds(flags['trajectory-retention'], 'trajectory-retention') : undefined
+  const logger = serverLogger(flags['log-level'])
   const cp = await startControlPlane({
     port,
     host,
     dataDir,
+    logger,
     ...(flags.shards !== undefined ? { shards: Number(flags.shards) } : {}),
     ...(retention !== undefined ? { trajectoryRetentionMs: retention } : {})
   }).catch((err: unknown) => { throw listenRefusal(err, host, port) })
   let node: NodeProcess | undefined
   try {
     if (flags['no-local-node'] !== true) {
-      node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null, dataDir, lazyLayers: flags['no-lazy-layers'] !== true, ...kernelOptions(flags) })
+      node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null, dataDir, lazyLayers: flags['no-lazy-layers'] !== true, logger, ...kernelOptions(flags) })
     }
     // The same admin key across restarts: the one the config file holds, when it still is the
     // admin key. A new one (the first, or rotated) is written to the config before it is committed.
@@ -114,13 +125,15 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   return 0
 }
 
-export interface NodeFlags { join?: string, token?: string, 'node-id'?: string, 'data-dir'?: string, 'functions-dir'?: string, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, 'egress-host'?: string[], kernel?: string, 'kernel-modules'?: string }
+export interface NodeFlags { join?: string, token?: string, 'node-id'?: string, 'data-dir'?: string, 'functions-dir'?: string, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, 'egress-host'?: string[], kernel?: string, 'kernel-modules'?: string, 'log-level'?: string }
 
 /** `warren node --join URL --token T`: joins and runs until a signal. */
 export async function node (flags: NodeFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
   if (flags.join === undefined || flags.token === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren node --join URL --token JOIN_TOKEN [--node-id ID]', { field: flags.join === undefined ? 'join' : 'token' })
   const dataDir = flags['data-dir'] ?? join(homedir(), '.warren', 'node')
+  const logger = serverLogger(flags['log-level'])
   const n = await startNode({
+    logger,
     url: flags.join,
     joinToken: flags.token,
     nodeId: flags['node-id'] ?? persistentNodeId(dataDir),

@@ -4,6 +4,7 @@
  */
 import { command, type CommandSpec } from './command.js'
 import * as admin from './admin.js'
+import { audit } from './audit.js'
 import * as commands from './commands.js'
 import * as image from './image.js'
 import * as replay from './replay.js'
@@ -23,6 +24,11 @@ const LAYER_FLAGS = {
 const KERNEL_FLAGS = {
   kernel: { type: 'string', value: 'FILE', help: 'the guest kernel (bzImage) microVMs boot, instead of Debian\'s' },
   'kernel-modules': { type: 'string', value: 'DIR', help: 'that kernel\'s lib/modules/<release> tree (with modules.dep)' }
+} as const
+
+/** The servers' log level (JSON lines on stderr; pretty on a terminal). */
+const LOG_FLAGS = {
+  'log-level': { type: 'string', value: 'LEVEL', help: 'trace, debug, info (the default), warn, error or silent; also WARREN_LOG_LEVEL' }
 } as const
 
 const DIR_FLAGS = {
@@ -64,7 +70,8 @@ export const COMMANDS: readonly CommandSpec[] = [
       'trajectory-retention': { type: 'string', value: 'DURATION', help: 'how long a trajectory is kept after its sandbox ended (7d; 12h, 90m)' },
       'rotate-admin-key': { type: 'boolean', help: 'make a new admin key (the old one stops working); for an admin key lost' },
       ...LAYER_FLAGS,
-      ...KERNEL_FLAGS
+      ...KERNEL_FLAGS,
+      ...LOG_FLAGS
     },
     run: async ({ values }) => await servers.up(values)
   }),
@@ -78,7 +85,8 @@ export const COMMANDS: readonly CommandSpec[] = [
       ...DIR_FLAGS,
       ...LAYER_FLAGS,
       ...KERNEL_FLAGS,
-      'egress-host': { type: 'string', multiple: true, value: 'NAME=ADDR:PORT', help: 'an inside address sandboxes may reach by NAME' }
+      'egress-host': { type: 'string', multiple: true, value: 'NAME=ADDR:PORT', help: 'an inside address sandboxes may reach by NAME' },
+      ...LOG_FLAGS
     },
     run: async ({ values }) => await servers.node(values)
   }),
@@ -288,6 +296,21 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: 'read or set a tenant\'s quotas (admin; as warren quota get / set)',
     flags: { tenant: { type: 'string', value: 'T', help: 'the tenant (required)' }, ...QUOTA_FLAGS },
     run: async ({ values }) => await admin.quotaGet(values.tenant, values)
+  }),
+  command({
+    name: 'audit',
+    summary: 'the audit log: who created, killed, ran, wrote, snapshotted, changed keys and quotas, and how it ended (admin)',
+    details: 'The newest records matching, oldest first. e.g. warren audit --tenant team-a --action sandbox --since 1h\n' +
+      '--action takes an action (sandbox.create, exec, file.write, token.create, quota.set…) or its group (sandbox, file).',
+    flags: {
+      tenant: { type: 'string', value: 'T', help: 'only what this tenant\'s keys did' },
+      sandbox: { type: 'string', value: 'ID', help: 'only what named this sandbox' },
+      action: { type: 'string', value: 'A', help: 'only this action, or group of actions' },
+      since: { type: 'string', value: 'DURATION', help: 'only the last DURATION (1h, 30m, 7d)' },
+      limit: { type: 'string', value: 'N', help: 'at most N records (100; at most 1000)' },
+      json: { type: 'boolean', help: 'JSON lines, one record each' }
+    },
+    run: async ({ values }) => await audit(values)
   }),
   command({
     name: 'nodes',

@@ -1,4 +1,5 @@
 /** The domain actors: the public face of src/cluster. */
+export * from './audit/index.js'
 export * from './control/index.js'
 export * from './iam/index.js'
 export * from './node/index.js'

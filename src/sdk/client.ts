@@ -9,7 +9,7 @@
  */
 import { nanoid } from 'nanoid'
 import { ActorSystem } from '../actors/index.js'
-import { CLIENT_ADDRESS, LifecycleDefaults, SESSION_ADDRESS, type ClientRequest, type ClusterStats, type KillOutcome, type Quotas, type RecordedBytes, type SandboxStateNotice, type SandboxView, type Step, type TrajectoryPage } from '../cluster/index.js'
+import { CLIENT_ADDRESS, LifecycleDefaults, SESSION_ADDRESS, type AuditPage, type AuditQuery, type ClientRequest, type ClusterStats, type KillOutcome, type Quotas, type RecordedBytes, type SandboxStateNotice, type SandboxView, type Step, type TrajectoryPage } from '../cluster/index.js'
 import { createError, ErrorCodes, isWarrenError, type WarrenError } from '../errors.js'
 import { createLinkClient, type LinkClient, type LinkOptionsInput } from '../transport/index.js'
 import { resolveConfig } from './config.js'
@@ -310,6 +310,14 @@ export class Client {
    */
   async clusterStats (windowSec?: number): Promise<ClusterStats> {
     return await this.request<ClusterStats>({ type: 'cluster-stats', ...(windowSec !== undefined ? { windowSec } : {}) })
+  }
+
+  /**
+   * Admin: the newest audit records matching the filters (at most `limit`, 1–1,000, default
+   * 100), oldest first; `truncated` when older ones matched too (narrow `since`/`until` to see them).
+   */
+  async audit (query: AuditQuery = {}): Promise<AuditPage> {
+    return await this.request<AuditPage>({ type: 'audit-query', ...query } as unknown as ClientRequest)
   }
 
   /** Sends one request to the session. */

@@ -1,6 +1,6 @@
 /** The SDK: the public face of src/sdk, and the package's main export. */
 export { Client, ClientDefaults, connect, type ConnectOptions, type CreateSpec, type ListFilter } from './client.js'
-export type { KillOutcome, RecordedBytes, Step, TrajectoryHeader, TrajectoryPage } from '../cluster/index.js'
+export type { AuditPage, AuditQuery, AuditRecord, KillOutcome, RecordedBytes, Step, TrajectoryHeader, TrajectoryPage } from '../cluster/index.js'
 export { configPath, resolveConfig, writeConfig, type WarrenConfig } from './config.js'
 export type { ExecChunk } from './exec.js'
 export { FilesClientDefaults, SandboxFiles, type FileInfo, type ReadFormat, type WriteData, type WriteInfo } from './files.js'

@@ -223,6 +223,17 @@ class AsyncClient:
         r: dict[str, Any] = await self._link.request(msg)
         return r
 
+    async def audit(self, *, tenant: str | None = None, sandbox: str | None = None, action: str | None = None,
+                    since: int | None = None, until: int | None = None, limit: int | None = None) -> dict[str, Any]:
+        """Admin: the newest audit records matching the filters (``since``/``until`` in ms since the epoch,
+        ``action`` an action or its group, ``limit`` 1-1000), oldest first: ``{"records": [...], "truncated": bool}``."""
+        msg: dict[str, Any] = {"type": "audit-query"}
+        for k, v in (("tenant", tenant), ("sandbox", sandbox), ("action", action), ("since", since), ("until", until), ("limit", limit)):
+            if v is not None:
+                msg[k] = v
+        r: dict[str, Any] = await self._link.request(msg)
+        return r
+
     def _create_message(self, spec: Mapping[str, Any], count: int | None, deadline_ms: int | None) -> dict[str, Any]:
         msg: dict[str, Any] = {"type": "create", "spec": camel_spec(spec)}
         if count is not None:

@@ -324,3 +324,7 @@ class Client:
                    create_burst: float | None = None) -> dict[str, Any]:
         return self._lt.run(self._c.set_quotas(tenant, max_sandboxes=max_sandboxes, creates_per_second=creates_per_second,
                                                create_burst=create_burst))
+
+    def audit(self, **filters: Any) -> dict[str, Any]:
+        """As ``AsyncClient.audit`` (``tenant``, ``sandbox``, ``action``, ``since``, ``until``, ``limit``)."""
+        return self._lt.run(self._c.audit(**filters))

@@ -31,6 +31,8 @@ import { createSnapshotIndex, type SnapshotIndexMessage, type SnapshotTunables }
 import { SnapshotStore } from './snapshot-store.js'
 import { HibernatedStore } from './hibernated-store.js'
 import { CreationSeries } from './creation-series.js'
+import { AuditLog, type AuditTunables } from '../audit/index.js'
+import { defaultLogger, watchSystem, type Logger } from '../../log/index.js'
 
 /** The control plane's actor system name: nodes address `cp/registry` and `cp/directory`. */
 export const CONTROL_PLANE = 'cp'
@@ -57,6 +59,10 @@ export interface ControlPlaneOptions {
   trajectoryRetentionMs?: number
   /** Snapshot bounds (SnapshotDefaults): diffs before a flatten, snapshots per tenant, the collector's period. */
   snapshots?: Partial<SnapshotTunables>
+  /** Where the control plane logs (default: silent unless WARREN_LOG_LEVEL names a level). */
+  logger?: Logger
+  /** Bounds of the audit log (AuditDefaults): file size before rotation, files kept, the write queue. */
+  audit?: Partial<AuditTunables>
 }
 
 export interface ControlPlane {
@@ -81,7 +87,9 @@ export interface ControlPlane {
 export async function startControlPlane (options: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const o = { ...ControlPlaneDefaults, ...options }
   const system = new ActorSystem({ name: CONTROL_PLANE })
-  const state = openState(options.dataDir)
+  const log = options.logger ?? defaultLogger()
+  // What the import of an earlier version's files could not take is the operator's to read.
+  const state = openState(options.dataDir, (message) => log.warn({ part: 'state' }, message))
   const store = new IamStore(state.db)
   const names = new NameIndex(state.db)
   const kinds = new LayerKinds(state.db)
@@ -101,6 +109,11 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const joinToken = store.rotateJoinToken()
   // Outlives a restart of the gateway (the page's charts keep their minutes): one per control plane.
   const creations = new CreationSeries()
+  let listenError: Error | undefined
+  // Failures, restarts and dead letters of the control plane's actors, each logged once with its cause.
+  // A gateway that cannot listen is the caller's error (a busy port, named), not a log line as well.
+  const watch = watchSystem(system, log, undefined, (address) => listenError !== undefined && address === `${CONTROL_PLANE}/gateway`)
+  const audit = new AuditLog({ ...(options.dataDir !== undefined ? { dir: options.dataDir } : {}), log, ...(options.audit !== undefined ? { tunables: options.audit } : {}) })
 
   const ref = <M>(name: string) => (): Ref<M> => {
     const r = system.lookup<M>(`${CONTROL_PLANE}/${name}`)
@@ -117,7 +130,6 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const shards = (): Ref<ShardMessage>[] => shardRefs.map((get) => get())
 
   let url = ''
-  let listenError: Error | undefined
   const big = { mailbox: { capacity: 100_000 } }
   const children: ChildSpec[] = [
     {
@@ -128,7 +140,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       }),
       spawn: { name: 'iam', ...big }
     },
-    { id: 'registry', start: createRegistry({ shards, directory, heartbeatTimeoutMs: o.heartbeatTimeoutMs }), spawn: { name: 'registry', ...big } },
+    { id: 'registry', start: createRegistry({ shards, directory, heartbeatTimeoutMs: o.heartbeatTimeoutMs, log }), spawn: { name: 'registry', ...big } },
     {
       id: 'placement',
       shutdown: 'infinity',
@@ -159,7 +171,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       id: 'gateway',
       shutdown: 'infinity',
       start: createGateway({
-        port: o.port, host: o.host, iam, shards, directory, registry, images, snapshots, trajectories, creations,
+        port: o.port, host: o.host, iam, shards, directory, registry, images, snapshots, trajectories, creations, audit, log,
         ...(blobRoot !== undefined ? { blobRoot } : {}),
         ...(options.link !== undefined ? { link: options.link } : {}),
         ...(options.upload !== undefined ? { upload: options.upload } : {}),
@@ -177,6 +189,8 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     if (listenError === undefined) throw err
     await system.stop(root, 15_000).catch(() => {})
     await system.shutdown(1000)
+    watch.close()
+    await audit.close()
     state.close()
     throw listenError
   })
@@ -191,6 +205,8 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     async close () {
       await system.stop(root, 15_000)
       await system.shutdown(1000)
+      watch.close()
+      await audit.close()
       state.close()
     }
   }

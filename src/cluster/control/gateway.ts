@@ -24,6 +24,8 @@ import { createSession } from './session.js'
 import type { SnapshotIndexMessage } from './snapshot-index.js'
 import type { CreationSeries } from './creation-series.js'
 import { createPageRoutes } from '../../web/page-routes.js'
+import type { AuditSink } from '../audit/index.js'
+import type { Logger } from '../../log/index.js'
 
 export interface GatewayOptions {
   port: number
@@ -47,6 +49,10 @@ export interface GatewayOptions {
   onListening?: (url: string, port: number) => void
   /** Told why listening failed (a busy port: EADDRINUSE, with its address and port), before the actor fails with it. */
   onListenError?: (err: Error) => void
+  /** The audit log every session writes to. */
+  audit?: AuditSink
+  /** Where sessions log refused requests (none: silent). */
+  log?: Logger
 }
 
 type Peer = { kind: 'user', principal: Principal } | { kind: 'node' }
@@ -106,9 +112,16 @@ export class Gateway extends Actor<GatewayMessage> {
 
   private async authenticate (token: string): Promise<Peer | null> {
     if (token.startsWith('wrnj_')) {
-      return await this.o.iam().ask<boolean>({ type: 'check-join', token }) ? { kind: 'node' } : null
+      if (await this.o.iam().ask<boolean>({ type: 'check-join', token })) return { kind: 'node' }
+      this.o.log?.warn({ code: ErrorCodes.UNAUTHENTICATED }, 'node join refused: not the join token')
+      return null
     }
     const principal = await this.o.iam().ask<Principal | null>({ type: 'authenticate', token })
+    if (principal === null) {
+      // The key's id when the token has a key's shape (a revoked or mistyped key); never the token.
+      const keyId = typeof token === 'string' ? /^wrn_([0-9a-z]{12})_/.exec(token)?.[1] : undefined
+      this.o.log?.info({ code: ErrorCodes.UNAUTHENTICATED, ...(keyId !== undefined ? { keyId } : {}) }, 'authentication refused')
+    }
     return principal === null ? null : { kind: 'user', principal }
   }
 
@@ -124,6 +137,8 @@ export class Gateway extends Actor<GatewayMessage> {
       trajectories: this.o.trajectories,
       snapshots: this.o.snapshots,
       ...(this.o.creations !== undefined ? { creations: this.o.creations } : {}),
+      ...(this.o.audit !== undefined ? { audit: this.o.audit } : {}),
+      ...(this.o.log !== undefined ? { log: this.o.log } : {}),
       notify: (notice) => { if (link.state !== 'closed') { try { link.tell(CLIENT_ADDRESS, notice) } catch { /* bounded buffer full: notices are best effort */ } } }
     }), { mailbox: { capacity: 10_000 } })
     link.on('close', () => { void this.ctx.system.stop(session) })

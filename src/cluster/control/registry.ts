@@ -8,6 +8,7 @@ import { Actor, type Ref } from '../../actors/index.js'
 import type { NodeCapacity, NodeUsage, PlacementRequest, RecoveredNode, ShardMessage } from '../placement/index.js'
 import type { SandboxSummary } from '../node/index.js'
 import type { DirectoryMessage } from './directory.js'
+import { silentLogger, type Logger } from '../../log/index.js'
 
 export const RegistryDefaults = {
   heartbeatTimeoutMs: 3000,
@@ -30,6 +31,8 @@ export interface RegistryOptions {
   heartbeatTimeoutMs?: number
   checkEveryMs?: number
   now?: () => number
+  /** Where joins, losses and rejoins are logged (none: silent). */
+  log?: Logger
 }
 
 interface Member { id: string, capacity: NodeCapacity, lastSeen: number, alive: boolean, shard: number, layers: string[] }
@@ -54,11 +57,13 @@ export class Registry extends Actor<RegistryMessage> {
   private readonly members = new Map<string, Member>()
   private readonly timeoutMs: number
   private readonly now: () => number
+  private readonly log: Logger
 
   constructor (private readonly o: RegistryOptions) {
     super()
     this.timeoutMs = o.heartbeatTimeoutMs ?? RegistryDefaults.heartbeatTimeoutMs
     this.now = o.now ?? Date.now
+    this.log = o.log ?? silentLogger()
   }
 
   preStart (): void {
@@ -70,6 +75,11 @@ export class Registry extends Actor<RegistryMessage> {
       case 'join': {
         const shards = this.o.shards()
         const shard = shardOf(m.nodeId, shards.length)
+        const before = this.members.get(m.nodeId)
+        const sandboxes = Array.isArray(m.sandboxes) ? m.sandboxes.length : 0
+        if (before === undefined) this.log.info({ node: m.nodeId, shard, sandboxes }, 'node joined')
+        else if (!before.alive) this.log.info({ node: m.nodeId, shard, sandboxes, awayMs: this.now() - before.lastSeen }, 'node rejoined')
+        else this.log.info({ node: m.nodeId, shard, sandboxes }, 'node joined again (a restarted agent)')
         this.members.set(m.nodeId, { id: m.nodeId, capacity: m.capacity, lastSeen: this.now(), alive: true, shard, layers: m.layers ?? [] })
         shards[shard]!.tell({ type: 'node-up', id: m.nodeId, capacity: m.capacity, ...(m.layers !== undefined ? { layers: m.layers } : {}) })
         this.o.directory().tell({ type: 'node-sandboxes', nodeId: m.nodeId, sandboxes: Array.isArray(m.sandboxes) ? m.sandboxes : [] })
@@ -88,13 +98,13 @@ export class Registry extends Actor<RegistryMessage> {
       case 'leave': {
         // A node shutting down says so: placement stops choosing it now, not after the timeout.
         const member = this.members.get(m.nodeId)
-        if (member !== undefined && member.alive) this.lose(member)
+        if (member !== undefined && member.alive) this.lose(member, 'it left (shutting down)')
         return true
       }
       case 'check': {
         const now = this.now()
         for (const member of this.members.values()) {
-          if (member.alive && now - member.lastSeen > this.timeoutMs) this.lose(member)
+          if (member.alive && now - member.lastSeen > this.timeoutMs) this.lose(member, `no heartbeat for ${now - member.lastSeen} ms (timeout ${this.timeoutMs} ms)`)
         }
         return undefined
       }
@@ -105,8 +115,10 @@ export class Registry extends Actor<RegistryMessage> {
     }
   }
 
-  private lose (member: Member): void {
+  private lose (member: Member, cause: string): void {
     member.alive = false
+    // A node that said it leaves is news; one that fell silent is trouble.
+    this.log[cause.startsWith('it left') ? 'info' : 'warn']({ node: member.id, shard: member.shard, cause }, 'node lost')
     this.o.shards()[member.shard]!.tell({ type: 'node-lost', id: member.id })
     this.o.directory().tell({ type: 'node-lost', nodeId: member.id })
   }

@@ -17,6 +17,7 @@ import { parseFileRequest } from './file-requests.js'
 import { isDigest } from '../../images/blob/index.js'
 import { TrajectoryDefaults } from '../trajectory/index.js'
 import { CreationSeriesDefaults } from './creation-series.js'
+import { AuditDefaults, type AuditQuery } from '../audit/index.js'
 
 /** What an SDK may ask of its session. */
 export type ClientRequest =
@@ -73,6 +74,8 @@ export type ClientRequest =
   | { type: 'replay', id: string, upTo?: number, compare?: ReplayCompare, spec?: ReplaySpec }
   /** Sandbox `id` (lost or ended) made again under its id: from its newest snapshot, then the steps after it. */
   | { type: 'restore', id: string }
+  /** Admin: the newest audit records matching the filters (`AuditQuery`). */
+  | { type: 'audit-query', query: AuditQuery }
 
 /** What a replay compares of each command: its exit code, or that and the sha256 of its stdout and stderr. */
 export type ReplayCompare = 'exit' | 'output'
@@ -301,7 +304,18 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
   replay: (r) => ({
     type: 'replay', id: id(r), ...opt(r, 'upTo', count), ...opt(r, 'compare', (v, f) => oneOf(v, f, REPLAY_COMPARE)), ...opt(r, 'spec', (v) => replaySpec(v))
   }),
-  restore: (r) => ({ type: 'restore', id: id(r) })
+  restore: (r) => ({ type: 'restore', id: id(r) }),
+  'audit-query': (r) => ({
+    type: 'audit-query',
+    query: {
+      ...opt(r, 'tenant', (v, f) => text(v, f, RequestLimits.maxNameLength)),
+      ...opt(r, 'sandbox', (v, f) => text(v, f, RequestLimits.maxIdLength)),
+      ...opt(r, 'action', (v, f) => text(v, f, 64)),
+      ...opt(r, 'since', count),
+      ...opt(r, 'until', count),
+      ...opt(r, 'limit', (v, f) => { if (positive(v, f) > AuditDefaults.maxQueryLimit) invalid(f, `must be an integer from 1 to ${AuditDefaults.maxQueryLimit}`); return v as number })
+    }
+  })
 }
 
 const hasOwn = Object.prototype.hasOwnProperty

@@ -33,6 +33,9 @@ import { replay } from './replay.js'
 import { restore, type RestoreDeps } from './restore.js'
 import { clusterStats } from './cluster-stats.js'
 import type { CreationSeries } from './creation-series.js'
+import type { AuditSink } from '../audit/index.js'
+import { silentLogger, type Logger } from '../../log/index.js'
+import { createRequestOutcomes, type RequestOutcomes } from './request-outcomes.js'
 
 /**
  * What reaches a session: a client's message as the gateway received it (checked here, never
@@ -67,15 +70,21 @@ export interface SessionOptions {
   notify: (notice: SandboxStateNotice) => void
   /** The control plane's recent creations (the page's charts): this session's creates are counted in it. */
   creations?: CreationSeries
+  /** The audit log (none: nothing is audited, and `audit-query` answers an empty page). */
+  audit?: AuditSink
+  /** Where refused requests are logged (none: silent). */
+  log?: Logger
 }
 
 export class Session extends Actor<SessionMessage> {
   private readonly tenant: string
   private chunksInFlight = 0
+  private readonly outcomes: RequestOutcomes
 
   constructor (private readonly o: SessionOptions) {
     super()
     this.tenant = o.principal.tenant
+    this.outcomes = createRequestOutcomes({ principal: o.principal, log: o.log ?? silentLogger(), ...(o.audit !== undefined ? { audit: o.audit } : {}) })
   }
 
   preStart (): void {
@@ -101,9 +110,24 @@ export class Session extends Actor<SessionMessage> {
     return undefined
   }
 
-  /** Checks one client message and does what it asks; every failure, early or late, is the promise's. */
+  /**
+   * Checks one client message and does what it asks; every failure, early or late, is the
+   * promise's. Every outcome passes `outcomes`: refusals are logged, audited types audited.
+   */
   private async handle (body: unknown): Promise<unknown> {
-    const m = parseClientRequest(body)
+    const startedAt = Date.now()
+    let m: ClientRequest | undefined
+    try {
+      m = parseClientRequest(body)
+      const result = await this.dispatch(m)
+      this.outcomes.ok(m, result, startedAt)
+      return result
+    } catch (err) {
+      throw this.outcomes.refused(body, m, err, startedAt)
+    }
+  }
+
+  private async dispatch (m: ClientRequest): Promise<unknown> {
     switch (m.type) {
       case 'create':
         this.authorize('sandbox:create')
@@ -224,6 +248,9 @@ export class Session extends Actor<SessionMessage> {
       case 'restore':
         this.authorize('sandbox:create')
         return await restore(this.replayDeps(), m.id)
+      case 'audit-query':
+        this.authorize('admin')
+        return await this.o.audit?.query(m.query) ?? { records: [], truncated: false }
     }
   }
 

@@ -13,6 +13,7 @@ import { AheadBudget, FilesDefaults, OutputPool, Sandbox, type FilesLimits, type
 import type { SandboxSpec } from '../spec.js'
 import { NodeTrajectories } from '../trajectory/index.js'
 import type { BlobPusher } from './blob-push.js'
+import { errorField, silentLogger, type Logger } from '../../log/index.js'
 
 /** One sandbox to create: the id and tenant come from the control plane. */
 export interface CreateItem {
@@ -67,6 +68,8 @@ export interface NodeAgentOptions {
   pushBlob?: BlobPusher
   /** The node's trajectory logs and their shipper (without it, logs kept in memory that go nowhere). */
   trajectories?: NodeTrajectories
+  /** Where the agent logs its start, adoptions, reclaims and sandbox ends (none: silent). */
+  log?: Logger
 }
 
 export const NodeAgentDefaults = {
@@ -87,9 +90,11 @@ export class NodeAgent extends Actor<NodeMessage> {
   /** Upload chunks held ahead of gaps by every sandbox here, bounded together. */
   private readonly fileBudget: AheadBudget
   private readonly trajectories: NodeTrajectories
+  private readonly log: Logger
 
   constructor (private readonly o: NodeAgentOptions) {
     super()
+    this.log = o.log ?? silentLogger()
     this.output = new OutputPool(o.output)
     this.fileBudget = new AheadBudget(o.files?.nodeAheadBytes ?? FilesDefaults.nodeAheadBytes)
     this.trajectories = o.trajectories ?? new NodeTrajectories({ nodeId: o.nodeId })
@@ -105,24 +110,32 @@ export class NodeAgent extends Actor<NodeMessage> {
       },
       maxChildren: this.o.maxSandboxes ?? 100_000
     }), { name: 'sandboxes', mailbox: { capacity: 100_000 } })
-    await this.adoptSurvivors()
+    const { adopted, reclaimed } = await this.adoptSurvivors()
     // Logs a previous agent left whose sandboxes were not re-adopted: those sandboxes are gone.
     this.trajectories.endUnclaimed()
+    this.log.info({ adopted, reclaimed, backends: Object.keys(this.o.backends) }, 'node agent started')
   }
 
   /** Sandboxes of durable backends that outlived the previous agent get their actors back. */
-  private async adoptSurvivors (): Promise<void> {
+  private async adoptSurvivors (): Promise<{ adopted: number, reclaimed: number }> {
+    let adopted = 0
+    let reclaimed = 0
     for (const backend of Object.values(this.o.backends)) {
       if (backend?.adopt === undefined) continue
       for (const { handle, meta, paused } of await backend.adopt()) {
         const m = meta as SandboxMeta
         try {
           await this.start({ id: m.id, tenant: m.tenant, spec: m.spec }, backend, { handle, createdAt: m.createdAt, ...(paused === true ? { paused } : {}) })
-        } catch {
+          adopted++
+          this.log.info({ sandbox: m.id, tenant: m.tenant, backend: m.spec.backend, ...(paused === true ? { paused } : {}) }, 'sandbox adopted')
+        } catch (err) {
+          reclaimed++
+          this.log.warn({ sandbox: m.id, tenant: m.tenant, backend: m.spec.backend, err: errorField(err) }, 'sandbox reclaimed: it could not be adopted')
           await backend.kill(handle).catch(() => {})
         }
       }
     }
+    return { adopted, reclaimed }
   }
 
   receive (m: NodeMessage): unknown {
@@ -159,6 +172,18 @@ export class NodeAgent extends Actor<NodeMessage> {
     }))
   }
 
+  /**
+   * A sandbox's end, once, with its reason: at debug when it ended as asked (killed, its TTL, idle,
+   * the node shutting down), at warn when something went wrong (failed, oom, lost).
+   */
+  private logEnd (event: SandboxEvent, backend: string): void {
+    const routine = event.reason === 'killed' || event.reason === 'ttl' || event.reason === 'idle' || event.reason === 'node-shutdown'
+    this.log[routine ? 'debug' : 'warn']({
+      sandbox: event.id, tenant: event.tenant, backend, state: event.state, reason: event.reason ?? event.state,
+      ...(event.code !== undefined ? { code: event.code } : {}), ...(event.message !== undefined ? { cause: event.message } : {})
+    }, 'sandbox ended')
+  }
+
   /** Starts a sandbox actor and waits until its backend sandbox is ready; returns its address. */
   private async start (item: CreateItem, backend: Backend, adopted: SandboxArgs['adopted']): Promise<string> {
     const createdAt = adopted?.createdAt ?? Date.now()
@@ -180,7 +205,10 @@ export class NodeAgent extends Actor<NodeMessage> {
       ...(this.o.pushBlob !== undefined ? { pushBlob: this.o.pushBlob } : {}),
       report: (event) => {
         if (event.state === 'failed') failure = event
-        if (event.state === 'gone' || event.state === 'failed') this.live.delete(event.id)
+        if (event.state === 'gone' || event.state === 'failed') {
+          this.live.delete(event.id)
+          this.logEnd(event, item.spec.backend)
+        }
         this.o.report(event)
       },
       trajectory,

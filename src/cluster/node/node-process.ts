@@ -25,6 +25,7 @@ import { createBlobPusher } from './blob-push.js'
 import { createNodeAgent, type NodeAgentOptions } from './node-agent.js'
 import { NodeTrajectories, type ShipAck, type TrajectoryLimits } from '../trajectory/index.js'
 import { cpus, totalmem } from 'node:os'
+import { defaultLogger, errorField, watchSystem, type Logger } from '../../log/index.js'
 
 export interface NodeOptions {
   /** Control plane URL (`ws://…`). */
@@ -59,6 +60,8 @@ export interface NodeOptions {
   trajectory?: Partial<TrajectoryLimits>
   /** MicroVMs: the operator's guest kernel (and its module tree) instead of Debian's. */
   microvm?: { kernel?: string, kernelModules?: string, pool?: { min?: number, max?: number }, templates?: boolean, guestDir?: string }
+  /** Where the node logs (default: silent unless WARREN_LOG_LEVEL names a level); every line carries `node`. */
+  logger?: Logger
 }
 
 /** Why this machine cannot run container sandboxes, or undefined when it can. */
@@ -87,6 +90,9 @@ export function defaultNodeId (): string {
 export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   const nodeId = options.nodeId ?? defaultNodeId()
   const system = new ActorSystem({ name: nodeId })
+  const log = (options.logger ?? defaultLogger()).child({ node: nodeId })
+  // Failures, restarts and dead letters of the node's actors (sandboxes among them), each logged once.
+  const watch = watchSystem(system, log)
   const backends: Partial<Record<BackendKind, Backend>> = {
     function: createFunctionBackend({ functionsDir: options.functionsDir ?? null })
   }
@@ -106,12 +112,12 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
       cacheDir: join(options.dataDir, 'container', 'cache'),
       mountpoint: join('/run/warren/layers', nodeId),
       // The sandbox reading got EIO; the node says why, once per failure.
-      onError: (message) => process.stderr.write(`warren node ${nodeId}: layer read failed: ${message}\n`),
+      onError: (message) => log.warn({ cause: message }, 'layer read failed'),
       // Its sandboxes on layers the dead server presented end, and their owners learn why.
       onRestart: () => { containerBackend?.layersLost(); microvmBackend?.layersLost() }
     }).catch((err: unknown) => {
       // No FUSE here (or it failed): the node still works, pulling layers whole.
-      process.stderr.write(`warren node ${nodeId}: layers on demand unavailable, pulling them whole: ${(err as Error).message}\n`)
+      log.warn({ err: errorField(err) }, 'layers on demand unavailable, pulling them whole')
       return undefined
     })
     : undefined
@@ -124,7 +130,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   }
   if (vmDataDir !== undefined && vmWhy === undefined) {
     // The guest kernel is fetched and unpacked at the first microvm create (once per data dir).
-    const progress = (line: string): void => { process.stderr.write(`warren node ${nodeId}: ${line}\n`) }
+    const progress = (line: string): void => { log.info({ backend: 'microvm' }, line) }
     backends.microvm = microvmBackend = createMicrovmBackend({
       dataDir: vmDataDir, ...(guestDir !== undefined ? { guestDir } : {}), layerSource, runDir: join(MicrovmDefaults.runDir, nodeId), cgroups: createCgroupProvider(`warren-${nodeId}-vm`),
       ...(lazyViews?.microvm !== undefined ? { lazy: lazyViews.microvm } : {}), ...(options.egress !== undefined ? { egress: options.egress } : {}), ...options.microvm, onProgress: progress
@@ -146,7 +152,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   const pushBlob = createBlobPusher(options.url, options.joinToken)
   // The logs outlive the agent actor (a restarted one finds them) and go to the control plane over the control link.
   const trajectories = new NodeTrajectories({
-    nodeId, pushBlob, ...(options.dataDir !== undefined ? { dir: join(options.dataDir, 'trajectories') } : {}),
+    nodeId, pushBlob, log, ...(options.dataDir !== undefined ? { dir: join(options.dataDir, 'trajectories') } : {}),
     ...(options.trajectory !== undefined ? { limits: options.trajectory } : {}),
     send: async (batch) => {
       const link = control()
@@ -164,7 +170,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
         id: 'agent',
         start: createNodeAgent({
           nodeId, capacity, backends, report: (event) => control()?.tell({ type: 'event', event }),
-          pushBlob,
+          pushBlob, log,
           trajectories,
           ...(options.output !== undefined ? { output: options.output } : {}),
           ...(options.files !== undefined ? { files: options.files } : {})
@@ -197,6 +203,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     return system.lookup<ControlLinkMessage>(`${nodeId}/control`)
   }
   await joinedOnce
+  log.info({ backends: Object.keys(backends), url: options.url, lazyLayers: lazy !== undefined }, 'node started and joined')
   return {
     nodeId,
     system,
@@ -205,6 +212,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     async close () {
       await system.stop(root, 15_000)
       await system.shutdown(1000)
+      watch.close()
       trajectories.close()
       await Promise.all(Object.values(backends).map((b) => b.close().catch(() => {})))
       await lazy?.close().catch(() => {})

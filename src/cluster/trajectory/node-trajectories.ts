@@ -9,6 +9,7 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { BackendKind } from '../../backends/types.js'
+import { errorField, type Logger } from '../../log/index.js'
 import { placementRequestOf, type SandboxSpec } from '../spec.js'
 import { ImageRefDefaults } from '../spec-image.js'
 import { NodeLog, NodeLogDefaults, scanLog, type ScannedLog } from './node-log.js'
@@ -33,6 +34,8 @@ export interface NodeTrajectoriesOptions {
   send?: ShipSend
   limits?: Partial<TrajectoryLimits>
   ship?: Partial<typeof ShipDefaults>
+  /** Where a log that cannot be read is reported (none: silent). */
+  log?: Logger
 }
 
 /** A sandbox whose trajectory starts (or goes on) on this node. */
@@ -163,7 +166,7 @@ export class NodeTrajectories {
       try {
         found = scanLog(dir, id)
       } catch (err) {
-        process.stderr.write(`warren node ${this.o.nodeId}: trajectory log ${name} cannot be read (${(err as Error).message}); it is left as it is\n`)
+        this.o.log?.warn({ node: this.o.nodeId, file: name, err: errorField(err) }, 'a trajectory log cannot be read; it is left as it is')
         continue
       }
       const log = new NodeLog(id, dir, found)

@@ -2,23 +2,28 @@
  * The layer server process (started detached by a node: see client.ts). Its configuration,
  * secrets included, comes in the environment, never on the command line where `ps` shows it.
  */
+import { createLogger, errorField, isLogLevel, LogDefaults } from '../../log/index.js'
 import { LayerServerDefaults, type LayerServerConfig } from './protocol.js'
 import { startLayerServer } from './server.js'
 
+// Its stderr is its log file (the node opens it): JSON lines, at the level the node's environment names.
+const envLevel = process.env[LogDefaults.envVar]
+const log = createLogger({ level: isLogLevel(envLevel) ? envLevel : 'info', bindings: { part: 'layer-server' } })
+
 const raw = process.env[LayerServerDefaults.envVar]
 if (raw === undefined) {
-  process.stderr.write(`warren layer-server: ${LayerServerDefaults.envVar} is not set (a node starts this process)\n`)
+  log.error(`${LayerServerDefaults.envVar} is not set (a node starts this process)`)
   process.exit(2)
 }
 delete process.env[LayerServerDefaults.envVar]
 const config = JSON.parse(raw) as LayerServerConfig
 try {
-  const server = await startLayerServer(config)
+  const server = await startLayerServer(config, log)
   for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => { void server.close() })
-  process.stderr.write(`warren layer-server: serving ${config.mountpoint} on ${config.socketPath} (pid ${process.pid})\n`)
+  log.info({ mountpoint: config.mountpoint, socket: config.socketPath }, 'layer server serving')
   await server.stopped
   process.exit(0)
 } catch (err) {
-  process.stderr.write(`warren layer-server: ${(err as Error).message}\n`)
+  log.error({ err: errorField(err) }, 'layer server failed')
   process.exit(1)
 }

@@ -8,6 +8,7 @@
  * their layers through any restart of the agent, which reconnects and tells the server which
  * users survived (`sync`).
  */
+import { silentLogger, type Logger } from '../../log/index.js'
 import { rmSync } from 'node:fs'
 import { createServer } from 'node:http'
 import { createError, ErrorCodes } from '../../errors.js'
@@ -28,7 +29,11 @@ function digestOf (m: { digest?: unknown }): string {
   return m.digest
 }
 
-export async function startLayerServer (config: LayerServerConfig): Promise<LayerServer> {
+/**
+ * Starts serving the layers on `config.mountpoint`.
+ * @param log where read failures are logged (none: silent)
+ */
+export async function startLayerServer (config: LayerServerConfig, log: Logger = silentLogger()): Promise<LayerServer> {
   // No other server can be serving this mount point (the node starts one only when none answers).
   await clearStaleLayerFs(config.mountpoint)
   const links = new Set<Link>()
@@ -38,7 +43,7 @@ export async function startLayerServer (config: LayerServerConfig): Promise<Laye
     mountpoint: config.mountpoint,
     ...(config.maxBytes !== undefined ? { maxBytes: config.maxBytes } : {}),
     onError: (err) => {
-      process.stderr.write(`warren layer-server: ${err.message}\n`)
+      log.warn({ err }, 'layer read failed')
       const failure: LayerReadFailure = { type: 'read-failed', message: err.message }
       for (const link of links) { try { link.tell(NODE_ADDRESS, failure) } catch { /* closing */ } }
     }
