@@ -2,8 +2,9 @@
  * ActorSystem: the registry of a process's actors, the scheduler that runs them, the table of
  * pending asks and the dead-letter count. One per process (or per test).
  *
- * Events: `deadLetter` (DeadLetter), `actorFailed` ({ address, error }), `error`-free by
- * design: a failing actor is reported, never thrown into the event loop.
+ * Events: `deadLetter` (DeadLetter), `actorFailed` ({ address, error }), `supervisorRestart`
+ * (SupervisorRestart); `error`-free by design: a failing actor is reported, never thrown into
+ * the event loop.
  */
 import { EventEmitter } from 'node:events'
 import { createError, ErrorCodes } from '../errors.js'
@@ -13,7 +14,7 @@ import { systemClock, type Clock } from './clock.js'
 import type { StopTimeout } from './context.js'
 import { ActorDefaults } from './defaults.js'
 import { Scheduler } from './scheduler.js'
-import type { AskOptions, DeadLetter, DeadLetterReason, Envelope, ExitReason, Ref, SpawnOptions } from './types.js'
+import type { AskOptions, DeadLetter, DeadLetterReason, Envelope, ExitReason, Ref, SpawnOptions, SupervisorRestart } from './types.js'
 
 export interface ActorSystemOptions {
   /** This system's name: the first part of every local address. Default `local`. */
@@ -26,6 +27,9 @@ export interface ActorSystemOptions {
   /** Time and timers; default the real clock (the simulator passes a virtual one). */
   clock?: Clock
 }
+
+/** One actor kind's mailboxes (`ActorSystem.mailboxDepths`). */
+export interface MailboxDepth { actors: number, queued: number, max: number }
 
 /** Finds a Ref for an address that lives in another system (installed by the transport). */
 export type RemoteRouter = (address: string) => Ref | undefined
@@ -113,6 +117,25 @@ export class ActorSystem extends EventEmitter {
 
   /** Number of live actors. */
   get size (): number { return this.cells.size }
+
+  /**
+   * Mailbox depths summed by actor kind (its class name, or what `kindOf` makes of it): live
+   * actors, messages queued in all, the deepest queue. By kind, never by actor, so the answer's
+   * size is bounded by the code's classes however many actors run.
+   */
+  mailboxDepths (kindOf: (className: string) => string = (name) => name): Map<string, MailboxDepth> {
+    const out = new Map<string, MailboxDepth>()
+    for (const cell of this.cells.values()) {
+      const kind = kindOf(cell.actor.constructor.name)
+      const d = out.get(kind) ?? { actors: 0, queued: 0, max: 0 }
+      const depth = cell.depth
+      d.actors++
+      d.queued += depth
+      if (depth > d.max) d.max = depth
+      out.set(kind, d)
+    }
+    return out
+  }
 
   /**
    * Stops an actor gracefully: it finishes its current message, its children stop, postStop
@@ -217,6 +240,11 @@ export class ActorSystem extends EventEmitter {
   /** @internal A postStop threw: reported, the actor still ends. */
   reportError (address: string, error: unknown): void {
     if (this.listenerCount('actorFailed') > 0) this.emit('actorFailed', { address, error })
+  }
+
+  /** @internal A supervisor restarted a child (or scheduled it): reported as an event. */
+  reportRestart (event: SupervisorRestart): void {
+    if (this.listenerCount('supervisorRestart') > 0) this.emit('supervisorRestart', event)
   }
 
   /** A snapshot for metrics and debugging. */

@@ -90,3 +90,19 @@ export interface DeadLetter {
   message: unknown
   reason: DeadLetterReason
 }
+
+/**
+ * A supervisor restarted a child (or armed its backoff timer for one): what the system emits as
+ * `supervisorRestart`. A supervisor that gives up instead fails with
+ * `WARREN_ERR_SUPERVISOR_INTENSITY`, which is its `actorFailed`.
+ */
+export interface SupervisorRestart {
+  /** The supervisor's address. */
+  supervisor: string
+  /** The child's id (a dynamic supervisor's children: the address it had). */
+  child: string
+  /** Why the child ended (`describeReason`). */
+  reason: string
+  /** Set when the restart waits for a backoff: how long. */
+  delayMs?: number
+}

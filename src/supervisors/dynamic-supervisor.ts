@@ -3,7 +3,7 @@
  * always one_for_one. `maxChildren` bounds how many live at once; one more is refused with
  * `WARREN_ERR_NO_CAPACITY`, never queued without bound.
  */
-import { Actor, isAbnormal, type ExitReason, type Ref, type SpawnOptions } from '../actors/index.js'
+import { Actor, describeReason, isAbnormal, type ExitReason, type Ref, type SpawnOptions } from '../actors/index.js'
 import { createError, ErrorCodes, isWarrenError } from '../errors.js'
 import { createBackoff, type BackoffOptions } from './backoff.js'
 import { ChildSpecDefaults, stopTimeoutOf, type RestartType, type Shutdown } from './child-spec.js'
@@ -104,7 +104,9 @@ export class DynamicSupervisor<A, M = unknown> extends Actor<DynamicSupervisorMe
       child.backoff.ranFor(this.ctx.system.clock.now() - child.startedAt)
       const key = this.nextKey++
       this.waitingRestart.set(key, child)
-      this.ctx.setTimer(`restart:${key}`, child.backoff.next(), { type: 'restart-due', key })
+      const delayMs = child.backoff.next()
+      this.ctx.system.reportRestart({ supervisor: this.self.address, child: ref.address, reason: describeReason(reason), delayMs })
+      this.ctx.setTimer(`restart:${key}`, delayMs, { type: 'restart-due', key })
       return
     }
     if (!this.intensity.allow()) {
@@ -112,6 +114,7 @@ export class DynamicSupervisor<A, M = unknown> extends Actor<DynamicSupervisorMe
       this.ctx.fail(createError(ErrorCodes.SUPERVISOR_INTENSITY, `${this.self.address}: restart intensity exceeded`))
       return
     }
+    this.ctx.system.reportRestart({ supervisor: this.self.address, child: ref.address, reason: describeReason(reason) })
     this.startChild(child)
   }
 

@@ -105,7 +105,9 @@ export class Supervisor extends Actor<SupervisorMessage> {
 
     if (child.backoff !== undefined) {
       child.backoff.ranFor(this.ctx.system.clock.now() - child.startedAt)
-      this.ctx.setTimer(`restart:${child.spec.id}`, child.backoff.next(), { type: 'restart-due', id: child.spec.id, generation: child.generation })
+      const delayMs = child.backoff.next()
+      this.ctx.system.reportRestart({ supervisor: this.self.address, child: child.spec.id, reason: describeReason(reason), delayMs })
+      this.ctx.setTimer(`restart:${child.spec.id}`, delayMs, { type: 'restart-due', id: child.spec.id, generation: child.generation })
       return
     }
     if (!this.intensity.allow()) {
@@ -116,6 +118,7 @@ export class Supervisor extends Actor<SupervisorMessage> {
       return
     }
     const index = this.kids.indexOf(child)
+    this.ctx.system.reportRestart({ supervisor: this.self.address, child: child.spec.id, reason: describeReason(reason) })
     switch (this.strategy) {
       case 'one_for_one':
         this.startChild(child)

@@ -30,6 +30,7 @@ import { createTrajectories, TrajectoryStore, type TrajectoriesMessage } from '.
 import { createSnapshotIndex, type SnapshotIndexMessage, type SnapshotTunables } from './snapshot-index.js'
 import { SnapshotStore } from './snapshot-store.js'
 import { HibernatedStore } from './hibernated-store.js'
+import { ControlMetrics } from '../metrics/index.js'
 
 /** The control plane's actor system name: nodes address `cp/registry` and `cp/directory`. */
 export const CONTROL_PLANE = 'cp'
@@ -56,6 +57,8 @@ export interface ControlPlaneOptions {
   trajectoryRetentionMs?: number
   /** Snapshot bounds (SnapshotDefaults): diffs before a flatten, snapshots per tenant, the collector's period. */
   snapshots?: Partial<SnapshotTunables>
+  /** Set: /metrics wants `Authorization: Bearer <token>` (`warren up --metrics-token`); unset, it is open like /healthz. */
+  metricsToken?: string
 }
 
 export interface ControlPlane {
@@ -106,6 +109,11 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const shardRefs = Array.from({ length: o.shards }, (_, i) => ref<ShardMessage>(`shard-${i}`))
   const shards = (): Ref<ShardMessage>[] => shardRefs.map((get) => get())
 
+  // Counted into by sessions and supervisors, read by /metrics.
+  const metrics = new ControlMetrics({
+    system, shards: o.shards,
+    ask: async (name, message) => await ref<unknown>(name)().ask(message, { timeoutMs: 2000 })
+  })
   let url = ''
   let listenError: Error | undefined
   const big = { mailbox: { capacity: 100_000 } }
@@ -143,6 +151,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       shutdown: 'infinity',
       start: createGateway({
         port: o.port, host: o.host, iam, shards, directory, registry, images, snapshots, trajectories,
+        metrics, ...(options.metricsToken !== undefined ? { metricsToken: options.metricsToken } : {}),
         ...(blobRoot !== undefined ? { blobRoot } : {}),
         ...(options.link !== undefined ? { link: options.link } : {}),
         ...(options.upload !== undefined ? { upload: options.upload } : {}),
@@ -160,6 +169,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     if (listenError === undefined) throw err
     await system.stop(root, 15_000).catch(() => {})
     await system.shutdown(1000)
+    metrics.close()
     state.close()
     throw listenError
   })
@@ -173,6 +183,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     async close () {
       await system.stop(root, 15_000)
       await system.shutdown(1000)
+      metrics.close()
       state.close()
     }
   }

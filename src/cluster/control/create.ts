@@ -6,7 +6,8 @@
  */
 import { customAlphabet } from 'nanoid'
 import type { Ref } from '../../actors/index.js'
-import { createError, ErrorCodes, fromWireError, toWireError } from '../../errors.js'
+import { createError, ErrorCodes, fromWireError, toWireError, type WarrenError } from '../../errors.js'
+import type { ControlMetrics } from '../metrics/index.js'
 import type { IamMessage } from '../iam/index.js'
 import type { CreateItem, CreateOutcome, NodeMessage } from '../node/index.js'
 import { placeBatch, type PlacementRequest, type ShardMessage } from '../placement/index.js'
@@ -29,6 +30,8 @@ export interface CreateDeps {
   directory: () => Ref<DirectoryMessage>
   /** A ref for an address in the cluster (a node's agent), or undefined when its node is not connected. */
   refFor: <M>(address: string) => Ref<M> | undefined
+  /** Counts each sandbox made (with its time and warm/cold start) or not made (with its code). */
+  metrics?: ControlMetrics
 }
 
 /** A sandbox made on a node. */
@@ -50,6 +53,7 @@ export function newSandboxIds (count: number): string[] {
 export async function placeAndCreate (d: CreateDeps, spec: SandboxSpec, ids: string[], deadline: number, extra: Partial<CreateItem> = {}): Promise<Array<Made | Error>> {
   const req = placementRequestOf(spec)
   const shards = d.shards()
+  const started = Date.now()
   const placed = await Promise.allSettled(placeBatch(
     ids.map((id) => ({ shard: shards[shardForSandbox(req, id, shards.length)]!, req, deadline })),
     (dl) => Math.max(1, dl - Date.now() + CreateDefaults.placementMarginMs)))
@@ -59,7 +63,7 @@ export async function placeAndCreate (d: CreateDeps, spec: SandboxSpec, ids: str
   const outcomes = new Map<string, Made | Error>()
   placed.forEach((p, i) => {
     const id = ids[i]!
-    if (p.status === 'rejected') { outcomes.set(id, p.reason as Error); return }
+    if (p.status === 'rejected') { outcomes.set(id, p.reason as Error); d.metrics?.createFailed(spec.backend, (p.reason as WarrenError).code); return }
     let items = byNode.get(p.value.nodeId)
     if (items === undefined) { items = []; byNode.set(p.value.nodeId, items) }
     items.push({ ...extra, id, tenant: d.tenant, spec })
@@ -77,9 +81,11 @@ export async function placeAndCreate (d: CreateDeps, spec: SandboxSpec, ids: str
     for (const r of results) {
       if ('error' in r) {
         outcomes.set(r.id, fromWireError(r.error))
+        d.metrics?.createFailed(spec.backend, r.error.code)
         shards[shardOf(nodeId, shards.length)]!.tell({ type: 'release', nodeId, req })
       } else {
         outcomes.set(r.id, { id: r.id, nodeId, address: r.address })
+        d.metrics?.created(spec.backend, r.warm === true, (Date.now() - started) / 1000)
       }
     }
   }))

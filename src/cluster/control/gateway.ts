@@ -21,6 +21,9 @@ import type { TrajectoriesMessage } from '../trajectory/index.js'
 import { toPublicError } from './public-error.js'
 import { createSession } from './session.js'
 import type { SnapshotIndexMessage } from './snapshot-index.js'
+import type { ControlMetrics } from '../metrics/index.js'
+import { createWebRoutes } from '../../web/index.js'
+import { controlPlaneReadiness } from './readiness.js'
 
 export interface GatewayOptions {
   port: number
@@ -42,6 +45,10 @@ export interface GatewayOptions {
   onListening?: (url: string, port: number) => void
   /** Told why listening failed (a busy port: EADDRINUSE, with its address and port), before the actor fails with it. */
   onListenError?: (err: Error) => void
+  /** Served at /metrics (and counted into by sessions); without it /metrics answers 404. */
+  metrics?: ControlMetrics
+  /** Set: /metrics wants `Authorization: Bearer <token>`. */
+  metricsToken?: string
 }
 
 type Peer = { kind: 'user', principal: Principal } | { kind: 'node' }
@@ -71,7 +78,12 @@ export class Gateway extends Actor<GatewayMessage> {
       ...(this.o.upload !== undefined ? { upload: this.o.upload } : {})
     })
     this.blobs = blobs
-    this.http = createServer((req, res) => blobs.handle(req, res))
+    // Health, readiness and metrics first (no key); every other path is the blob store's.
+    const web = createWebRoutes({
+      readiness: () => controlPlaneReadiness(this.o.shards, this.o.registry),
+      ...(this.o.metrics !== undefined ? { metrics: { metrics: this.o.metrics, ...(this.o.metricsToken !== undefined ? { token: this.o.metricsToken } : {}) } } : {})
+    })
+    this.http = createServer((req, res) => { if (!web.handle(req, res)) blobs.handle(req, res) })
     this.server = createLinkServer({
       ...(this.o.link ?? {}),
       server: this.http,
@@ -112,6 +124,7 @@ export class Gateway extends Actor<GatewayMessage> {
       images: this.o.images,
       trajectories: this.o.trajectories,
       snapshots: this.o.snapshots,
+      ...(this.o.metrics !== undefined ? { metrics: this.o.metrics } : {}),
       notify: (notice) => { if (link.state !== 'closed') { try { link.tell(CLIENT_ADDRESS, notice) } catch { /* bounded buffer full: notices are best effort */ } } }
     }), { mailbox: { capacity: 10_000 } })
     link.on('close', () => { void this.ctx.system.stop(session) })

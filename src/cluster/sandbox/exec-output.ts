@@ -10,6 +10,7 @@
  */
 import type { ExecResult } from '../../backends/types.js'
 import type { ExecCredit } from './output-pool.js'
+import type { ExecMeter } from '../metrics/index.js'
 
 export type StreamName = 'stdout' | 'stderr'
 
@@ -50,8 +51,13 @@ export class ExecOutput {
   /** When the consumer last pulled; finished outputs nobody reads are dropped after a while. */
   lastReadAt = Date.now()
 
-  /** @param credit this command's share of the node's output buffer (held bytes are counted there) */
-  constructor (private readonly credit?: ExecCredit) {}
+  /**
+   * @param credit this command's share of the node's output buffer (held bytes are counted there)
+   * @param meter the node's command counters: told of the start, the bytes, and the end (once)
+   */
+  constructor (private readonly credit?: ExecCredit, private readonly meter?: ExecMeter) {
+    meter?.started()
+  }
 
   /** Appends a chunk and wakes readers waiting for it. */
   append (stream: StreamName, data: Uint8Array): void {
@@ -61,11 +67,13 @@ export class ExecOutput {
       this.chunks.push({ seq: this.nextSeq++, stream, data: data.subarray(at, at + step) })
     }
     this.credit?.used(data.byteLength)
+    this.meter?.output(data.byteLength)
     this.wake()
   }
 
   /** Records how the command ended. */
   finish (result: ExecResult): void {
+    if (this.result === undefined) this.meter?.ended(result.durationMs)
     this.result = result
     this.credit?.ended()
     this.wake()
