@@ -122,6 +122,17 @@ test('counters move by what was done: creations by backend, execs and output byt
   for (const secret of [token, cp.joinToken, tenant]) assert.not.ok(body.includes(secret), 'a secret is printed')
 }))
 
+test('a placement shard that crashes is restarted and counted, by shard and by supervisor', timed(30_000, async (defer) => {
+  const cp = await startTestControlPlane()
+  defer(() => cp.close())
+  const shard = cp.system.lookup('cp/shard-1')
+  assert.ok(shard !== undefined)
+  cp.system.kill(shard)
+  const s = await waitFor(async () => { const x = await scrape(cp.url); return sampleSum(x, 'warren_placement_shard_restarts_total', { shard: '1' }) === 1 ? x : undefined }, 10_000, 'the restart counted')
+  assert.is(sampleSum(s, 'warren_supervisor_restarts_total', { supervisor: 'placement' }), 1)
+  assert.is(sampleSum(s, 'warren_placement_shard_restarts_total', { shard: '0' }), 0)
+}))
+
 test('with a metrics token, /metrics wants it as a bearer token; /healthz still needs none', timed(30_000, async (defer) => {
   const metricsToken = 'm-'.padEnd(32, 'x')
   const cp = await startTestControlPlane({ metricsToken })
