@@ -30,7 +30,7 @@ import { createTrajectories, TrajectoryStore, type TrajectoriesMessage } from '.
 import { createSnapshotIndex, type SnapshotIndexMessage, type SnapshotTunables } from './snapshot-index.js'
 import { SnapshotStore } from './snapshot-store.js'
 import { HibernatedStore } from './hibernated-store.js'
-import { ControlMetrics } from '../metrics/index.js'
+import { createControlMetrics } from '../metrics/index.js'
 
 /** The control plane's actor system name: nodes address `cp/registry` and `cp/directory`. */
 export const CONTROL_PLANE = 'cp'
@@ -110,7 +110,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const shards = (): Ref<ShardMessage>[] => shardRefs.map((get) => get())
 
   // Counted into by sessions and supervisors, read by /metrics.
-  const metrics = new ControlMetrics({
+  const metrics = await createControlMetrics({
     system, shards: o.shards,
     ask: async (name, message) => await ref<unknown>(name)().ask(message, { timeoutMs: 2000 })
   })

@@ -5,7 +5,7 @@
  * directory, the registry (with each live node's heartbeat figures) and the placement shards.
  * Names and labels: docs/operations.md.
  */
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client'
+import type { Counter, Histogram, Registry } from 'prom-client'
 import type { ActorSystem, SupervisorRestart } from '../../actors/index.js'
 import { ErrorCodes } from '../../errors.js'
 import { BACKEND_LABELS, DEAD_LETTER_REASONS, MetricsDefaults, NODE_ACTOR_KINDS } from './defaults.js'
@@ -41,8 +41,18 @@ const CODES = new Set<string>(Object.values(ErrorCodes))
 const codeLabel = (code: unknown): string => typeof code === 'string' && CODES.has(code) ? code : 'other'
 const backendLabel = (b: unknown): string => typeof b === 'string' && (BACKEND_LABELS as readonly string[]).includes(b) ? b : 'other'
 
+type PromClient = typeof import('prom-client')
+
+/**
+ * The control plane's metrics, with prom-client loaded only now: every `warren` command imports
+ * the cluster code, and only a control plane needs the library.
+ */
+export async function createControlMetrics (sources: ControlMetricsSources): Promise<ControlMetrics> {
+  return new ControlMetrics(sources, await import('prom-client'))
+}
+
 export class ControlMetrics {
-  readonly registry = new Registry()
+  readonly registry: Registry
   private readonly creations: Counter<'backend' | 'start'>
   private readonly createSeconds: Histogram<'backend' | 'start'>
   private readonly createFailures: Counter<'backend' | 'code'>
@@ -53,7 +63,9 @@ export class ControlMetrics {
   private scraped: Scraped = { nodes: { nodes: [], lost: 0, refused: 0 }, usage: {}, states: {}, waiting: [] }
   private readonly onRestart: (e: SupervisorRestart) => void
 
-  constructor (private readonly o: ControlMetricsSources) {
+  constructor (private readonly o: ControlMetricsSources, prom: PromClient) {
+    const { Counter, Histogram, Registry, collectDefaultMetrics } = prom
+    this.registry = new Registry()
     const registers = [this.registry]
     this.creations = new Counter({ name: 'warren_sandbox_creations_total', help: 'Sandboxes made, by backend and whether a warm one was handed out.', labelNames: ['backend', 'start'], registers })
     this.createSeconds = new Histogram({ name: 'warren_sandbox_creation_seconds', help: 'Time from a create request (checked, admitted) to its sandbox ready, by backend and warm/cold start.', labelNames: ['backend', 'start'], buckets: MetricsDefaults.createBuckets, registers })
