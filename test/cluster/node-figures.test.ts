@@ -109,6 +109,25 @@ test('a node sending malformed or huge figures is refused without harm: it stays
   await waitFor(async () => !hasSample(await scrape(cp.url), 'warren_node_execs_total', { node: 'rogue' }), 5000, 'figures dropped')
 }))
 
+test('a node cannot heartbeat for another: its beat as another node is answered "join" and changes nothing of that node', timed(60_000, async (defer) => {
+  const cp = await startTestControlPlane({ heartbeatTimeoutMs: 60_000 })
+  defer(() => cp.close())
+  const capacity = { cpus: 2, memoryMiB: 1024, cpuOvercommit: 1, memoryOvercommit: 1, maxSandboxes: { function: 10 }, backends: ['function'] }
+  const joined = async (nodeId: string): Promise<ReturnType<typeof createLinkClient>> => {
+    const link = createLinkClient({ url: cp.url, token: cp.joinToken })
+    defer(() => link.close())
+    await link.connect()
+    await link.request('cp/registry', { type: 'join', nodeId, capacity }, { timeoutMs: 10_000 })
+    return link
+  }
+  const victim = await joined('victim')
+  const rogue = await joined('rogue')
+  assert.equal(await rogue.request('cp/registry', { type: 'heartbeat', nodeId: 'victim', figures: goodFigures() }, { timeoutMs: 10_000 }), { rejoin: true })
+  assert.not.ok(hasSample(await scrape(cp.url), 'warren_node_execs_total', { node: 'victim' }), 'no figures put on another node')
+  assert.equal(await victim.request('cp/registry', { type: 'heartbeat', nodeId: 'victim', figures: goodFigures() }, { timeoutMs: 10_000 }), { rejoin: false })
+  assert.is(sampleSum(await scrape(cp.url), 'warren_node_execs_total', { node: 'victim' }), 1)
+}))
+
 test('the metrics token file: its first line, 16-4096 characters without spaces; otherwise refused naming the flag', () => {
   const dir = mkdtempSync(join(tmpdir(), 'warren-mtok-'))
   try {

@@ -157,6 +157,9 @@ export class Gateway extends Actor<GatewayMessage> {
           this.nodeLinks.set(m.nodeId, l)
           l.once('close', () => { if (this.nodeLinks.get(m.nodeId) === l) this.nodeLinks.delete(m.nodeId) })
         }
+        // A heartbeat speaks for the node its link joined as: another node's liveness and figures
+        // are not its to give. An honest node whose link has not joined (yet) is told to join.
+        if (m !== null && typeof m === 'object' && m.type === 'heartbeat' && this.nodeLinks.get(m.nodeId) !== l) return { rejoin: true }
         return exposed.request!(to, message, from, l, timeoutMs)
       }
     }
