@@ -13,6 +13,7 @@ import { ActorSystem } from '../../src/actors/index.js'
 import { readMetricsToken } from '../../src/cli/servers.js'
 import { MetricsDefaults, NodeMeter, parseNodeFigures, type NodeFigures } from '../../src/cluster/metrics/index.js'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
+import { ExecOutput } from '../../src/cluster/sandbox/exec-output.js'
 import { createLinkClient } from '../../src/transport/index.js'
 import { timed, waitFor } from '../support/index.js'
 import { hasSample, sampleSum, scrape } from '../web/prom-text.js'
@@ -50,6 +51,23 @@ test('a meter counts commands into the fixed buckets; its figures pass the check
   assert.is(f.execSeconds.counts[MetricsDefaults.execBuckets.length], 1)
   assert.equal(parseNodeFigures(f), f)
   assert.equal(f.sandboxes, { function: 0, container: 0, microvm: 0, fullvm: 0 })
+})
+
+test('a command\'s output counts its start, its bytes and its end once, however it ends (finished, refused, cut by its sandbox\'s end)', () => {
+  const meter = new NodeMeter()
+  const done = new ExecOutput(undefined, meter)
+  done.append('stdout', new Uint8Array(7))
+  done.append('stderr', new Uint8Array(3))
+  done.finish({ exitCode: 0, durationMs: 20, truncated: false })
+  const refused = new ExecOutput(undefined, meter)
+  refused.fail(new Error('no such cwd'))
+  const cut = new ExecOutput(undefined, meter)
+  cut.close({ exitCode: 137, durationMs: 0, truncated: false, reason: 'killed' })
+  cut.finish({ exitCode: 137, durationMs: 5000, truncated: false, reason: 'killed' }) // the backend's answer, after: not counted again
+  assert.is(meter.execs, 3)
+  assert.is(meter.outputBytes, 10)
+  assert.is(meter.execCounts.reduce((a, b) => a + b, 0), 3)
+  assert.ok(meter.execSum < 1, String(meter.execSum))
 })
 
 test('figures at their bounds are kept; each kind of wrong one is refused', () => {

@@ -50,6 +50,9 @@ export class ExecOutput {
   private endWaiters: Array<() => void> = []
   /** When the consumer last pulled; finished outputs nobody reads are dropped after a while. */
   lastReadAt = Date.now()
+  private readonly startedAt = Date.now()
+  /** True once the meter was told of the end. */
+  private metered = false
 
   /**
    * @param credit this command's share of the node's output buffer (held bytes are counted there)
@@ -57,6 +60,13 @@ export class ExecOutput {
    */
   constructor (private readonly credit?: ExecCredit, private readonly meter?: ExecMeter) {
     meter?.started()
+  }
+
+  /** Tells the meter the command ended, once, however it ended (so its count matches the starts). */
+  private ended (durationMs: number): void {
+    if (this.metered) return
+    this.metered = true
+    this.meter?.ended(durationMs)
   }
 
   /** Appends a chunk and wakes readers waiting for it. */
@@ -73,7 +83,7 @@ export class ExecOutput {
 
   /** Records how the command ended. */
   finish (result: ExecResult): void {
-    if (this.result === undefined) this.meter?.ended(result.durationMs)
+    this.ended(result.durationMs)
     this.result = result
     this.credit?.ended()
     this.wake()
@@ -85,6 +95,7 @@ export class ExecOutput {
    */
   fail (err: unknown): void {
     this.failure = err
+    this.ended(Date.now() - this.startedAt)
     this.result ??= { exitCode: 126, durationMs: 0, truncated: false }
     this.credit?.ended()
     const waiting = this.waiters
@@ -156,6 +167,7 @@ export class ExecOutput {
 
   /** Answers every waiting reader (used when the sandbox goes away). */
   close (result: ExecResult): void {
+    this.ended(Date.now() - this.startedAt)
     if (this.result === undefined) this.result = result
     this.credit?.ended()
     this.wake()
