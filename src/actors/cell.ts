@@ -76,6 +76,8 @@ export class ActorCell implements Runnable, ActorContext {
   // ── ActorContext ────────────────────────────────────────────────────────────────────────
 
   get parent (): Ref | undefined { return this.parentCell?.self }
+  /** Messages waiting in the user queue (metrics read it; the system queue is always short). */
+  get depth (): number { return this.mailbox.user.length }
   get sender (): Ref | undefined { return this.current?.sender }
 
   spawn<C> (factory: ActorFactory<C>, options?: SpawnOptions): Ref<C> {

@@ -3,7 +3,7 @@ export { Actor, type ActorFactory } from './actor.js'
 export { systemClock, type Clock, type TimerHandle } from './clock.js'
 export type { ActorContext, StopTimeout } from './context.js'
 export { ActorDefaults } from './defaults.js'
-export { ActorSystem, type ActorSystemOptions, type RemoteRouter } from './system.js'
+export { ActorSystem, type ActorSystemOptions, type MailboxDepth, type RemoteRouter } from './system.js'
 export {
   describeReason, isAbnormal, isFailure,
   type ActorFailure, type AskOptions, type DeadLetter, type DeadLetterReason, type Envelope,

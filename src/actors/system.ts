@@ -28,6 +28,9 @@ export interface ActorSystemOptions {
   clock?: Clock
 }
 
+/** One actor kind's mailboxes (`ActorSystem.mailboxDepths`). */
+export interface MailboxDepth { actors: number, queued: number, max: number }
+
 /** Finds a Ref for an address that lives in another system (installed by the transport). */
 export type RemoteRouter = (address: string) => Ref | undefined
 
@@ -114,6 +117,25 @@ export class ActorSystem extends EventEmitter {
 
   /** Number of live actors. */
   get size (): number { return this.cells.size }
+
+  /**
+   * Mailbox depths summed by actor kind (its class name, or what `kindOf` makes of it): live
+   * actors, messages queued in all, the deepest queue. By kind, never by actor, so the answer's
+   * size is bounded by the code's classes however many actors run.
+   */
+  mailboxDepths (kindOf: (className: string) => string = (name) => name): Map<string, MailboxDepth> {
+    const out = new Map<string, MailboxDepth>()
+    for (const cell of this.cells.values()) {
+      const kind = kindOf(cell.actor.constructor.name)
+      const d = out.get(kind) ?? { actors: 0, queued: 0, max: 0 }
+      const depth = cell.depth
+      d.actors++
+      d.queued += depth
+      if (depth > d.max) d.max = depth
+      out.set(kind, d)
+    }
+    return out
+  }
 
   /**
    * Stops an actor gracefully: it finishes its current message, its children stop, postStop

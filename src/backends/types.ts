@@ -68,6 +68,8 @@ export interface SandboxHandle {
   readonly id: string
   /** The backend that made it; a handle only works with that backend. */
   readonly kind: BackendKind
+  /** True when `create` handed out a sandbox made ahead of time (a warm pool's), not one made for it. */
+  readonly warm?: boolean
 }
 
 /** How one command runs. Every field is optional; backends document their defaults. */

@@ -52,7 +52,7 @@ function listenRefusal (err: unknown, host: string, port: number): unknown {
 
 export interface UpFlags {
   port?: string, host?: string, 'data-dir'?: string, 'functions-dir'?: string, shards?: string, 'no-local-node'?: boolean, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, kernel?: string, 'kernel-modules'?: string,
-  'trajectory-retention'?: string, 'rotate-admin-key'?: boolean, 'log-level'?: string
+  'trajectory-retention'?: string, 'rotate-admin-key'?: boolean, 'log-level'?: string, 'metrics-token-file'?: string
 }
 
 /** The node's microvm options from `--kernel` / `--kernel-modules`. */
@@ -82,13 +82,15 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   const host = flags.host ?? ControlPlaneDefaults.host
   const retention = flags['trajectory-retention'] !== undefined ? parseMilliseconds(flags['trajectory-retention'], 'trajectory-retention') : undefined
   const logger = serverLogger(flags['log-level'])
+  const metricsToken = flags['metrics-token-file'] !== undefined ? readMetricsToken(flags['metrics-token-file']) : undefined
   const cp = await startControlPlane({
     port,
     host,
     dataDir,
     logger,
     ...(flags.shards !== undefined ? { shards: Number(flags.shards) } : {}),
-    ...(retention !== undefined ? { trajectoryRetentionMs: retention } : {})
+    ...(retention !== undefined ? { trajectoryRetentionMs: retention } : {}),
+    ...(metricsToken !== undefined ? { metricsToken } : {})
   }).catch((err: unknown) => { throw listenRefusal(err, host, port) })
   let node: NodeProcess | undefined
   try {
@@ -126,6 +128,24 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
 }
 
 export interface NodeFlags { join?: string, token?: string, 'node-id'?: string, 'data-dir'?: string, 'functions-dir'?: string, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, 'egress-host'?: string[], kernel?: string, 'kernel-modules'?: string, 'log-level'?: string }
+
+/**
+ * The metrics token from its file (a file, not the command line, where `ps` shows it to every
+ * user of the machine): its first line, 16-4096 characters.
+ * @throws WARREN_ERR_INVALID_ARGUMENT naming `metrics-token-file` when it cannot be read or is not such a line
+ */
+export function readMetricsToken (file: string): string {
+  let token: string
+  try {
+    token = readFileSync(file, 'utf8').split('\n')[0]!.trim()
+  } catch (err) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, `--metrics-token-file ${file} cannot be read: ${(err as Error).message}`, { field: 'metrics-token-file' })
+  }
+  if (token.length < 16 || token.length > 4096 || /\s/.test(token)) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, '--metrics-token-file must hold one token of 16-4096 characters without spaces', { field: 'metrics-token-file' })
+  }
+  return token
+}
 
 /** `warren node --join URL --token T`: joins and runs until a signal. */
 export async function node (flags: NodeFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {

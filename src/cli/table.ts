@@ -69,6 +69,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       'no-local-node': { type: 'boolean', help: 'control plane only (nodes join with warren node)' },
       'trajectory-retention': { type: 'string', value: 'DURATION', help: 'how long a trajectory is kept after its sandbox ended (7d; 12h, 90m)' },
       'rotate-admin-key': { type: 'boolean', help: 'make a new admin key (the old one stops working); for an admin key lost' },
+      'metrics-token-file': { type: 'string', value: 'F', help: '/metrics wants the token in F as a bearer token (default: open, like /healthz)' },
       ...LAYER_FLAGS,
       ...KERNEL_FLAGS,
       ...LOG_FLAGS

@@ -222,7 +222,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       journal.write(entry.launched.id, entry.record)
       live.set(entry.launched.id, entry)
       watchInit(entry.launched.id, entry)
-      return { id: entry.launched.id, kind: 'container' }
+      return { id: entry.launched.id, kind: 'container', ...(pooled !== undefined ? { warm: true } : {}) }
     },
 
     async adopt () {

@@ -230,8 +230,10 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       const key = poolKey(shape)
       const name = spec.hostname ?? spec.id
       let entry: Live | undefined
+      let warm = false
       try {
         entry = pool.claim(key)
+        warm = entry !== undefined
         if (entry !== undefined) {
           // A claimed VM already counts as a user of its layers: this create's count goes back.
           for (const ref of shape.refs) await store.release(ref)
@@ -253,7 +255,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
         journal.write(vm.id, entry.record)
         live.set(vm.id, entry)
         watch(vm.id, entry)
-        return { id: vm.id, kind: 'microvm' }
+        return { id: vm.id, kind: 'microvm', ...(warm ? { warm } : {}) }
       } catch (err) {
         if (entry !== undefined) await reclaim(entry)
         else for (const ref of shape.refs) await store.release(ref).catch(() => {})

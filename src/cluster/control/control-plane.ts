@@ -33,6 +33,7 @@ import { HibernatedStore } from './hibernated-store.js'
 import { CreationSeries } from './creation-series.js'
 import { AuditLog, type AuditTunables } from '../audit/index.js'
 import { defaultLogger, watchSystem, type Logger } from '../../log/index.js'
+import { createControlMetrics } from '../metrics/index.js'
 
 /** The control plane's actor system name: nodes address `cp/registry` and `cp/directory`. */
 export const CONTROL_PLANE = 'cp'
@@ -63,6 +64,8 @@ export interface ControlPlaneOptions {
   logger?: Logger
   /** Bounds of the audit log (AuditDefaults): file size before rotation, files kept, the write queue. */
   audit?: Partial<AuditTunables>
+  /** Set: /metrics wants `Authorization: Bearer <token>` (`warren up --metrics-token`); unset, it is open like /healthz. */
+  metricsToken?: string
 }
 
 export interface ControlPlane {
@@ -129,6 +132,11 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   const shardRefs = Array.from({ length: o.shards }, (_, i) => ref<ShardMessage>(`shard-${i}`))
   const shards = (): Ref<ShardMessage>[] => shardRefs.map((get) => get())
 
+  // Counted into by sessions and supervisors, read by /metrics.
+  const metrics = await createControlMetrics({
+    system, shards: o.shards,
+    ask: async (name, message) => await ref<unknown>(name)().ask(message, { timeoutMs: 2000 })
+  })
   let url = ''
   const big = { mailbox: { capacity: 100_000 } }
   const children: ChildSpec[] = [
@@ -172,6 +180,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       shutdown: 'infinity',
       start: createGateway({
         port: o.port, host: o.host, iam, shards, directory, registry, images, snapshots, trajectories, creations, audit, log,
+        metrics, ...(options.metricsToken !== undefined ? { metricsToken: options.metricsToken } : {}),
         ...(blobRoot !== undefined ? { blobRoot } : {}),
         ...(options.link !== undefined ? { link: options.link } : {}),
         ...(options.upload !== undefined ? { upload: options.upload } : {}),
@@ -191,6 +200,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     await system.shutdown(1000)
     watch.close()
     await audit.close()
+    metrics.close()
     state.close()
     throw listenError
   })
@@ -207,6 +217,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       await system.shutdown(1000)
       watch.close()
       await audit.close()
+      metrics.close()
       state.close()
     }
   }

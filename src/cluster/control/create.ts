@@ -6,7 +6,8 @@
  */
 import { customAlphabet } from 'nanoid'
 import type { Ref } from '../../actors/index.js'
-import { createError, ErrorCodes, fromWireError, toWireError } from '../../errors.js'
+import { createError, ErrorCodes, fromWireError, toWireError, type WarrenError } from '../../errors.js'
+import type { ControlMetrics } from '../metrics/index.js'
 import type { IamMessage } from '../iam/index.js'
 import type { CreateItem, CreateOutcome, NodeMessage } from '../node/index.js'
 import { placeBatch, type PlacementRequest, type ShardMessage } from '../placement/index.js'
@@ -32,6 +33,8 @@ export interface CreateDeps {
   refFor: <M>(address: string) => Ref<M> | undefined
   /** Where each outcome is counted for the page's charts. */
   creations?: CreationSeries
+  /** Counts each sandbox made (with its time and warm/cold start) or not made (with its code). */
+  metrics?: ControlMetrics
 }
 
 /** A sandbox made on a node. */
@@ -63,7 +66,7 @@ export async function placeAndCreate (d: CreateDeps, spec: SandboxSpec, ids: str
   const outcomes = new Map<string, Made | Error>()
   placed.forEach((p, i) => {
     const id = ids[i]!
-    if (p.status === 'rejected') { outcomes.set(id, p.reason as Error); d.creations?.record(0, 1, Date.now() - started); return }
+    if (p.status === 'rejected') { outcomes.set(id, p.reason as Error); d.creations?.record(0, 1, Date.now() - started); d.metrics?.createFailed(spec.backend, (p.reason as WarrenError).code); return }
     let items = byNode.get(p.value.nodeId)
     if (items === undefined) { items = []; byNode.set(p.value.nodeId, items) }
     items.push({ ...extra, id, tenant: d.tenant, spec })
@@ -83,9 +86,11 @@ export async function placeAndCreate (d: CreateDeps, spec: SandboxSpec, ids: str
     for (const r of results) {
       if ('error' in r) {
         outcomes.set(r.id, fromWireError(r.error))
+        d.metrics?.createFailed(spec.backend, r.error.code)
         shards[shardOf(nodeId, shards.length)]!.tell({ type: 'release', nodeId, req })
       } else {
         outcomes.set(r.id, { id: r.id, nodeId, address: r.address })
+        d.metrics?.created(spec.backend, r.warm === true, (Date.now() - started) / 1000)
       }
     }
   }))

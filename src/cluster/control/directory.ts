@@ -98,6 +98,8 @@ export type DirectoryMessage =
   | { type: 'in-use' }
   | { type: 'sweep' }
   | { type: 'count' }
+  /** Records by state, then backend (for /metrics). */
+  | { type: 'state-counts' }
   | { type: 'usage', nodeIds: string[] }
 
 export const DirectoryDefaults = {
@@ -294,6 +296,11 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         return usedBy(this.records.values(), (r) => TERMINAL.has(r.state))
       case 'count':
         return this.records.size
+      case 'state-counts': {
+        const out: Record<string, Record<string, number>> = {}
+        for (const r of this.records.values()) (out[r.state] ??= {})[r.backend] = (out[r.state]?.[r.backend] ?? 0) + 1
+        return out
+      }
       case 'usage': {
         // What the live sandboxes of each node were given: a restarted placement shard reserves it again.
         const out: Record<string, NodeUsage> = {}

@@ -26,6 +26,9 @@ import type { CreationSeries } from './creation-series.js'
 import { createPageRoutes } from '../../web/page-routes.js'
 import type { AuditSink } from '../audit/index.js'
 import type { Logger } from '../../log/index.js'
+import type { ControlMetrics } from '../metrics/index.js'
+import { createWebRoutes } from '../../web/index.js'
+import { controlPlaneReadiness } from './readiness.js'
 
 export interface GatewayOptions {
   port: number
@@ -53,6 +56,10 @@ export interface GatewayOptions {
   audit?: AuditSink
   /** Where sessions log refused requests (none: silent). */
   log?: Logger
+  /** Served at /metrics (and counted into by sessions); without it /metrics answers 404. */
+  metrics?: ControlMetrics
+  /** Set: /metrics wants `Authorization: Bearer <token>`. */
+  metricsToken?: string
 }
 
 type Peer = { kind: 'user', principal: Principal } | { kind: 'node' }
@@ -86,8 +93,13 @@ export class Gateway extends Actor<GatewayMessage> {
       ...(this.o.upload !== undefined ? { upload: this.o.upload } : {})
     })
     this.blobs = blobs
+    // Health, readiness and metrics first (no key); every other path is the blob store's.
+    const web = createWebRoutes({
+      readiness: () => controlPlaneReadiness(this.o.shards, this.o.registry),
+      ...(this.o.metrics !== undefined ? { metrics: { metrics: this.o.metrics, ...(this.o.metricsToken !== undefined ? { token: this.o.metricsToken } : {}) } } : {})
+    })
     const page = createPageRoutes()
-    this.http = createServer((req, res) => { if (!page.handle(req, res)) blobs.handle(req, res) })
+    this.http = createServer((req, res) => { if (!web.handle(req, res) && !page.handle(req, res)) blobs.handle(req, res) })
     this.server = createLinkServer({
       ...(this.o.link ?? {}),
       server: this.http,
@@ -139,6 +151,7 @@ export class Gateway extends Actor<GatewayMessage> {
       ...(this.o.creations !== undefined ? { creations: this.o.creations } : {}),
       ...(this.o.audit !== undefined ? { audit: this.o.audit } : {}),
       ...(this.o.log !== undefined ? { log: this.o.log } : {}),
+      ...(this.o.metrics !== undefined ? { metrics: this.o.metrics } : {}),
       notify: (notice) => { if (link.state !== 'closed') { try { link.tell(CLIENT_ADDRESS, notice) } catch { /* bounded buffer full: notices are best effort */ } } }
     }), { mailbox: { capacity: 10_000 } })
     link.on('close', () => { void this.ctx.system.stop(session) })
@@ -172,6 +185,9 @@ export class Gateway extends Actor<GatewayMessage> {
           this.nodeLinks.set(m.nodeId, l)
           l.once('close', () => { if (this.nodeLinks.get(m.nodeId) === l) this.nodeLinks.delete(m.nodeId) })
         }
+        // A heartbeat speaks for the node its link joined as: another node's liveness and figures
+        // are not its to give. An honest node whose link has not joined (yet) is told to join.
+        if (m !== null && typeof m === 'object' && m.type === 'heartbeat' && this.nodeLinks.get(m.nodeId) !== l) return { rejoin: true }
         return exposed.request!(to, message, from, l, timeoutMs)
       }
     }

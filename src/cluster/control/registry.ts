@@ -9,6 +9,7 @@ import type { NodeCapacity, NodeUsage, PlacementRequest, RecoveredNode, ShardMes
 import type { SandboxSummary } from '../node/index.js'
 import type { DirectoryMessage } from './directory.js'
 import { silentLogger, type Logger } from '../../log/index.js'
+import { parseNodeFigures, type NodeFigures, type NodesFigures } from '../metrics/index.js'
 
 export const RegistryDefaults = {
   heartbeatTimeoutMs: 3000,
@@ -17,11 +18,14 @@ export const RegistryDefaults = {
 
 export type RegistryMessage =
   | { type: 'join', nodeId: string, capacity: NodeCapacity, layers?: string[], sandboxes?: SandboxSummary[] }
-  | { type: 'heartbeat', nodeId: string, layers?: string[] }
+  /** `figures`: the node's own metrics (NodeFigures), checked here; malformed ones are refused, the beat still counts. */
+  | { type: 'heartbeat', nodeId: string, layers?: string[], figures?: unknown }
   | { type: 'leave', nodeId: string }
   | { type: 'check' }
   /** Every member, or only those a shard owns. */
   | { type: 'nodes', shard?: number }
+  /** Live nodes with their capacity and last heartbeat figures (for /metrics). */
+  | { type: 'figures' }
 
 export interface NodeStatus { id: string, alive: boolean, lastSeenMs: number, shard: number, capacity: NodeCapacity, layers: string[] }
 
@@ -35,7 +39,7 @@ export interface RegistryOptions {
   log?: Logger
 }
 
-interface Member { id: string, capacity: NodeCapacity, lastSeen: number, alive: boolean, shard: number, layers: string[] }
+interface Member { id: string, capacity: NodeCapacity, lastSeen: number, alive: boolean, shard: number, layers: string[], figures?: NodeFigures }
 
 /** Which shard owns a node: a stable hash of its id. */
 export function shardOf (nodeId: string, shards: number): number {
@@ -58,6 +62,8 @@ export class Registry extends Actor<RegistryMessage> {
   private readonly timeoutMs: number
   private readonly now: () => number
   private readonly log: Logger
+  /** Heartbeats whose figures were refused. */
+  private figuresRefused = 0
 
   constructor (private readonly o: RegistryOptions) {
     super()
@@ -93,6 +99,7 @@ export class Registry extends Actor<RegistryMessage> {
           member.layers = m.layers
           this.o.shards()[member.shard]!.tell({ type: 'node-layers', id: m.nodeId, layers: m.layers })
         }
+        if (m.figures !== undefined) this.keepFigures(member, m.figures)
         return { rejoin: false }
       }
       case 'leave': {
@@ -108,6 +115,14 @@ export class Registry extends Actor<RegistryMessage> {
         }
         return undefined
       }
+      case 'figures': {
+        const live = [...this.members.values()].filter((n) => n.alive)
+        return {
+          nodes: live.map((n) => ({ id: n.id, capacity: n.capacity, ...(n.figures !== undefined ? { figures: n.figures } : {}) })),
+          lost: this.members.size - live.length,
+          refused: this.figuresRefused
+        } satisfies NodesFigures
+      }
       case 'nodes':
         return [...this.members.values()].filter((n) => m.shard === undefined || n.shard === m.shard).map((n): NodeStatus => ({
           id: n.id, alive: n.alive, lastSeenMs: this.now() - n.lastSeen, shard: n.shard, capacity: n.capacity, layers: n.layers
@@ -115,10 +130,23 @@ export class Registry extends Actor<RegistryMessage> {
     }
   }
 
+  /** Keeps a heartbeat's figures, or refuses them (naming the field) and drops the node's older ones: a node that sends garbage shows none. */
+  private keepFigures (member: Member, figures: unknown): void {
+    try {
+      member.figures = parseNodeFigures(figures)
+    } catch (err) {
+      delete member.figures
+      this.figuresRefused++
+      throw err
+    }
+  }
+
   private lose (member: Member, cause: string): void {
     member.alive = false
     // A node that said it leaves is news; one that fell silent is trouble.
     this.log[cause.startsWith('it left') ? 'info' : 'warn']({ node: member.id, shard: member.shard, cause }, 'node lost')
+    // A lost node's series go from /metrics at once (Prometheus marks them stale); a rejoin brings new ones.
+    delete member.figures
     this.o.shards()[member.shard]!.tell({ type: 'node-lost', id: member.id })
     this.o.directory().tell({ type: 'node-lost', nodeId: member.id })
   }

@@ -334,3 +334,8 @@ export function parseClientRequest (input: unknown): ClientRequest {
   }
   return parsers[type as ClientRequest['type']](input)
 }
+
+/** True for the name of a request type the session knows (metrics label refused requests by it). */
+export function isClientRequestType (type: unknown): type is ClientRequest['type'] {
+  return typeof type === 'string' && hasOwn.call(parsers, type)
+}

@@ -5,7 +5,7 @@
  * so one slow create does not hold up an exec on the same connection.
  */
 import { Actor, type Ref } from '../../actors/index.js'
-import { createError, ErrorCodes } from '../../errors.js'
+import { createError, ErrorCodes, type WarrenError } from '../../errors.js'
 import { authorize, type IamMessage, type Principal, type Scope } from '../iam/index.js'
 import type { ShardMessage } from '../placement/index.js'
 import { DATA_FILE_OPS, FilesDefaults, READ_ONLY_FILE_OPS, SandboxDefaults, type FileRequest, type OutputPage, type SandboxMessage } from '../sandbox/index.js'
@@ -14,12 +14,13 @@ import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.
 import { resolveDeterminism } from '../spec-determinism.js'
 import { ImageRefDefaults, specLayers } from '../spec-image.js'
 import { createRecords, newSandboxIds } from './create.js'
+import type { ControlMetrics } from '../metrics/index.js'
 import type { DirectoryMessage, SandboxRecord, SandboxStateNotice } from './directory.js'
 import type { ImageIndexMessage } from './image-index.js'
 import { killMany, killOne, setTtl, type LifecycleDeps } from './lifecycle.js'
 import { pauseOrResume } from './pause-requests.js'
 import { toPublicError } from './public-error.js'
-import { parseClientRequest, type ClientRequest } from './requests.js'
+import { isClientRequestType, parseClientRequest, type ClientRequest } from './requests.js'
 import type { NodeStatus, RegistryMessage } from './registry.js'
 import type { SnapshotIndexMessage } from './snapshot-index.js'
 import { toSnapshotView } from './snapshot-store.js'
@@ -74,6 +75,8 @@ export interface SessionOptions {
   audit?: AuditSink
   /** Where refused requests are logged (none: silent). */
   log?: Logger
+  /** Counts creations and refused requests (none: not counted). */
+  metrics?: ControlMetrics
 }
 
 export class Session extends Actor<SessionMessage> {
@@ -103,7 +106,7 @@ export class Session extends Actor<SessionMessage> {
     }
     const work = this.handle(m.body)
     if (m.answer) {
-      this.ctx.answerLater(work.catch((err: unknown) => { throw toPublicError(err) }))
+      this.ctx.answerLater(work.catch((err: unknown) => { throw this.refused(m.body, toPublicError(err)) }))
     } else {
       work.catch(() => this.ctx.system.deadLetter(this.self.address, { message: m.body, sender: undefined, reply: undefined }, 'dropped'))
     }
@@ -262,6 +265,7 @@ export class Session extends Actor<SessionMessage> {
     return {
       tenant: this.tenant, iam: this.o.iam, shards: this.o.shards, directory: this.o.directory, snapshots: this.o.snapshots,
       ...(this.o.creations !== undefined ? { creations: this.o.creations } : {}),
+      ...(this.o.metrics !== undefined ? { metrics: this.o.metrics } : {}),
       refFor: (address) => this.ctx.system.refFor(address),
       record: (id) => this.record(id),
       forward: (id, message, timeoutMs) => this.forward(id, message, timeoutMs),
@@ -314,6 +318,13 @@ export class Session extends Actor<SessionMessage> {
     if (tenant === undefined || tenant === this.tenant) return this.tenant
     this.authorize('admin')
     return tenant
+  }
+
+  /** Counts a refused request by its type (when the session knows it) and code; returns the error. */
+  private refused (body: unknown, err: WarrenError): WarrenError {
+    const type = (body as { type?: unknown } | null)?.type
+    this.o.metrics?.refusedRequest(isClientRequestType(type) ? type : undefined, err.code)
+    return err
   }
 
   /** The tenant's record of a sandbox; another tenant's id is NOT_FOUND, like a missing one. */

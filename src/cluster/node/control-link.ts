@@ -12,6 +12,7 @@ import type { NodeCapacity } from '../placement/index.js'
 import type { SandboxEvent } from '../sandbox/index.js'
 import type { ShipAck, ShipBatch } from '../trajectory/index.js'
 import type { NodeMessage, SandboxSummary } from './node-agent.js'
+import type { NodeFigures } from '../metrics/index.js'
 
 export type ControlLinkMessage =
   | { type: 'event', event: SandboxEvent }
@@ -39,6 +40,8 @@ export interface ControlLinkOptions {
   /** Called after every join (the trajectory shipper resends what is not acknowledged), and when the link ends. */
   onSession?: () => void
   onLinkDown?: () => void
+  /** The node's own metrics, carried by every heartbeat (none: heartbeats carry none). */
+  figures?: () => Promise<NodeFigures>
 }
 
 export const ControlLinkDefaults = {
@@ -78,7 +81,10 @@ export class ControlLink extends Actor<ControlLinkMessage> {
         const withLayers = this.beats++ % 10 === 0
         const agent = this.ctx.system.lookup<NodeMessage>(`${this.o.nodeId}/agent`)
         const layers = withLayers && agent !== undefined ? agent.ask<string[]>({ type: 'layers' }).catch(() => undefined) : Promise.resolve(undefined)
-        void layers.then((l) => link.request<{ rejoin: boolean }>(this.o.registry, { type: 'heartbeat', nodeId: this.o.nodeId, ...(l !== undefined ? { layers: l } : {}) }, { timeoutMs: 5000 }))
+        const figures = this.o.figures?.().catch(() => undefined) ?? Promise.resolve(undefined)
+        void Promise.all([layers, figures]).then(([l, f]) => link.request<{ rejoin: boolean }>(this.o.registry, {
+          type: 'heartbeat', nodeId: this.o.nodeId, ...(l !== undefined ? { layers: l } : {}), ...(f !== undefined ? { figures: f } : {})
+        }, { timeoutMs: 5000 }))
           .then((r) => { if (r.rejoin) this.self.tell({ type: 'join' }) }, () => {})
         return undefined
       }

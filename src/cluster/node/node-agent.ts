@@ -14,6 +14,7 @@ import type { SandboxSpec } from '../spec.js'
 import { NodeTrajectories } from '../trajectory/index.js'
 import type { BlobPusher } from './blob-push.js'
 import { errorField, silentLogger, type Logger } from '../../log/index.js'
+import type { ExecMeter } from '../metrics/index.js'
 
 /** One sandbox to create: the id and tenant come from the control plane. */
 export interface CreateItem {
@@ -28,7 +29,8 @@ export interface CreateItem {
 }
 
 /** One answer per item, in order. */
-export type CreateOutcome = { id: string, address: string } | { id: string, error: WireError }
+/** `warm`: its backend handed out a sandbox made ahead (metrics label creations by it). */
+export type CreateOutcome = { id: string, address: string, warm?: boolean } | { id: string, error: WireError }
 
 export type NodeMessage =
   | { type: 'create', items: CreateItem[] }
@@ -37,6 +39,8 @@ export type NodeMessage =
   | { type: 'summaries' }
   | { type: 'capacity' }
   | { type: 'layers' }
+  /** Live sandboxes by backend (the node's heartbeat figures). */
+  | { type: 'counts' }
 
 /** What the control plane needs to know of a live sandbox to rebuild its record (after a restart of either side). */
 export interface SandboxSummary {
@@ -70,6 +74,8 @@ export interface NodeAgentOptions {
   trajectories?: NodeTrajectories
   /** Where the agent logs its start, adoptions, reclaims and sandbox ends (none: silent). */
   log?: Logger
+  /** The node's command counters, which its heartbeats carry (NodeMeter). */
+  meter?: ExecMeter
 }
 
 export const NodeAgentDefaults = {
@@ -157,6 +163,11 @@ export class NodeAgent extends Actor<NodeMessage> {
         })))
       case 'capacity': return this.o.capacity
       case 'layers': return Object.values(this.o.backends).flatMap((b) => b?.cachedLayers?.() ?? [])
+      case 'counts': {
+        const out: Partial<Record<BackendKind, number>> = {}
+        for (const e of this.live.values()) out[e.spec.backend] = (out[e.spec.backend] ?? 0) + 1
+        return out
+      }
     }
   }
 
@@ -165,7 +176,8 @@ export class NodeAgent extends Actor<NodeMessage> {
       try {
         const backend = this.o.backends[item.spec.backend]
         if (backend === undefined) throw createError(ErrorCodes.UNSUPPORTED, `node ${this.o.nodeId} has no ${item.spec.backend} backend`)
-        return { id: item.id, address: await this.start(item, backend, undefined) }
+        const { address, warm } = await this.start(item, backend, undefined)
+        return { id: item.id, address, ...(warm ? { warm } : {}) }
       } catch (err) {
         return { id: item.id, error: toWireError(err) }
       }
@@ -184,8 +196,8 @@ export class NodeAgent extends Actor<NodeMessage> {
     }, 'sandbox ended')
   }
 
-  /** Starts a sandbox actor and waits until its backend sandbox is ready; returns its address. */
-  private async start (item: CreateItem, backend: Backend, adopted: SandboxArgs['adopted']): Promise<string> {
+  /** Starts a sandbox actor and waits until its backend sandbox is ready; returns its address, and whether it came warm. */
+  private async start (item: CreateItem, backend: Backend, adopted: SandboxArgs['adopted']): Promise<{ address: string, warm: boolean }> {
     const createdAt = adopted?.createdAt ?? Date.now()
     // Why it failed, if it does, as the sandbox reports it: its actor stops at once after, so
     // the `info` below is answered only by the kernel's "has stopped".
@@ -212,6 +224,7 @@ export class NodeAgent extends Actor<NodeMessage> {
         this.o.report(event)
       },
       trajectory,
+      ...(this.o.meter !== undefined ? { meter: this.o.meter } : {}),
       ...(adopted !== undefined ? { adopted } : {})
     }
     const ref = await this.sandboxes.ask<Ref<SandboxMessage>>({ type: 'start-child', args }).catch((err: unknown) => {
@@ -233,7 +246,7 @@ export class NodeAgent extends Actor<NodeMessage> {
     }
     // An adopted sandbox that was paused starts paused.
     if (info.state !== 'ready' && info.state !== 'paused') throw startFailure(item, failure ?? { id: item.id, tenant: item.tenant, state: info.state, ...(info.message !== undefined ? { message: info.message } : {}) })
-    return ref.address
+    return { address: ref.address, warm: info.warm === true }
   }
 }
 

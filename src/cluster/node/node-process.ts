@@ -24,6 +24,8 @@ import { createControlLink, type ControlLinkMessage } from './control-link.js'
 import { createBlobPusher } from './blob-push.js'
 import { createNodeAgent, type NodeAgentOptions } from './node-agent.js'
 import { NodeTrajectories, type ShipAck, type TrajectoryLimits } from '../trajectory/index.js'
+import { NodeMeter } from '../metrics/index.js'
+import type { NodeMessage } from './node-agent.js'
 import { cpus, totalmem } from 'node:os'
 import { defaultLogger, errorField, watchSystem, type Logger } from '../../log/index.js'
 
@@ -160,6 +162,14 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
       return await link.ask<ShipAck>({ type: 'ship', batch }, { timeoutMs: 15_000 })
     }
   })
+  // The node's own figures, which its heartbeats carry to the control plane's /metrics.
+  const meter = new NodeMeter()
+  meter.watch(system)
+  const figures = async (): Promise<ReturnType<NodeMeter['figures']>> => {
+    const agent = system.lookup<NodeMessage>(`${nodeId}/agent`)
+    const counts = agent === undefined ? {} : await agent.ask<Partial<Record<string, number>>>({ type: 'counts' }, { timeoutMs: 2000 }).catch(() => ({}))
+    return meter.figures(system, counts, await lazy?.metrics().catch(() => undefined))
+  }
   let joined!: () => void
   const joinedOnce = new Promise<void>((resolve) => { joined = resolve })
   const root = system.spawn(createSupervisor({
@@ -172,6 +182,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
           nodeId, capacity, backends, report: (event) => control()?.tell({ type: 'event', event }),
           pushBlob, log,
           trajectories,
+          meter,
           ...(options.output !== undefined ? { output: options.output } : {}),
           ...(options.files !== undefined ? { files: options.files } : {})
         }),
@@ -190,6 +201,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
           trajectories: 'cp/trajectories',
           onSession: () => trajectories.linkUp(),
           onLinkDown: () => trajectories.linkDown(),
+          figures,
           ...(options.heartbeatEveryMs !== undefined ? { heartbeatEveryMs: options.heartbeatEveryMs } : {}),
           ...(options.link !== undefined ? { link: options.link } : {}),
           onJoined: () => joined()

@@ -10,6 +10,7 @@
  */
 import type { ExecResult } from '../../backends/types.js'
 import type { ExecCredit } from './output-pool.js'
+import type { ExecMeter } from '../metrics/index.js'
 
 export type StreamName = 'stdout' | 'stderr'
 
@@ -49,9 +50,24 @@ export class ExecOutput {
   private endWaiters: Array<() => void> = []
   /** When the consumer last pulled; finished outputs nobody reads are dropped after a while. */
   lastReadAt = Date.now()
+  private readonly startedAt = Date.now()
+  /** True once the meter was told of the end. */
+  private metered = false
 
-  /** @param credit this command's share of the node's output buffer (held bytes are counted there) */
-  constructor (private readonly credit?: ExecCredit) {}
+  /**
+   * @param credit this command's share of the node's output buffer (held bytes are counted there)
+   * @param meter the node's command counters: told of the start, the bytes, and the end (once)
+   */
+  constructor (private readonly credit?: ExecCredit, private readonly meter?: ExecMeter) {
+    meter?.started()
+  }
+
+  /** Tells the meter the command ended, once, however it ended (so its count matches the starts). */
+  private ended (durationMs: number): void {
+    if (this.metered) return
+    this.metered = true
+    this.meter?.ended(durationMs)
+  }
 
   /** Appends a chunk and wakes readers waiting for it. */
   append (stream: StreamName, data: Uint8Array): void {
@@ -61,11 +77,13 @@ export class ExecOutput {
       this.chunks.push({ seq: this.nextSeq++, stream, data: data.subarray(at, at + step) })
     }
     this.credit?.used(data.byteLength)
+    this.meter?.output(data.byteLength)
     this.wake()
   }
 
   /** Records how the command ended. */
   finish (result: ExecResult): void {
+    this.ended(result.durationMs)
     this.result = result
     this.credit?.ended()
     this.wake()
@@ -77,6 +95,7 @@ export class ExecOutput {
    */
   fail (err: unknown): void {
     this.failure = err
+    this.ended(Date.now() - this.startedAt)
     this.result ??= { exitCode: 126, durationMs: 0, truncated: false }
     this.credit?.ended()
     const waiting = this.waiters
@@ -148,6 +167,7 @@ export class ExecOutput {
 
   /** Answers every waiting reader (used when the sandbox goes away). */
   close (result: ExecResult): void {
+    this.ended(Date.now() - this.startedAt)
     if (this.result === undefined) this.result = result
     this.credit?.ended()
     this.wake()

@@ -23,6 +23,7 @@ import { StdinPipe } from './stdin-pipe.js'
 import { ExecTerminalControl } from './terminal.js'
 import { NodeTrajectoryDefaults, type ExecRecording, type SandboxRecorder } from '../trajectory/index.js'
 import { checkTtl } from './ttl.js'
+import type { ExecMeter } from '../metrics/index.js'
 
 export type SandboxState = 'creating' | 'ready' | 'paused' | 'stopping' | 'gone' | 'failed'
 
@@ -41,6 +42,8 @@ export interface SandboxInfo {
   message?: string
   /** Pauses and resumes so far (PauseControl.seq): which of two reports of them is newer. */
   pauseSeq?: number
+  /** True when its backend handed out a sandbox made ahead (a warm pool's). */
+  warm?: boolean
 }
 
 /** What a sandbox tells its node (and through it the control plane) when its state changes. */
@@ -133,6 +136,8 @@ export interface SandboxArgs {
   pushBlob?: (file: string, kind: BlobKind) => Promise<{ digest: string, bytes: number }>
   /** Where its steps are recorded (src/cluster/trajectory); snapshot, pause and resume record theirs through it too. */
   trajectory: SandboxRecorder
+  /** The node's counters of commands (started, output bytes, durations). */
+  meter?: ExecMeter
 }
 
 /** What a durable backend keeps for the node, to rebuild the sandbox actor after a restart. */
@@ -312,7 +317,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     const maxOutputBytes = this.outputCap(opts.maxOutputBytes)
     const stdin = opts.openStdin === true ? new StdinPipe() : undefined
     const credit = this.openCredit(maxOutputBytes)
-    const output = new ExecOutput(credit)
+    const output = new ExecOutput(credit, this.args.meter)
     const abort = new AbortController()
     const record = unrecorded ? UNRECORDED : this.args.trajectory.exec(execId, argv, opts)
     const terminal = opts.pty !== undefined ? new ExecTerminalControl(opts.pty) : undefined
@@ -434,7 +439,8 @@ export class Sandbox extends Actor<SandboxMessage> {
       expiresAt: this.expiresAt,
       ...(this.endReason !== undefined ? { reason: this.endReason } : {}),
       ...(this.endMessage !== undefined ? { message: this.endMessage } : {}),
-      ...(this.freeze.seq > 0 ? { pauseSeq: this.freeze.seq } : {})
+      ...(this.freeze.seq > 0 ? { pauseSeq: this.freeze.seq } : {}),
+      ...(this.handle?.warm === true ? { warm: true } : {})
     }
   }
 
