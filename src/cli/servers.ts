@@ -4,11 +4,12 @@
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { homedir } from 'node:os'
-import { join } from 'node:path'
+import { join, resolve as resolvePath } from 'node:path'
 import { nanoid } from 'nanoid'
 import { ControlPlaneDefaults, defaultNodeId, startControlPlane, startNode, type NodeProcess } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { configPath, writeConfig } from '../sdk/index.js'
+import { loadCa, loadServerTls, type TlsServerConfig } from '../transport/index.js'
 import { systemCause } from './failure.js'
 import { parseMilliseconds, parsePairs } from './units.js'
 
@@ -43,7 +44,25 @@ function listenRefusal (err: unknown, host: string, port: number): unknown {
 
 export interface UpFlags {
   port?: string, host?: string, 'data-dir'?: string, 'functions-dir'?: string, shards?: string, 'no-local-node'?: boolean, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, kernel?: string, 'kernel-modules'?: string,
-  'trajectory-retention'?: string
+  'trajectory-retention'?: string, 'tls-cert'?: string, 'tls-key'?: string, ca?: string
+}
+
+/**
+ * `--tls-cert F --tls-key F [--ca F]`: the certificate and key (read and checked before anything
+ * starts), and the CA the local node and the config file trust — the certificate itself when no
+ * CA is named, right for a self-signed one.
+ */
+function upTls (flags: UpFlags): { tls: TlsServerConfig, caPath: string, ca: string } | undefined {
+  const cert = flags['tls-cert']
+  const key = flags['tls-key']
+  if (cert === undefined && key === undefined) {
+    if (flags.ca !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, '--ca goes with --tls-cert and --tls-key', { field: 'ca' })
+    return undefined
+  }
+  if (cert === undefined || key === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'TLS needs both --tls-cert FILE and --tls-key FILE', { field: cert === undefined ? 'tls-cert' : 'tls-key' })
+  const tls = loadServerTls(cert, key)
+  const caPath = resolvePath(flags.ca ?? cert)
+  return { tls, caPath, ca: loadCa(caPath, flags.ca !== undefined ? 'ca' : 'tls-cert') }
 }
 
 /** The node's microvm options from `--kernel` / `--kernel-modules`. */
@@ -62,7 +81,9 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw createError(ErrorCodes.INVALID_ARGUMENT, `--port must be 0-65535, got ${flags.port}`, { field: 'port' })
   const host = flags.host ?? ControlPlaneDefaults.host
   const retention = flags['trajectory-retention'] !== undefined ? parseMilliseconds(flags['trajectory-retention'], 'trajectory-retention') : undefined
+  const tls = upTls(flags)
   const cp = await startControlPlane({
+    ...(tls !== undefined ? { tls: tls.tls } : {}),
     port,
     host,
     dataDir,
@@ -72,15 +93,15 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   let node: NodeProcess | undefined
   try {
     if (flags['no-local-node'] !== true) {
-      node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null, dataDir, lazyLayers: flags['no-lazy-layers'] !== true, ...kernelOptions(flags) })
+      node = await startNode({ url: cp.url, joinToken: cp.joinToken, ...(tls !== undefined ? { ca: tls.ca } : {}), nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null, dataDir, lazyLayers: flags['no-lazy-layers'] !== true, ...kernelOptions(flags) })
     }
     const token = await cp.createToken('admin', ['admin'])
-    const written = writeConfig({ url: cp.url, token })
+    const written = writeConfig({ url: cp.url, token, ...(tls !== undefined ? { ca: tls.caPath } : {}) })
     process.stdout.write([
       node !== undefined ? `warren is up: control plane and node ${node.nodeId} in one process` : 'warren is up: control plane only (nodes join with warren node)',
       `  url:        ${cp.url}`,
       `  token:      ${token}`,
-      `  join token: ${cp.joinToken}   (warren node --join ${cp.url} --token …)`,
+      `  join token: ${cp.joinToken}   (warren node --join ${cp.url} --token …${tls !== undefined ? ` --ca ${tls.caPath}` : ''})`,
       `  config:     ${written}`,
       'Ctrl-C stops it.', ''
     ].join('\n'))
@@ -93,15 +114,21 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   return 0
 }
 
-export interface NodeFlags { join?: string, token?: string, 'node-id'?: string, 'data-dir'?: string, 'functions-dir'?: string, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, 'egress-host'?: string[], kernel?: string, 'kernel-modules'?: string }
+export interface NodeFlags { join?: string, token?: string, ca?: string, 'node-id'?: string, 'data-dir'?: string, 'functions-dir'?: string, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, 'egress-host'?: string[], kernel?: string, 'kernel-modules'?: string }
 
 /** `warren node --join URL --token T`: joins and runs until a signal. */
 export async function node (flags: NodeFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
-  if (flags.join === undefined || flags.token === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren node --join URL --token JOIN_TOKEN [--node-id ID]', { field: flags.join === undefined ? 'join' : 'token' })
+  // The token may come from the environment (a systemd EnvironmentFile, a Kubernetes Secret): not on the command line, where ps shows it.
+  const token = flags.token ?? process.env.WARREN_JOIN_TOKEN
+  if (flags.join === undefined || token === undefined || token === '') throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren node --join URL --token JOIN_TOKEN [--ca FILE] [--node-id ID]', { field: flags.join === undefined ? 'join' : 'token' })
+  if (flags.ca !== undefined && !flags.join.startsWith('wss:')) throw createError(ErrorCodes.INVALID_ARGUMENT, `--ca verifies a wss:// control plane; ${flags.join} is not one`, { field: 'ca' })
+  const caFile = flags.ca ?? (flags.join.startsWith('wss:') && process.env.WARREN_CA !== '' ? process.env.WARREN_CA : undefined)
+  const ca = caFile !== undefined ? loadCa(caFile) : undefined
   const dataDir = flags['data-dir'] ?? join(homedir(), '.warren', 'node')
   const n = await startNode({
     url: flags.join,
-    joinToken: flags.token,
+    joinToken: token,
+    ...(ca !== undefined ? { ca } : {}),
     nodeId: flags['node-id'] ?? persistentNodeId(dataDir),
     functionsDir: flags['functions-dir'] ?? null,
     dataDir,

@@ -16,7 +16,7 @@
 import { join } from 'node:path'
 import { ActorSystem, type Ref } from '../../actors/index.js'
 import { createSupervisor, type ChildSpec } from '../../supervisors/index.js'
-import type { LinkOptionsInput } from '../../transport/index.js'
+import type { LinkOptionsInput, TlsServerConfig } from '../../transport/index.js'
 import { createIam, IamStore, type IamMessage, type Scope } from '../iam/index.js'
 import { createPlacementShard, type ShardMessage } from '../placement/index.js'
 import { createDirectory, type DirectoryMessage } from './directory.js'
@@ -56,11 +56,13 @@ export interface ControlPlaneOptions {
   trajectoryRetentionMs?: number
   /** Snapshot bounds (SnapshotDefaults): diffs before a flatten, snapshots per tenant, the collector's period. */
   snapshots?: Partial<SnapshotTunables>
+  /** Serve `wss://` and `https://` on the one port with this certificate and key (PEM; `loadServerTls` reads them). */
+  tls?: TlsServerConfig
 }
 
 export interface ControlPlane {
   readonly system: ActorSystem
-  /** `ws://host:port` of the gateway. */
+  /** `ws://host:port` of the gateway (`wss://` with `tls`). */
   readonly url: string
   /** The node join token (a fresh one each start). */
   readonly joinToken: string
@@ -146,6 +148,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
         ...(blobRoot !== undefined ? { blobRoot } : {}),
         ...(options.link !== undefined ? { link: options.link } : {}),
         ...(options.upload !== undefined ? { upload: options.upload } : {}),
+        ...(options.tls !== undefined ? { tls: options.tls } : {}),
         onListening: (u) => { url = u },
         onListenError: (err) => { listenError ??= err }
       }),

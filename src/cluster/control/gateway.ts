@@ -5,12 +5,12 @@
  * only the registry, the directory and the trajectory store. Nodes are reached back through their links by address
  * (`${nodeId}/…`).
  */
-import { createServer, type Server } from 'node:http'
+import type { Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Actor, type Ref } from '../../actors/index.js'
 import type { UploadTunables } from '../../images/upload/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
-import { createLinkServer, exposeSystem, routeRemote, type Link, type LinkHandler, type LinkOptionsInput, type LinkServer } from '../../transport/index.js'
+import { createLinkServer, createPortServer, exposeSystem, routeRemote, type Link, type LinkHandler, type LinkOptionsInput, type LinkServer, type TlsServerConfig } from '../../transport/index.js'
 import type { IamMessage, Principal } from '../iam/index.js'
 import type { ShardMessage } from '../placement/index.js'
 import { createBlobRoutes, type BlobRoutes } from './blob-routes.js'
@@ -36,6 +36,8 @@ export interface GatewayOptions {
   blobRoot?: string
   /** Bounds of layer uploads (UploadDefaults unless given). */
   upload?: Partial<UploadTunables>
+  /** Serve TLS (`wss://`, `https://`) on the port with this certificate and key; plain without. */
+  tls?: TlsServerConfig
   /** Link tunables (heartbeats, frame limits), mostly for tests. */
   link?: LinkOptionsInput
   /** Told the URL once listening. */
@@ -71,7 +73,8 @@ export class Gateway extends Actor<GatewayMessage> {
       ...(this.o.upload !== undefined ? { upload: this.o.upload } : {})
     })
     this.blobs = blobs
-    this.http = createServer((req, res) => blobs.handle(req, res))
+    // With a certificate the whole port is TLS: links, blob reads and uploads alike.
+    this.http = createPortServer(this.o.tls, (req, res) => blobs.handle(req, res))
     this.server = createLinkServer({
       ...(this.o.link ?? {}),
       server: this.http,
@@ -83,12 +86,18 @@ export class Gateway extends Actor<GatewayMessage> {
       this.http!.listen(this.o.port, this.o.host, () => { this.http!.off('error', reject); resolve() })
     })
     const port = (this.http.address() as AddressInfo).port
-    this.o.onListening?.(`ws://${this.o.host ?? '127.0.0.1'}:${port}`, port)
+    this.o.onListening?.(this.url()!, port)
+  }
+
+  /** `ws://host:port`, or `wss://` when the port serves TLS. */
+  private url (): string | undefined {
+    if (this.http === undefined) return undefined
+    return `${this.o.tls !== undefined ? 'wss' : 'ws'}://${this.o.host ?? '127.0.0.1'}:${(this.http.address() as AddressInfo).port}`
   }
 
   receive (m: GatewayMessage): unknown {
     switch (m.type) {
-      case 'url': return this.http === undefined ? undefined : `ws://${this.o.host ?? '127.0.0.1'}:${(this.http.address() as AddressInfo).port}`
+      case 'url': return this.url()
       case 'links': return { nodes: [...this.nodeLinks.keys()], total: this.server?.links.size ?? 0 }
     }
   }
