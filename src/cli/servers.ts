@@ -82,7 +82,10 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   const host = flags.host ?? ControlPlaneDefaults.host
   const retention = flags['trajectory-retention'] !== undefined ? parseMilliseconds(flags['trajectory-retention'], 'trajectory-retention') : undefined
   const tls = upTls(flags)
+  // A deployment's join token comes from its secret (environment), never the command line.
+  const joinToken = process.env.WARREN_JOIN_TOKEN !== undefined && process.env.WARREN_JOIN_TOKEN !== '' ? process.env.WARREN_JOIN_TOKEN : undefined
   const cp = await startControlPlane({
+    ...(joinToken !== undefined ? { joinToken } : {}),
     ...(tls !== undefined ? { tls: tls.tls } : {}),
     port,
     host,

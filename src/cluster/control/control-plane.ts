@@ -14,6 +14,7 @@
  * actor is found again without anyone holding a stale Ref.
  */
 import { join } from 'node:path'
+import { createError, ErrorCodes } from '../../errors.js'
 import { ActorSystem, type Ref } from '../../actors/index.js'
 import { createSupervisor, type ChildSpec } from '../../supervisors/index.js'
 import type { LinkOptionsInput, TlsServerConfig } from '../../transport/index.js'
@@ -56,6 +57,11 @@ export interface ControlPlaneOptions {
   trajectoryRetentionMs?: number
   /** Snapshot bounds (SnapshotDefaults): diffs before a flatten, snapshots per tenant, the collector's period. */
   snapshots?: Partial<SnapshotTunables>
+  /**
+   * The node join token to use instead of a fresh one (a deployment keeps it in a secret, so
+   * nodes started from the same secret join across restarts): `wrnj_` and at least 32 more of [A-Za-z0-9_-].
+   */
+  joinToken?: string
   /** Serve `wss://` and `https://` on the one port with this certificate and key (PEM; `loadServerTls` reads them). */
   tls?: TlsServerConfig
 }
@@ -73,6 +79,9 @@ export interface ControlPlane {
 }
 
 export async function startControlPlane (options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  if (options.joinToken !== undefined && !/^wrnj_[A-Za-z0-9_-]{32,}$/.test(options.joinToken)) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, 'the join token must be wrnj_ followed by at least 32 of [A-Za-z0-9_-] (openssl rand -hex 32 makes the rest)', { field: 'joinToken' })
+  }
   const o = { ...ControlPlaneDefaults, ...options }
   const system = new ActorSystem({ name: CONTROL_PLANE })
   const state = openState(options.dataDir)
@@ -92,7 +101,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     state.close()
     throw err
   }
-  const joinToken = store.rotateJoinToken()
+  const joinToken = store.rotateJoinToken(options.joinToken)
 
   const ref = <M>(name: string) => (): Ref<M> => {
     const r = system.lookup<M>(`${CONTROL_PLANE}/${name}`)
