@@ -11,7 +11,6 @@ import { createServer as createHttpServer, type RequestListener, type Server } f
 import { createServer as createHttpsServer } from 'node:https'
 import type { Socket } from 'node:net'
 import { createSecureContext, rootCertificates } from 'node:tls'
-import { Agent as UndiciAgent, fetch as undiciFetch } from 'undici'
 import { createError, ErrorCodes, type WarrenError } from '../errors.js'
 
 /** A CA as callers give it: PEM text, or the path of a PEM file. */
@@ -115,8 +114,13 @@ export function plainAtTlsPort (url: string): WarrenError {
 export function fetchTrusting (ca: string | undefined): typeof fetch {
   if (ca === undefined) return fetch
   // undici's own fetch with its own agent: the global fetch cannot be given a CA on Node 20.
-  const dispatcher = new UndiciAgent({ connect: { ca: trustList(ca) } })
-  return (async (input: string | URL, init?: RequestInit) => await undiciFetch(input, { ...(init as object), dispatcher } as Parameters<typeof undiciFetch>[1])) as unknown as typeof fetch
+  // Loaded at the first request, so a process that never fetches over TLS never loads it.
+  let ready: Promise<{ call: typeof import('undici').fetch, dispatcher: import('undici').Agent }> | undefined
+  return (async (input: string | URL, init?: RequestInit) => {
+    ready ??= import('undici').then((u) => ({ call: u.fetch, dispatcher: new u.Agent({ connect: { ca: trustList(ca) } }) }))
+    const { call, dispatcher } = await ready
+    return await call(input, { ...(init as object), dispatcher } as Parameters<typeof call>[1])
+  }) as unknown as typeof fetch
 }
 
 /** The TCP socket under a server-side TLS socket (the socket itself when there is no TLS). */
