@@ -43,7 +43,9 @@ const DEBIAN_PACKAGES = [
   { name: 'python3-setuptools', provides: '/usr/lib/python3/dist-packages/setuptools/__init__.py' },
   // microvm sandboxes: QEMU's microvm machine (the guest kernel is extracted from Debian's
   // linux-image-cloud-amd64 into the node's data dir on first use, not installed here)
-  { name: 'qemu-system-x86', provides: '/usr/bin/qemu-system-x86_64' }
+  { name: 'qemu-system-x86', provides: '/usr/bin/qemu-system-x86_64' },
+  // the deploy tests render deploy/kubernetes with `kubectl kustomize` (no cluster needed)
+  { name: 'kubernetes-client', provides: '/usr/bin/kubectl' }
 ]
 
 function log (line) { process.stderr.write(`setup: ${line}\n`) }
@@ -57,6 +59,8 @@ function run (cmd, args, opts = {}) {
 }
 
 function debianPackages () {
+  // An image build (deploy/Dockerfile) installs the packages it needs itself.
+  if (process.env.WARREN_SETUP_NO_APT === '1') return
   const missing = DEBIAN_PACKAGES.filter((p) => !existsSync(p.provides))
   if (missing.length === 0) return
   const names = missing.map((p) => p.name)
