@@ -5,7 +5,7 @@
  * sandbox from it, running a command and cutting a snapshot (the node pushes it over https);
  * a node and a client with the wrong CA refused, naming TLS; `warren up` refusing bad files.
  */
-import { spawnSync } from 'node:child_process'
+import { execFile, spawnSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -80,6 +80,20 @@ test('over TLS: a client with the wrong CA, or a plain ws:// URL, is refused at 
   }
   const client = await connect({ url: cp.url, token, ca: certs.ca })
   defer(() => client.close())
+  // The CLI: `warren --ca F CMD` trusts the CA; without it the same command is refused naming TLS.
+  const env = { ...process.env, WARREN_URL: cp.url, WARREN_TOKEN: token, WARREN_CONFIG: join(dir, 'none.json'), WARREN_CA: '' }
+  // Not spawnSync: this process serves the control plane the CLI talks to.
+  const cli = async (args: string[]): Promise<{ status: number, stdout: string, stderr: string }> => await new Promise((resolve) => {
+    execFile(process.execPath, [join(repoRoot, 'bin', 'warren.js'), ...args], { encoding: 'utf8', timeout: 30_000, env }, (err, stdout, stderr) => {
+      resolve({ status: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr })
+    })
+  })
+  const listed = await cli(['--ca', certs.caFile, 'ps'])
+  assert.is(listed.status, 0, listed.stderr)
+  assert.match(listed.stdout, /^ID\s+STATE/)
+  const refused = await cli(['ps'])
+  assert.is(refused.status, 1, refused.stderr)
+  assert.match(refused.stderr, /TLS refused the connection to wss:.*not trusted/)
   const sb = await client.create({ backend: 'function' })
   assert.is((await sb.exec(['js', 'console.log(6*7)'])).stdout.trim(), '42')
 }))
