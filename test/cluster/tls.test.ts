@@ -127,4 +127,18 @@ test('warren up refuses unreadable or mismatched TLS files with one line naming 
   }
 }))
 
+test('a deployment\'s join token (WARREN_JOIN_TOKEN) is used as given, and a malformed one refused naming it', timed(60_000, async (defer) => {
+  const given = `wrnj_${'a1'.repeat(32)}`
+  const cp = await startTestControlPlane({ joinToken: given })
+  defer(() => cp.close())
+  assert.is(cp.joinToken, given)
+  const node = await startNode({ url: cp.url, joinToken: given, nodeId: 'given-token', functionsDir })
+  defer(() => node.close())
+  for (const bad of ['wrnj_short', 'wrn_' + 'a'.repeat(40), `wrnj_${'a'.repeat(40)} `]) {
+    const err = await startTestControlPlane({ joinToken: bad }).then(async (c) => { await c.close(); return undefined }, (e: unknown) => e)
+    assert.ok(isWarrenError(err, ErrorCodes.INVALID_ARGUMENT), `${bad}: ${String(err)}`)
+    assert.is((err as WarrenError).details?.field, 'joinToken')
+  }
+}))
+
 test.run()
