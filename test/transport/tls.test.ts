@@ -7,7 +7,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { readFileSync } from 'node:fs'
 import { request as httpsRequest } from 'node:https'
-import type { AddressInfo } from 'node:net'
+import { connect as connectTcp, type AddressInfo } from 'node:net'
 import { ErrorCodes, isWarrenError, type WarrenError } from '../../src/errors.js'
 import { createLinkClient, createLinkServer, createPortServer, loadCa, loadServerTls, type LinkServer } from '../../src/transport/index.js'
 import { makeTestCerts, type TestCerts } from '../support/certs.js'
@@ -62,6 +62,15 @@ test('an authenticated TLS link outlives the unauthenticated-connection timeout 
   await new Promise((resolve) => setTimeout(resolve, 600))
   assert.equal(await client.request('x', 1), 1)
   assert.is(reconnects, 0)
+}))
+
+test('a TCP connection that never starts its TLS handshake is dropped at the authentication timeout', timed(10_000, async (defer) => {
+  const { port } = await tlsServer(defer, 200)
+  const socket = connectTcp(port, '127.0.0.1')
+  defer(() => socket.destroy())
+  socket.on('error', () => {})
+  // The server ends it: the admission counts it from the TCP accept, before any TLS.
+  await new Promise<void>((resolve) => socket.once('close', () => resolve()))
 }))
 
 test('HTTPS requests on the same port verify against the CA', timed(10_000, async (defer) => {
