@@ -93,13 +93,16 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
     ...(flags.shards !== undefined ? { shards: Number(flags.shards) } : {}),
     ...(retention !== undefined ? { trajectoryRetentionMs: retention } : {})
   }).catch((err: unknown) => { throw listenRefusal(err, host, port) })
+  // The local node and this machine's clients dial loopback when the port listens on every
+  // address (a certificate names addresses one can dial, never 0.0.0.0).
+  const localUrl = cp.url.replace('//0.0.0.0:', '//127.0.0.1:').replace('//[::]:', '//[::1]:')
   let node: NodeProcess | undefined
   try {
     if (flags['no-local-node'] !== true) {
-      node = await startNode({ url: cp.url, joinToken: cp.joinToken, ...(tls !== undefined ? { ca: tls.ca } : {}), nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null, dataDir, lazyLayers: flags['no-lazy-layers'] !== true, ...kernelOptions(flags) })
+      node = await startNode({ url: localUrl, joinToken: cp.joinToken, ...(tls !== undefined ? { ca: tls.ca } : {}), nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null, dataDir, lazyLayers: flags['no-lazy-layers'] !== true, ...kernelOptions(flags) })
     }
     const token = await cp.createToken('admin', ['admin'])
-    const written = writeConfig({ url: cp.url, token, ...(tls !== undefined ? { ca: tls.caPath } : {}) })
+    const written = writeConfig({ url: localUrl, token, ...(tls !== undefined ? { ca: tls.caPath } : {}) })
     process.stdout.write([
       node !== undefined ? `warren is up: control plane and node ${node.nodeId} in one process` : 'warren is up: control plane only (nodes join with warren node)',
       `  url:        ${cp.url}`,
