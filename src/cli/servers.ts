@@ -65,6 +65,21 @@ function upTls (flags: UpFlags): { tls: TlsServerConfig, caPath: string, ca: str
   return { tls, caPath, ca: loadCa(caPath, flags.ca !== undefined ? 'ca' : 'tls-cert') }
 }
 
+/**
+ * SIGHUP: read the certificate and key again and serve them to new connections (a renewed
+ * certificate needs no restart). A file that fails the checks keeps the old one, said on stderr.
+ * @returns the function that stops listening
+ */
+function onReload (cp: { reloadTls: (tls: TlsServerConfig) => Promise<void> }, cert: string, key: string): () => void {
+  const on = (): void => {
+    Promise.resolve().then(async () => { await cp.reloadTls(loadServerTls(cert, key)) }).then(
+      () => process.stderr.write(`warren: reloaded the certificate ${cert}\n`),
+      (err: unknown) => process.stderr.write(`warren: kept the old certificate: ${(err as Error).message}\n`))
+  }
+  process.on('SIGHUP', on)
+  return () => { process.off('SIGHUP', on) }
+}
+
 /** The node's microvm options from `--kernel` / `--kernel-modules`. */
 function kernelOptions (flags: { kernel?: string, 'kernel-modules'?: string }): { microvm?: { kernel: string, kernelModules?: string } } {
   if (flags.kernel === undefined) {
@@ -111,7 +126,8 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
       `  config:     ${written}`,
       'Ctrl-C stops it.', ''
     ].join('\n'))
-    await until
+    const reload = tls !== undefined ? onReload(cp, flags['tls-cert']!, flags['tls-key']!) : undefined
+    try { await until } finally { reload?.() }
     process.stdout.write('warren: stopping\n')
   } finally {
     await node?.close()

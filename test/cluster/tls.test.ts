@@ -127,6 +127,26 @@ test('warren up refuses unreadable or mismatched TLS files with one line naming 
   }
 }))
 
+test('a reloaded certificate is served to new connections; open ones keep theirs', timed(60_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-tls-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const cp = await tlsControlPlane(defer, dir)
+  const token = await cp.createToken('tls', ['admin'])
+  const before = await connect({ url: cp.url, token, ca: certs.ca })
+  defer(() => before.close())
+  await cp.reloadTls(loadServerTls(certs.renewedCertFile, certs.keyFile))
+  const old = await connect({ url: cp.url, token, ca: certs.ca, connectTimeoutMs: 20_000 }).then(async (c) => { await c.close(); return undefined }, (e: unknown) => e)
+  assert.is((old as WarrenError | undefined)?.details?.reason, 'tls', 'the old CA no longer verifies new connections')
+  const after = await connect({ url: cp.url, token, ca: certs.wrongCaFile })
+  defer(() => after.close())
+  assert.equal(await after.list(), [])
+  assert.equal(await before.list(), [], 'the connection opened before the reload goes on')
+  const plain = await startTestControlPlane()
+  defer(() => plain.close())
+  const err = await plain.reloadTls(loadServerTls(certs.certFile, certs.keyFile)).then(() => undefined, (e: unknown) => e)
+  assert.ok(isWarrenError(err, ErrorCodes.INVALID_ARGUMENT), String(err))
+}))
+
 test('a deployment\'s join token (WARREN_JOIN_TOKEN) is used as given, and a malformed one refused naming it', timed(60_000, async (defer) => {
   const given = `wrnj_${'a1'.repeat(32)}`
   const cp = await startTestControlPlane({ joinToken: given })

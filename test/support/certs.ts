@@ -17,6 +17,8 @@ export interface TestCerts {
   wrongCaFile: string
   /** A key that does not belong to `certFile`. */
   otherKeyFile: string
+  /** A certificate for the same names and key as `certFile`, signed by the wrong CA (a renewal from another CA). */
+  renewedCertFile: string
   ca: string
   remove (): void
 }
@@ -39,6 +41,7 @@ export function makeTestCerts (): TestCerts {
     openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-keyout', 'server.key', '-out', 'server.csr'], dir)
     writeFileSync(join(dir, 'server.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n')
     openssl(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'server.ext', '-out', 'server.pem'], dir)
+    openssl(['x509', '-req', '-in', 'server.csr', '-CA', 'wrong-ca.pem', '-CAkey', 'wrong-ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'server.ext', '-out', 'renewed.pem'], dir)
     openssl(['genpkey', '-algorithm', 'RSA', '-pkeyopt', 'rsa_keygen_bits:2048', '-out', 'other.key'], dir)
   } catch (err) {
     rmSync(dir, { recursive: true, force: true })
@@ -51,6 +54,7 @@ export function makeTestCerts (): TestCerts {
     keyFile: join(dir, 'server.key'),
     wrongCaFile: join(dir, 'wrong-ca.pem'),
     otherKeyFile: join(dir, 'other.key'),
+    renewedCertFile: join(dir, 'renewed.pem'),
     ca: readFileSync(join(dir, 'ca.pem'), 'utf8'),
     remove: () => rmSync(dir, { recursive: true, force: true })
   }

@@ -24,7 +24,7 @@ import { createDirectory, type DirectoryMessage } from './directory.js'
 import { LayerKinds, NameIndex } from '../../images/index.js'
 import type { UploadTunables } from '../../images/upload/index.js'
 import { openState } from '../../state/index.js'
-import { createGateway } from './gateway.js'
+import { createGateway, type GatewayMessage } from './gateway.js'
 import { createImageIndex, type ImageIndexMessage } from './image-index.js'
 import { createRegistry, createShardRecovery, type RegistryMessage } from './registry.js'
 import { createTrajectories, TrajectoryStore, type TrajectoriesMessage } from '../trajectory/index.js'
@@ -74,6 +74,12 @@ export interface ControlPlane {
   readonly joinToken: string
   /** Issues an API key for a tenant. */
   createToken (tenant: string, scopes: Scope[]): Promise<string>
+  /**
+   * Serves a new certificate and key (`loadServerTls` reads and checks them) to new connections;
+   * open ones keep theirs. A restarted gateway serves the newest.
+   * @throws WARREN_ERR_INVALID_ARGUMENT when the control plane was started without TLS
+   */
+  reloadTls (tls: TlsServerConfig): Promise<void>
   /** Stops everything, newest first. */
   close (): Promise<void>
 }
@@ -102,6 +108,8 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     throw err
   }
   const joinToken = store.rotateJoinToken(options.joinToken)
+  // Changed in place by reloadTls, so a gateway the supervisor restarts serves the newest certificate.
+  const tlsNow: TlsServerConfig | undefined = options.tls !== undefined ? { ...options.tls } : undefined
 
   const ref = <M>(name: string) => (): Ref<M> => {
     const r = system.lookup<M>(`${CONTROL_PLANE}/${name}`)
@@ -157,7 +165,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
         ...(blobRoot !== undefined ? { blobRoot } : {}),
         ...(options.link !== undefined ? { link: options.link } : {}),
         ...(options.upload !== undefined ? { upload: options.upload } : {}),
-        ...(options.tls !== undefined ? { tls: options.tls } : {}),
+        ...(tlsNow !== undefined ? { tls: tlsNow } : {}),
         onListening: (u) => { url = u },
         onListenError: (err) => { listenError ??= err }
       }),
@@ -182,6 +190,11 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     get url () { return url },
     joinToken,
     createToken: (tenant, scopes) => iam().ask<string>({ type: 'create-key', tenant, scopes }),
+    async reloadTls (tls) {
+      if (tlsNow === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'this control plane does not serve TLS: start it with --tls-cert and --tls-key', { field: 'tls' })
+      await ref<GatewayMessage>('gateway')().ask({ type: 'tls', tls }, { timeoutMs: 10_000 })
+      Object.assign(tlsNow, { cert: tls.cert, key: tls.key })
+    },
     async close () {
       await system.stop(root, 15_000)
       await system.shutdown(1000)

@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net'
 import { Actor, type Ref } from '../../actors/index.js'
 import type { UploadTunables } from '../../images/upload/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
-import { createLinkServer, createPortServer, exposeSystem, routeRemote, type Link, type LinkHandler, type LinkOptionsInput, type LinkServer, type TlsServerConfig } from '../../transport/index.js'
+import { createLinkServer, createPortServer, exposeSystem, routeRemote, servesTls, type Link, type LinkHandler, type LinkOptionsInput, type LinkServer, type TlsServerConfig } from '../../transport/index.js'
 import type { IamMessage, Principal } from '../iam/index.js'
 import type { ShardMessage } from '../placement/index.js'
 import { createBlobRoutes, type BlobRoutes } from './blob-routes.js'
@@ -48,7 +48,7 @@ export interface GatewayOptions {
 
 type Peer = { kind: 'user', principal: Principal } | { kind: 'node' }
 
-export type GatewayMessage = { type: 'url' } | { type: 'links' }
+export type GatewayMessage = { type: 'url' } | { type: 'links' } | { type: 'tls', tls: TlsServerConfig }
 
 /** The address the SDK sends its requests to, and where session notices go on the SDK side. */
 export const SESSION_ADDRESS = 'session'
@@ -99,6 +99,11 @@ export class Gateway extends Actor<GatewayMessage> {
     switch (m.type) {
       case 'url': return this.url()
       case 'links': return { nodes: [...this.nodeLinks.keys()], total: this.server?.links.size ?? 0 }
+      case 'tls':
+        // New connections get the new certificate; open ones keep the one they negotiated.
+        if (this.http === undefined || !servesTls(this.http)) throw createError(ErrorCodes.INVALID_ARGUMENT, 'this control plane does not serve TLS: start it with --tls-cert and --tls-key', { field: 'tls' })
+        ;(this.http as unknown as { setSecureContext: (o: TlsServerConfig) => void }).setSecureContext({ cert: m.tls.cert, key: m.tls.key })
+        return true
     }
   }
 
