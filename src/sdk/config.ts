@@ -39,7 +39,8 @@ export function resolveConfig (options: Partial<WarrenConfig> = {}): WarrenConfi
   const url = options.url ?? process.env.WARREN_URL ?? file.url
   const token = options.token ?? process.env.WARREN_TOKEN ?? file.token
   // The file's CA belongs to the file's URL: one given another way does not inherit it.
-  const ca = options.ca ?? process.env.WARREN_CA ?? (url === file.url ? file.ca : undefined)
+  const envCa = process.env.WARREN_CA !== '' ? process.env.WARREN_CA : undefined
+  const ca = options.ca ?? envCa ?? (url === file.url ? file.ca : undefined)
   if (url === undefined || token === undefined) {
     throw createError(ErrorCodes.INVALID_ARGUMENT, `no control plane configured: pass { url, token }, set WARREN_URL and WARREN_TOKEN, or run \`warren up\` (it writes ${configPath()})`)
   }
