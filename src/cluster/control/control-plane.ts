@@ -70,7 +70,7 @@ export interface ControlPlane {
   readonly system: ActorSystem
   /** `ws://host:port` of the gateway (`wss://` with `tls`). */
   readonly url: string
-  /** The node join token (a fresh one each start). */
+  /** The node join token (a fresh one each start, unless `joinToken` was given). */
   readonly joinToken: string
   /** Issues an API key for a tenant. */
   createToken (tenant: string, scopes: Scope[]): Promise<string>
