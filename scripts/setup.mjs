@@ -45,7 +45,9 @@ const DEBIAN_PACKAGES = [
   // linux-image-cloud-amd64 into the node's data dir on first use, not installed here)
   { name: 'qemu-system-x86', provides: '/usr/bin/qemu-system-x86_64' },
   // the live page's browser test: headless Chromium driven by playwright-core (no browser download)
-  { name: 'chromium', provides: '/usr/bin/chromium' }
+  { name: 'chromium', provides: '/usr/bin/chromium' },
+  // the deploy tests render deploy/kubernetes with `kubectl kustomize` (no cluster needed)
+  { name: 'kubernetes-client', provides: '/usr/bin/kubectl' }
 ]
 
 function log (line) { process.stderr.write(`setup: ${line}\n`) }
@@ -59,6 +61,8 @@ function run (cmd, args, opts = {}) {
 }
 
 function debianPackages () {
+  // An image build (deploy/Dockerfile) installs the packages it needs itself.
+  if (process.env.WARREN_SETUP_NO_APT === '1') return
   const missing = DEBIAN_PACKAGES.filter((p) => !existsSync(p.provides))
   if (missing.length === 0) return
   const names = missing.map((p) => p.name)

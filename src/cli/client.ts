@@ -43,8 +43,8 @@ async function probe (url: string): Promise<void> {
 
 /** Connects as the config says (after one try of the address), runs `fn`, and closes. */
 export async function withClient<T> (fn: (c: Client) => Promise<T>): Promise<T> {
-  const { url, token } = resolveConfig()
+  const { url, token, ca } = resolveConfig()
   await probe(url)
-  const client = await connect({ url, token })
+  const client = await connect({ url, token, ...(ca !== undefined ? { ca } : {}) })
   try { return await fn(client) } finally { await client.close() }
 }

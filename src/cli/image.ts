@@ -24,6 +24,7 @@ import { debootstrapTree, LAYER_KINDS, makeErofsImage, unpackImage, unpackTar, t
 import { pushLayer } from '../images/blob/index.js'
 import { pushLayerOverHttp } from '../images/upload/index.js'
 import { resolveConfig } from '../sdk/index.js'
+import { loadCa } from '../transport/index.js'
 import { withClient } from './client.js'
 import { createProgress, type Progress } from './progress.js'
 
@@ -47,7 +48,7 @@ export const ImageDefaults = {
 }
 
 /** Where a build's layer goes: a blob store directory on this machine, or the configured control plane. */
-export type PushTarget = { store: string } | { url: string, token: string }
+export type PushTarget = { store: string } | { url: string, token: string, ca?: string }
 
 /** `--store DIR` when given, else the control plane of the SDK's config. */
 export function pushTarget (store: string | undefined): PushTarget {
@@ -77,7 +78,7 @@ export async function buildAndPush (tree: string, target: PushTarget, kind: Laye
     return { digest: pushed.digest, size: pushed.size, chunks: pushed.manifest.chunks.length }
   }
   progress.step(`pushing to ${target.url}`)
-  const pushed = await pushLayerOverHttp(image, { url: target.url, token: target.token, kind })
+  const pushed = await pushLayerOverHttp(image, { url: target.url, token: target.token, kind, ...(target.ca !== undefined ? { ca: loadCa(target.ca) } : {}) })
   const mib = (n: number): string => `${(n / 1024 / 1024).toFixed(1)} MiB`
   if (pushed.existed) progress.detail('the blob store holds this layer already: nothing sent')
   else if (pushed.sentBytes < pushed.size) progress.detail(`resumed: the blob store held ${mib(pushed.size - pushed.sentBytes)} already, sent ${mib(pushed.sentBytes)}`)

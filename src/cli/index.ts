@@ -21,6 +21,13 @@ let pipesWatched = false
  */
 export async function main (argv: string[]): Promise<number> {
   if (!pipesWatched) { stopOnBrokenPipe(); pipesWatched = true }
+  // `warren --ca FILE CMD…`: the control plane's CA for every client command (as WARREN_CA).
+  if (argv[0] === '--ca' || argv[0]?.startsWith('--ca=') === true) {
+    const file = argv[0] === '--ca' ? argv[1] : argv[0].slice('--ca='.length)
+    if (file === undefined || file === '') { process.stderr.write('warren: --ca needs a value (warren --ca FILE CMD…)\n'); return 2 }
+    process.env.WARREN_CA = file
+    argv = argv.slice(argv[0] === '--ca' ? 2 : 1)
+  }
   let resolved: ReturnType<typeof resolve>
   try {
     resolved = resolve(COMMANDS, argv)

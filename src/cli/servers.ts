@@ -4,11 +4,12 @@
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { homedir } from 'node:os'
-import { join } from 'node:path'
+import { join, resolve as resolvePath } from 'node:path'
 import { nanoid } from 'nanoid'
 import { ControlPlaneDefaults, defaultNodeId, startControlPlane, startNode, type NodeProcess } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { configPath, writeConfig } from '../sdk/index.js'
+import { loadCa, loadServerTls, type TlsServerConfig } from '../transport/index.js'
 import { systemCause } from './failure.js'
 import { parseMilliseconds, parsePairs } from './units.js'
 import { createLogger, resolveLogLevel, type Logger } from '../log/index.js'
@@ -52,7 +53,40 @@ function listenRefusal (err: unknown, host: string, port: number): unknown {
 
 export interface UpFlags {
   port?: string, host?: string, 'data-dir'?: string, 'functions-dir'?: string, shards?: string, 'no-local-node'?: boolean, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, kernel?: string, 'kernel-modules'?: string,
-  'trajectory-retention'?: string, 'rotate-admin-key'?: boolean, 'log-level'?: string, 'metrics-token-file'?: string
+  'trajectory-retention'?: string, 'rotate-admin-key'?: boolean, 'log-level'?: string, 'metrics-token-file'?: string, 'tls-cert'?: string, 'tls-key'?: string, ca?: string
+}
+
+/**
+ * `--tls-cert F --tls-key F [--ca F]`: the certificate and key (read and checked before anything
+ * starts), and the CA the local node and the config file trust — the certificate itself when no
+ * CA is named, right for a self-signed one.
+ */
+function upTls (flags: UpFlags): { tls: TlsServerConfig, caPath: string, ca: string } | undefined {
+  const cert = flags['tls-cert']
+  const key = flags['tls-key']
+  if (cert === undefined && key === undefined) {
+    if (flags.ca !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, '--ca goes with --tls-cert and --tls-key', { field: 'ca' })
+    return undefined
+  }
+  if (cert === undefined || key === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'TLS needs both --tls-cert FILE and --tls-key FILE', { field: cert === undefined ? 'tls-cert' : 'tls-key' })
+  const tls = loadServerTls(cert, key)
+  const caPath = resolvePath(flags.ca ?? cert)
+  return { tls, caPath, ca: loadCa(caPath, flags.ca !== undefined ? 'ca' : 'tls-cert') }
+}
+
+/**
+ * SIGHUP: read the certificate and key again and serve them to new connections (a renewed
+ * certificate needs no restart). A file that fails the checks keeps the old one, said on stderr.
+ * @returns the function that stops listening
+ */
+function onReload (cp: { reloadTls: (tls: TlsServerConfig) => Promise<void> }, cert: string, key: string): () => void {
+  const on = (): void => {
+    Promise.resolve().then(async () => { await cp.reloadTls(loadServerTls(cert, key)) }).then(
+      () => process.stderr.write(`warren: reloaded the certificate ${cert}\n`),
+      (err: unknown) => process.stderr.write(`warren: kept the old certificate: ${(err as Error).message}\n`))
+  }
+  process.on('SIGHUP', on)
+  return () => { process.off('SIGHUP', on) }
 }
 
 /** The node's microvm options from `--kernel` / `--kernel-modules`. */
@@ -83,7 +117,12 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   const retention = flags['trajectory-retention'] !== undefined ? parseMilliseconds(flags['trajectory-retention'], 'trajectory-retention') : undefined
   const logger = serverLogger(flags['log-level'])
   const metricsToken = flags['metrics-token-file'] !== undefined ? readMetricsToken(flags['metrics-token-file']) : undefined
+  const tls = upTls(flags)
+  // A deployment's join token comes from its secret (environment), never the command line.
+  const joinToken = process.env.WARREN_JOIN_TOKEN !== undefined && process.env.WARREN_JOIN_TOKEN !== '' ? process.env.WARREN_JOIN_TOKEN : undefined
   const cp = await startControlPlane({
+    ...(joinToken !== undefined ? { joinToken } : {}),
+    ...(tls !== undefined ? { tls: tls.tls } : {}),
     port,
     host,
     dataDir,
@@ -92,10 +131,13 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
     ...(retention !== undefined ? { trajectoryRetentionMs: retention } : {}),
     ...(metricsToken !== undefined ? { metricsToken } : {})
   }).catch((err: unknown) => { throw listenRefusal(err, host, port) })
+  // The local node and this machine's clients dial loopback when the port listens on every
+  // address (a certificate names addresses one can dial, never 0.0.0.0).
+  const localUrl = cp.url.replace('//0.0.0.0:', '//127.0.0.1:').replace('//[::]:', '//[::1]:')
   let node: NodeProcess | undefined
   try {
     if (flags['no-local-node'] !== true) {
-      node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null, dataDir, lazyLayers: flags['no-lazy-layers'] !== true, logger, ...kernelOptions(flags) })
+      node = await startNode({ url: localUrl, joinToken: cp.joinToken, ...(tls !== undefined ? { ca: tls.ca } : {}), nodeId: persistentNodeId(dataDir), functionsDir: flags['functions-dir'] ?? null, dataDir, lazyLayers: flags['no-lazy-layers'] !== true, logger, ...kernelOptions(flags) })
     }
     // The same admin key across restarts: the one the config file holds, when it still is the
     // admin key. A new one (the first, or rotated) is written to the config before it is committed.
@@ -103,10 +145,10 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
     const admin = await cp.adminKey({
       rotate: flags['rotate-admin-key'] === true,
       ...(configToken() !== undefined ? { candidate: configToken()! } : {}),
-      persist: (token) => { written = writeConfig({ url: cp.url, token }) }
+      persist: (token) => { written = writeConfig({ url: localUrl, token, ...(tls !== undefined ? { ca: tls.caPath } : {}) }) }
     })
     const token = admin.token
-    if (token !== undefined && written === undefined) written = writeConfig({ url: cp.url, token })
+    if (token !== undefined && written === undefined) written = writeConfig({ url: localUrl, token, ...(tls !== undefined ? { ca: tls.caPath } : {}) })
     process.stdout.write([
       node !== undefined ? `warren is up: control plane and node ${node.nodeId} in one process` : 'warren is up: control plane only (nodes join with warren node)',
       `  url:        ${cp.url}`,
@@ -114,11 +156,12 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
       token !== undefined
         ? `  token:      ${token}${admin.how === 'rotated' ? '   (a new admin key: the old one is revoked)' : ''}`
         : `  token:      (the admin key is not the one in ${configPath()}: it works for whoever holds it; lost? warren up --rotate-admin-key)`,
-      `  join token: ${cp.joinToken}   (warren node --join ${cp.url} --token …)`,
+      `  join token: ${cp.joinToken}   (warren node --join ${cp.url} --token …${tls !== undefined ? ` --ca ${tls.caPath}` : ''})`,
       written !== undefined ? `  config:     ${written}` : '  config:     (not written: no admin key to put in it)',
       'Ctrl-C stops it.', ''
     ].join('\n'))
-    await until
+    const reload = tls !== undefined ? onReload(cp, flags['tls-cert']!, flags['tls-key']!) : undefined
+    try { await until } finally { reload?.() }
     process.stdout.write('warren: stopping\n')
   } finally {
     await node?.close()
@@ -127,7 +170,7 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
   return 0
 }
 
-export interface NodeFlags { join?: string, token?: string, 'node-id'?: string, 'data-dir'?: string, 'functions-dir'?: string, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, 'egress-host'?: string[], kernel?: string, 'kernel-modules'?: string, 'log-level'?: string }
+export interface NodeFlags { join?: string, token?: string, ca?: string, 'node-id'?: string, 'data-dir'?: string, 'functions-dir'?: string, 'lazy-layers'?: boolean, 'no-lazy-layers'?: boolean, 'egress-host'?: string[], kernel?: string, 'kernel-modules'?: string, 'log-level'?: string }
 
 /**
  * The metrics token from its file (a file, not the command line, where `ps` shows it to every
@@ -149,13 +192,19 @@ export function readMetricsToken (file: string): string {
 
 /** `warren node --join URL --token T`: joins and runs until a signal. */
 export async function node (flags: NodeFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
-  if (flags.join === undefined || flags.token === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren node --join URL --token JOIN_TOKEN [--node-id ID]', { field: flags.join === undefined ? 'join' : 'token' })
+  // The token may come from the environment (a systemd EnvironmentFile, a Kubernetes Secret): not on the command line, where ps shows it.
+  const token = flags.token ?? process.env.WARREN_JOIN_TOKEN
+  if (flags.join === undefined || token === undefined || token === '') throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren node --join URL --token JOIN_TOKEN [--ca FILE] [--node-id ID]', { field: flags.join === undefined ? 'join' : 'token' })
+  if (flags.ca !== undefined && !flags.join.startsWith('wss:')) throw createError(ErrorCodes.INVALID_ARGUMENT, `--ca verifies a wss:// control plane; ${flags.join} is not one`, { field: 'ca' })
+  const caFile = flags.ca ?? (flags.join.startsWith('wss:') && process.env.WARREN_CA !== '' ? process.env.WARREN_CA : undefined)
+  const ca = caFile !== undefined ? loadCa(caFile) : undefined
   const dataDir = flags['data-dir'] ?? join(homedir(), '.warren', 'node')
   const logger = serverLogger(flags['log-level'])
   const n = await startNode({
     logger,
     url: flags.join,
-    joinToken: flags.token,
+    joinToken: token,
+    ...(ca !== undefined ? { ca } : {}),
     nodeId: flags['node-id'] ?? persistentNodeId(dataDir),
     functionsDir: flags['functions-dir'] ?? null,
     dataDir,

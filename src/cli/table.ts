@@ -70,6 +70,9 @@ export const COMMANDS: readonly CommandSpec[] = [
       'trajectory-retention': { type: 'string', value: 'DURATION', help: 'how long a trajectory is kept after its sandbox ended (7d; 12h, 90m)' },
       'rotate-admin-key': { type: 'boolean', help: 'make a new admin key (the old one stops working); for an admin key lost' },
       'metrics-token-file': { type: 'string', value: 'F', help: '/metrics wants the token in F as a bearer token (default: open, like /healthz)' },
+      'tls-cert': { type: 'string', value: 'FILE', help: 'serve wss:// and https:// with this certificate (PEM, chain after the leaf)' },
+      'tls-key': { type: 'string', value: 'FILE', help: 'the certificate\'s private key (PEM)' },
+      ca: { type: 'string', value: 'FILE', help: 'the CA that signed --tls-cert, for the local node and clients (default: the certificate itself)' },
       ...LAYER_FLAGS,
       ...KERNEL_FLAGS,
       ...LOG_FLAGS
@@ -81,7 +84,8 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: 'join a control plane as a node',
     flags: {
       join: { type: 'string', value: 'URL', help: 'the control plane\'s URL' },
-      token: { type: 'string', value: 'JOIN_TOKEN', help: 'the join token warren up printed' },
+      token: { type: 'string', value: 'JOIN_TOKEN', help: 'the join token warren up printed (default: WARREN_JOIN_TOKEN)' },
+      ca: { type: 'string', value: 'FILE', help: 'verify a wss:// control plane against this CA (PEM; default: WARREN_CA, else the system\'s roots)' },
       'node-id': { type: 'string', value: 'ID', help: 'this node\'s id (kept in the data dir by default)' },
       ...DIR_FLAGS,
       ...LAYER_FLAGS,

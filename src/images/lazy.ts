@@ -47,6 +47,7 @@ export async function createLazyLayers (o: LazyLayersOptions): Promise<LazyLayer
   mkdirSync(o.mountpoint, { recursive: true })
   const cache: LayerCache = await createLayerCache({
     dir: o.cacheDir, baseUrl: o.source.baseUrl, token: o.source.token, autoPrefetch: true,
+    ...(o.source.ca !== undefined ? { ca: o.source.ca } : {}),
     ...(o.maxBytes !== undefined ? { maxBytes: o.maxBytes } : {})
   })
   const files = new Map<string, { info: LayerFileInfo, handle: LayerHandle }>()

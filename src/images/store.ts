@@ -16,6 +16,7 @@ import { pipeline } from 'node:stream/promises'
 import { join } from 'node:path'
 import { createError, ErrorCodes } from '../errors.js'
 import { isDigest } from './blob/index.js'
+import { fetchTrusting, tlsRefusal } from '../transport/tls.js'
 import { buildBusyboxLayer } from './busybox.js'
 
 /** Where layers named by digest come from when this node does not have them. */
@@ -24,6 +25,8 @@ export interface LayerSource {
   baseUrl: string
   /** Bearer token (the node join token). */
   token: string
+  /** An `https://` store's CA (PEM), trusted beside the system's roots. */
+  ca?: string
 }
 
 
@@ -92,8 +95,8 @@ export class LayerStore {
  */
 async function pullLayer (source: LayerSource, hex: string, path: string): Promise<void> {
   const url = `${source.baseUrl.replace(/\/+$/, '')}/blobs/sha256/${hex}`
-  const res = await fetch(url, { headers: { authorization: `Bearer ${source.token}` } }).catch((err: unknown) => {
-    throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `blob store unreachable at ${source.baseUrl}: ${(err as Error).message}`, { reason: 'fetch' })
+  const res = await fetchTrusting(source.ca)(url, { headers: { authorization: `Bearer ${source.token}` } }).catch((err: unknown) => {
+    throw tlsRefusal(err, url) ?? createError(ErrorCodes.BACKEND_UNAVAILABLE, `blob store unreachable at ${source.baseUrl}: ${(err as Error).message}`, { reason: 'fetch' })
   })
   if (res.status === 404) throw createError(ErrorCodes.NOT_FOUND, `layer sha256:${hex} is not in the blob store`)
   if (!res.ok || res.body === null) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `blob store answered ${res.status} for sha256:${hex}`, { reason: 'fetch' })

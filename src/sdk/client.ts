@@ -11,7 +11,7 @@ import { nanoid } from 'nanoid'
 import { ActorSystem } from '../actors/index.js'
 import { CLIENT_ADDRESS, LifecycleDefaults, SESSION_ADDRESS, type AuditPage, type AuditQuery, type ClientRequest, type ClusterStats, type KillOutcome, type Quotas, type RecordedBytes, type SandboxStateNotice, type SandboxView, type Step, type TrajectoryPage } from '../cluster/index.js'
 import { createError, ErrorCodes, isWarrenError, type WarrenError } from '../errors.js'
-import { createLinkClient, type LinkClient, type LinkOptionsInput } from '../transport/index.js'
+import { createLinkClient, loadCa, type CaInput, type LinkClient, type LinkOptionsInput } from '../transport/index.js'
 import { resolveConfig } from './config.js'
 import { requestError } from './request-errors.js'
 import type { ExecTransport } from './exec.js'
@@ -27,6 +27,13 @@ export interface ConnectOptions {
   url?: string
   /** API key; default WARREN_TOKEN, then ~/.warren/config.json. */
   token?: string
+  /**
+   * The CA of a `wss://` control plane whose certificate the system does not trust: PEM text or
+   * a PEM file's path (default WARREN_CA, then ~/.warren/config.json). Trusted beside the
+   * system's roots; a certificate it does not vouch for fails the connect at once with
+   * WARREN_ERR_CONNECTION_CLOSED (`details.reason: 'tls'`).
+   */
+  ca?: CaInput
   /** How long the first connection may take. */
   connectTimeoutMs?: number
   /** Default time limit of a request. */
@@ -89,7 +96,7 @@ export class Client {
   private refusedBy: WarrenError | undefined
   private readonly transport: ExecTransport
 
-  private constructor (readonly link: LinkClient, private readonly requestTimeoutMs: number, private readonly config: { url: string, token: string }) {
+  private constructor (readonly link: LinkClient, private readonly requestTimeoutMs: number, private readonly config: { url: string, token: string, ca?: string }) {
     this.transport = {
       request: (message, timeoutMs) => this.send(message, timeoutMs),
       reconnected: () => this.nextOpen.promise,
@@ -107,20 +114,23 @@ export class Client {
 
   /** @internal use `connect` */
   static async open (options: ConnectOptions = {}): Promise<Client> {
-    const { url, token } = resolveConfig({
+    const { url, token, ca: caInput } = resolveConfig({
       ...(options.url !== undefined ? { url: options.url } : {}),
-      ...(options.token !== undefined ? { token: options.token } : {})
+      ...(options.token !== undefined ? { token: options.token } : {}),
+      ...(options.ca !== undefined ? { ca: typeof options.ca === 'string' ? options.ca : options.ca.toString('utf8') } : {})
     })
+    const ca = caInput !== undefined ? loadCa(caInput) : undefined
     let client: Client | undefined
     const link = createLinkClient({
       ...(options.link ?? {}),
       url,
       token,
+      ...(ca !== undefined ? { ca } : {}),
       handler: {
         tell: (to, message) => { if (to === CLIENT_ADDRESS) client?.onNotice(message as SandboxStateNotice) }
       }
     })
-    client = new Client(link, options.requestTimeoutMs ?? ClientDefaults.requestTimeoutMs, { url, token })
+    client = new Client(link, options.requestTimeoutMs ?? ClientDefaults.requestTimeoutMs, { url, token, ...(ca !== undefined ? { ca } : {}) })
     const timeoutMs = options.connectTimeoutMs ?? ClientDefaults.connectTimeoutMs
     let timer: NodeJS.Timeout | undefined
     try {
@@ -341,7 +351,7 @@ export class Client {
    * the calling thread never blocks on it. `terminate()` ends it.
    */
   async worker (): Promise<WorkerClient> {
-    return await startWorkerClient(this.config.url, this.config.token)
+    return await startWorkerClient(this.config.url, this.config.token, this.config.ca)
   }
 
   /** Closes the connection. Sandboxes live on until their TTL or a kill. */

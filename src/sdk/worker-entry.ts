@@ -10,8 +10,8 @@ import { keepErrorCodes } from './worker-errors.js'
 const nodeEndpoint = nodeAdapter as unknown as (nep: unknown) => Comlink.Endpoint
 
 keepErrorCodes()
-const { url, token } = workerData as { url: string, token: string }
-const client = await connect({ url, token })
+const { url, token, ca } = workerData as { url: string, token: string, ca?: string }
+const client = await connect({ url, token, ...(ca !== undefined ? { ca } : {}) })
 
 const api: WorkerClientApi = {
   create: async (spec) => await (await client.create(spec)).info(),

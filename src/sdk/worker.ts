@@ -38,10 +38,10 @@ export interface WorkerClient {
   terminate (): Promise<void>
 }
 
-/** Starts a worker thread running a client for `url` and `token`. */
-export async function startWorkerClient (url: string, token: string): Promise<WorkerClient> {
+/** Starts a worker thread running a client for `url` and `token` (trusting `ca`, PEM, for a wss:// URL). */
+export async function startWorkerClient (url: string, token: string, ca?: string): Promise<WorkerClient> {
   keepErrorCodes()
-  const worker = new Worker(new URL('./worker-entry.js', import.meta.url), { workerData: { url, token } })
+  const worker = new Worker(new URL('./worker-entry.js', import.meta.url), { workerData: { url, token, ...(ca !== undefined ? { ca } : {}) } })
   const failed = new Promise<never>((_resolve, reject) => worker.once('error', reject))
   const ready = new Promise<void>((resolve) => worker.once('message', () => resolve()))
   await Promise.race([ready, failed])

@@ -11,6 +11,7 @@ import { createCodec } from './codec.js'
 import { resolveLinkOptions, type LinkOptionsInput } from './defaults.js'
 import { FrameProblem, parseFrame, PROTOCOL_VERSION, type Frame } from './frames.js'
 import { LinkCore, type Link, type LinkHandler } from './link.js'
+import { plainAtTlsPort, tlsRefusal, TLS_REQUIRED_HEADER, trustList } from './tls.js'
 
 export interface LinkClientOptions extends LinkOptionsInput {
   /** `ws://host:port/path` of a link server. */
@@ -19,6 +20,8 @@ export interface LinkClientOptions extends LinkOptionsInput {
   token: string
   /** What to do with the server's tells, requests and streams. */
   handler?: LinkHandler
+  /** A `wss://` server's CA (PEM), trusted beside the system's roots. */
+  ca?: string
 }
 
 export interface LinkClient extends Link {
@@ -36,7 +39,9 @@ class ClientLink extends LinkCore implements LinkClient {
   private readonly ready: Promise<void>
   private settleReady!: (err?: WarrenError) => void
 
-  constructor (private readonly url: string, private readonly token: string, input: LinkOptionsInput, handler: LinkHandler | undefined) {
+  private readonly ca: string[] | undefined
+
+  constructor (private readonly url: string, private readonly token: string, input: LinkOptionsInput, handler: LinkHandler | undefined, ca: string | undefined) {
     const o = resolveLinkOptions(input)
     // The hooks run only after construction, when `self` is set.
     let self!: ClientLink
@@ -45,6 +50,7 @@ class ClientLink extends LinkCore implements LinkClient {
       closed: (reason) => self.onClosed(reason)
     }, { sessionId: '', principal: undefined, handler })
     self = this
+    this.ca = ca === undefined ? undefined : trustList(ca)
     const r = o.reconnect
     // Success resets the sequence (reset() on open), not a quiet period.
     this.backoff = createBackoff({ minMs: r.minDelayMs, maxMs: r.maxDelayMs, factor: r.factor, jitter: r.jitter, resetAfterMs: Infinity })
@@ -66,7 +72,8 @@ class ClientLink extends LinkCore implements LinkClient {
     const ws = new WebSocket(this.url, {
       perMessageDeflate: false,
       maxPayload: this.options.maxMessageBytes,
-      handshakeTimeout: this.options.authTimeoutMs
+      handshakeTimeout: this.options.authTimeoutMs,
+      ...(this.ca !== undefined ? { ca: this.ca } : {})
     })
     this.dialing = ws
     let failure: WarrenError | undefined
@@ -122,7 +129,23 @@ class ClientLink extends LinkCore implements LinkClient {
       }
       this.settleReady()
     }
-    ws.on('error', () => {})
+    // A certificate TLS refused, or a plain client at a TLS-only port: no retry can change that.
+    const forGood = (err: WarrenError): void => {
+      clearTimeout(timer)
+      ws.off('close', onClose)
+      this.dialing = null
+      ws.terminate()
+      this.shutdown(err, false)
+    }
+    ws.on('error', (err) => {
+      const refused = tlsRefusal(err, this.url)
+      if (refused !== undefined && this.dialing === ws) forGood(refused)
+    })
+    ws.on('unexpected-response', (_req, res) => {
+      res.resume()
+      if (res.headers[TLS_REQUIRED_HEADER] !== undefined) forGood(plainAtTlsPort(this.url))
+      else ws.terminate()
+    })
     ws.on('close', onClose)
     ws.on('message', onMessage)
     ws.on('open', () => {
@@ -164,6 +187,6 @@ class ClientLink extends LinkCore implements LinkClient {
  * @throws WARREN_ERR_INVALID_ARGUMENT on inconsistent options
  */
 export function createLinkClient (options: LinkClientOptions): LinkClient {
-  const { url, token, handler, ...rest } = options
-  return new ClientLink(url, token, rest, handler)
+  const { url, token, handler, ca, ...rest } = options
+  return new ClientLink(url, token, rest, handler, ca)
 }

@@ -23,6 +23,7 @@ import { createCodec, type Codec } from './codec.js'
 import { resolveLinkOptions, type LinkOptions, type LinkOptionsInput } from './defaults.js'
 import { FrameProblem, parseFrame, PROTOCOL_VERSION } from './frames.js'
 import { LinkCore, type Link, type LinkHandler } from './link.js'
+import { rawSocket, servesTls } from './tls.js'
 
 /** Close code sent with a refused handshake (4000-4999 are for applications). */
 export const CLOSE_UNAUTHENTICATED = 4401
@@ -111,10 +112,11 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
       timeoutMs: this.o.authTimeoutMs,
       drop: (socket, why) => this.drop(socket, why)
     })
-    // Counted from the TCP accept, so a connection that never finishes its upgrade is bounded too.
+    // Counted from the TCP accept, so a connection that never finishes its upgrade (or its TLS
+    // handshake) is bounded too. Keyed by the TCP socket: under TLS, requests come on the TLS one.
     this.http.on('connection', (socket: Socket) => this.admission.admit(socket))
     // A plain HTTP request on a shared server is that server's business (and its timeouts').
-    this.http.on('request', (req) => this.admission.settle(req.socket))
+    this.http.on('request', (req) => this.admission.settle(rawSocket(req.socket)))
     this.wss.on('connection', (ws, req) => this.onConnection(ws, req.socket))
     // Errors of the listening socket surface through listen(); nothing here may throw unhandled.
     this.wss.on('error', () => {})
@@ -128,7 +130,7 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
   get url (): string {
     const a = this.http.address() as AddressInfo | null
     const host = a === null || a.address === '::' || a.address === '0.0.0.0' ? '127.0.0.1' : a.family === 'IPv6' ? `[${a.address}]` : a.address
-    return `ws://${host}:${this.port}${this.options.path ?? ''}`
+    return `${servesTls(this.http) ? 'wss' : 'ws'}://${host}:${this.port}${this.options.path ?? ''}`
   }
 
   get links (): ReadonlySet<Link> { return this.live }
@@ -168,14 +170,16 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
   private onConnection (ws: WebSocket, socket: Socket): void {
     // ws emits 'error' before 'close' on protocol errors; without a listener that would crash the process.
     ws.on('error', () => {})
+    // The admission and the refusals know the TCP socket; this one may be the TLS socket over it.
+    const tcp = rawSocket(socket)
     // A keep-alive connection that served plain HTTP first is waiting again now.
-    this.admission.admit(socket)
+    this.admission.admit(tcp)
     let authenticating = false
     let refused = false
     const refuse = (err: WarrenError, closeCode: number): void => {
       if (refused) return
       refused = true
-      this.handshakes.delete(socket)
+      this.handshakes.delete(tcp)
       ws.off('message', onMessage)
       if (err.code === ErrorCodes.UNAUTHENTICATED) this.emit('refused', err)
       if (ws.readyState !== WebSocket.OPEN) { socket.destroy(); return }
@@ -185,8 +189,8 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
       socket.destroySoon()
     }
     const unauthenticated = (message: string): void => refuse(createError(ErrorCodes.UNAUTHENTICATED, message), CLOSE_UNAUTHENTICATED)
-    this.handshakes.set(socket, refuse)
-    ws.once('close', () => { this.handshakes.delete(socket); this.admission.settle(socket) })
+    this.handshakes.set(tcp, refuse)
+    ws.once('close', () => { this.handshakes.delete(tcp); this.admission.settle(tcp) })
     const onMessage = (data: Buffer, isBinary: boolean): void => {
       if (authenticating) return unauthenticated('frame before authentication completed')
       let frame
@@ -213,8 +217,8 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
           (principal) => {
             if (refused || ws.readyState !== WebSocket.OPEN) return
             if (principal === null || principal === undefined) return unauthenticated('token refused')
-            this.handshakes.delete(socket)
-            this.admission.settle(socket)
+            this.handshakes.delete(tcp)
+            this.admission.settle(tcp)
             ws.off('message', onMessage)
             this.admit(ws, principal, session)
           },

@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import os
 import weakref
 from typing import Any, AsyncIterator, Mapping, Sequence, Union
 
@@ -32,16 +33,21 @@ class AsyncClient:
 
     @classmethod
     async def connect(cls, url: str | None = None, token: str | None = None, *, connect_timeout_s: float = 10.0,
-                      defaults: LinkDefaults = DEFAULTS) -> "AsyncClient":
-        """Connects (url/token default to WARREN_URL/WARREN_TOKEN, then ~/.warren/config.json)."""
-        cfg = resolve_config(url, token)
+                      defaults: LinkDefaults = DEFAULTS, ca: "str | os.PathLike[str] | None" = None) -> "AsyncClient":
+        """Connects (url/token default to WARREN_URL/WARREN_TOKEN, then ~/.warren/config.json).
+
+        ``ca``: for a ``wss://`` control plane whose certificate the system does not trust, the CA
+        that signed it (a PEM file's path, or PEM text; default WARREN_CA, then the config file).
+        An untrusted certificate raises ConnectionClosedError (``details["reason"] == "tls"``) at once.
+        """
+        cfg = resolve_config(url, token, None if ca is None else os.fspath(ca))
         client: AsyncClient | None = None
 
         def on_tell(to: str, m: Any) -> None:
             if to == CLIENT_ADDRESS and client is not None:
                 client._notice(m)
 
-        link = Link(cfg.url, cfg.token, on_tell, defaults)
+        link = Link(cfg.url, cfg.token, on_tell, defaults, cfg.ca)
         client = cls(link)
         await link.connect(connect_timeout_s)
         return client

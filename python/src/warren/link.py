@@ -20,6 +20,8 @@ import msgpack
 import websockets
 import websockets.exceptions
 
+from .tls import CaInput, ssl_context, tls_refusal
+
 from .errors import (ConnectionClosedError, FrameTooLargeError, OverloadedError, RETRYABLE_CODES,
                      UnauthenticatedError, WarrenError, WarrenTimeoutError, from_wire)
 
@@ -75,8 +77,11 @@ def decode(message: bytes) -> list[Any]:
 class Link:
     """One reconnecting, authenticated WebSocket to a control plane."""
 
-    def __init__(self, url: str, token: str, on_tell: TellHandler | None = None, defaults: LinkDefaults = DEFAULTS) -> None:
+    def __init__(self, url: str, token: str, on_tell: TellHandler | None = None, defaults: LinkDefaults = DEFAULTS,
+                 ca: CaInput = None) -> None:
         self.url = url
+        # Made once: a bad CA file is refused here, before any dial.
+        self._ssl = ssl_context(url, ca)
         self._token = token
         self._on_tell = on_tell
         self.d = defaults
@@ -204,8 +209,16 @@ class Link:
         while not self._closed:
             try:
                 ws = await websockets.connect(self.url, max_size=self.d.max_message_bytes, ping_interval=None,
-                                              open_timeout=self.d.auth_timeout_s, close_timeout=1)
-            except (OSError, asyncio.TimeoutError, websockets.exceptions.WebSocketException):
+                                              open_timeout=self.d.auth_timeout_s, close_timeout=1,
+                                              **({"ssl": self._ssl} if self._ssl is not None else {}))
+            except (OSError, asyncio.TimeoutError, websockets.exceptions.WebSocketException) as exc:
+                # An untrusted certificate stays untrusted: the link ends with why, not retried.
+                refused = tls_refusal(exc, self.url)
+                if refused is not None:
+                    self._fatal = refused
+                    self._closed = True
+                    self._fail_pending(refused)
+                    return
                 await asyncio.sleep(backoff_delay(attempt, self.d))
                 attempt += 1
                 continue

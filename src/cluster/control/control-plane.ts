@@ -14,9 +14,10 @@
  * actor is found again without anyone holding a stale Ref.
  */
 import { join } from 'node:path'
+import { createError, ErrorCodes } from '../../errors.js'
 import { ActorSystem, type Ref } from '../../actors/index.js'
 import { createSupervisor, type ChildSpec } from '../../supervisors/index.js'
-import type { LinkOptionsInput } from '../../transport/index.js'
+import type { LinkOptionsInput, TlsServerConfig } from '../../transport/index.js'
 import { createIam, IamStore, type AdminKey, type EnsureOptions, type IamMessage, type Scope } from '../iam/index.js'
 import { createPlacementShard, type ShardMessage } from '../placement/index.js'
 import { createDirectory, type DirectoryMessage } from './directory.js'
@@ -66,13 +67,20 @@ export interface ControlPlaneOptions {
   audit?: Partial<AuditTunables>
   /** Set: /metrics wants `Authorization: Bearer <token>` (`warren up --metrics-token`); unset, it is open like /healthz. */
   metricsToken?: string
+  /**
+   * The node join token to use instead of a fresh one (a deployment keeps it in a secret, so
+   * nodes started from the same secret join across restarts): `wrnj_` and at least 32 more of [A-Za-z0-9_-].
+   */
+  joinToken?: string
+  /** Serve `wss://` and `https://` on the one port with this certificate and key (PEM; `loadServerTls` reads them). */
+  tls?: TlsServerConfig
 }
 
 export interface ControlPlane {
   readonly system: ActorSystem
-  /** `ws://host:port` of the gateway. */
+  /** `ws://host:port` of the gateway (`wss://` with `tls`). */
   readonly url: string
-  /** The node join token (a fresh one each start). */
+  /** The node join token (a fresh one each start, unless `joinToken` was given). */
   readonly joinToken: string
   /** Issues an API key for a tenant (`expiresInMs`: its life from now; absent: no expiry). */
   createToken (tenant: string, scopes: Scope[], opts?: { expiresInMs?: number }): Promise<string>
@@ -83,11 +91,20 @@ export interface ControlPlane {
    * (no token) when its secret is not known here.
    */
   adminKey (opts?: EnsureOptions): Promise<AdminKey>
+  /**
+   * Serves a new certificate and key (`loadServerTls` reads and checks them) to new connections;
+   * open ones keep theirs. A restarted gateway serves the newest.
+   * @throws WARREN_ERR_INVALID_ARGUMENT when the control plane was started without TLS
+   */
+  reloadTls (tls: TlsServerConfig): Promise<void>
   /** Stops everything, newest first. */
   close (): Promise<void>
 }
 
 export async function startControlPlane (options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  if (options.joinToken !== undefined && !/^wrnj_[A-Za-z0-9_-]{32,}$/.test(options.joinToken)) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, 'the join token must be wrnj_ followed by at least 32 of [A-Za-z0-9_-] (openssl rand -hex 32 makes the rest)', { field: 'joinToken' })
+  }
   const o = { ...ControlPlaneDefaults, ...options }
   const system = new ActorSystem({ name: CONTROL_PLANE })
   const log = options.logger ?? defaultLogger()
@@ -109,7 +126,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     state.close()
     throw err
   }
-  const joinToken = store.rotateJoinToken()
+  const joinToken = store.rotateJoinToken(options.joinToken)
   // Outlives a restart of the gateway (the page's charts keep their minutes): one per control plane.
   const creations = new CreationSeries()
   let listenError: Error | undefined
@@ -117,6 +134,8 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   // A gateway that cannot listen is the caller's error (a busy port, named), not a log line as well.
   const watch = watchSystem(system, log, undefined, (address) => listenError !== undefined && address === `${CONTROL_PLANE}/gateway`)
   const audit = new AuditLog({ ...(options.dataDir !== undefined ? { dir: options.dataDir } : {}), log, ...(options.audit !== undefined ? { tunables: options.audit } : {}) })
+  // Changed in place by reloadTls, so a gateway the supervisor restarts serves the newest certificate.
+  const tlsNow: TlsServerConfig | undefined = options.tls !== undefined ? { ...options.tls } : undefined
 
   const ref = <M>(name: string) => (): Ref<M> => {
     const r = system.lookup<M>(`${CONTROL_PLANE}/${name}`)
@@ -184,6 +203,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
         ...(blobRoot !== undefined ? { blobRoot } : {}),
         ...(options.link !== undefined ? { link: options.link } : {}),
         ...(options.upload !== undefined ? { upload: options.upload } : {}),
+        ...(tlsNow !== undefined ? { tls: tlsNow } : {}),
         onListening: (u) => { url = u },
         onListenError: (err) => { listenError ??= err }
       }),
@@ -212,6 +232,11 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
     joinToken,
     createToken: (tenant, scopes, opts = {}) => iam().ask<string>({ type: 'create-key', tenant, scopes, ...(opts.expiresInMs !== undefined ? { expiresInMs: opts.expiresInMs } : {}) }),
     adminKey: (opts = {}) => iam().ask<AdminKey>({ ...opts, type: 'admin-key' }),
+    async reloadTls (tls) {
+      if (tlsNow === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'this control plane does not serve TLS: start it with --tls-cert and --tls-key', { field: 'tls' })
+      await ref<GatewayMessage>('gateway')().ask({ type: 'tls', tls }, { timeoutMs: 10_000 })
+      Object.assign(tlsNow, { cert: tls.cert, key: tls.key })
+    },
     async close () {
       await system.stop(root, 15_000)
       await system.shutdown(1000)

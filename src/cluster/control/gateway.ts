@@ -5,12 +5,12 @@
  * only the registry, the directory and the trajectory store. Nodes are reached back through their links by address
  * (`${nodeId}/…`).
  */
-import { createServer, type Server } from 'node:http'
+import type { Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Actor, type Ref } from '../../actors/index.js'
 import type { UploadTunables } from '../../images/upload/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
-import { createLinkServer, exposeSystem, routeRemote, type Link, type LinkHandler, type LinkOptionsInput, type LinkServer } from '../../transport/index.js'
+import { createLinkServer, createPortServer, exposeSystem, routeRemote, servesTls, type Link, type LinkHandler, type LinkOptionsInput, type LinkServer, type TlsServerConfig } from '../../transport/index.js'
 import type { IamMessage, Principal } from '../iam/index.js'
 import type { ShardMessage } from '../placement/index.js'
 import { createBlobRoutes, type BlobRoutes } from './blob-routes.js'
@@ -44,6 +44,8 @@ export interface GatewayOptions {
   blobRoot?: string
   /** Bounds of layer uploads (UploadDefaults unless given). */
   upload?: Partial<UploadTunables>
+  /** Serve TLS (`wss://`, `https://`) on the port with this certificate and key; plain without. */
+  tls?: TlsServerConfig
   /** Link tunables (heartbeats, frame limits), mostly for tests. */
   link?: LinkOptionsInput
   /** The control plane's recent creations: sessions count theirs in it, the page reads it. */
@@ -64,7 +66,7 @@ export interface GatewayOptions {
 
 type Peer = { kind: 'user', principal: Principal } | { kind: 'node' }
 
-export type GatewayMessage = { type: 'url' } | { type: 'links' }
+export type GatewayMessage = { type: 'url' } | { type: 'links' } | { type: 'tls', tls: TlsServerConfig }
   /** Keys revoked: their sessions are closed (WARREN_ERR_UNAUTHENTICATED, reason `revoked`). */
   | { type: 'end-keys', keyIds: string[] }
 
@@ -99,7 +101,8 @@ export class Gateway extends Actor<GatewayMessage> {
       ...(this.o.metrics !== undefined ? { metrics: { metrics: this.o.metrics, ...(this.o.metricsToken !== undefined ? { token: this.o.metricsToken } : {}) } } : {})
     })
     const page = createPageRoutes()
-    this.http = createServer((req, res) => { if (!web.handle(req, res) && !page.handle(req, res)) blobs.handle(req, res) })
+    // With a certificate the whole port is TLS: links, blob reads and uploads alike.
+    this.http = createPortServer(this.o.tls, (req, res) => { if (!web.handle(req, res) && !page.handle(req, res)) blobs.handle(req, res) })
     this.server = createLinkServer({
       ...(this.o.link ?? {}),
       server: this.http,
@@ -111,14 +114,25 @@ export class Gateway extends Actor<GatewayMessage> {
       this.http!.listen(this.o.port, this.o.host, () => { this.http!.off('error', reject); resolve() })
     })
     const port = (this.http.address() as AddressInfo).port
-    this.o.onListening?.(`ws://${this.o.host ?? '127.0.0.1'}:${port}`, port)
+    this.o.onListening?.(this.url()!, port)
+  }
+
+  /** `ws://host:port`, or `wss://` when the port serves TLS. */
+  private url (): string | undefined {
+    if (this.http === undefined) return undefined
+    return `${this.o.tls !== undefined ? 'wss' : 'ws'}://${this.o.host ?? '127.0.0.1'}:${(this.http.address() as AddressInfo).port}`
   }
 
   receive (m: GatewayMessage): unknown {
     switch (m.type) {
-      case 'url': return this.http === undefined ? undefined : `ws://${this.o.host ?? '127.0.0.1'}:${(this.http.address() as AddressInfo).port}`
+      case 'url': return this.url()
       case 'links': return { nodes: [...this.nodeLinks.keys()], total: this.server?.links.size ?? 0 }
       case 'end-keys': this.keys.endKeys(m.keyIds); return undefined
+      case 'tls':
+        // New connections get the new certificate; open ones keep the one they negotiated.
+        if (this.http === undefined || !servesTls(this.http)) throw createError(ErrorCodes.INVALID_ARGUMENT, 'this control plane does not serve TLS: start it with --tls-cert and --tls-key', { field: 'tls' })
+        ;(this.http as unknown as { setSecureContext: (o: TlsServerConfig) => void }).setSecureContext({ cert: m.tls.cert, key: m.tls.key })
+        return true
     }
   }
 

@@ -249,9 +249,9 @@ export class IamStore {
     })()
   }
 
-  /** Sets a new node join token (returned once) and forgets the old one. */
-  rotateJoinToken (): string {
-    const token = `wrnj_${randomBytes(32).toString('base64url')}`
+  /** Sets a new node join token (returned once; `given`: the operator's, from a secret) and forgets the old one. */
+  rotateJoinToken (given?: string): string {
+    const token = given ?? `wrnj_${randomBytes(32).toString('base64url')}`
     const hash = sha256(token)
     this.sql.putSetting.run(JOIN_TOKEN_SETTING, hash)
     this.joinTokenHash = hash

@@ -27,10 +27,11 @@ export interface PushedBlob {
 export type BlobPusher = (file: string, kind: BlobKind) => Promise<PushedBlob>
 
 /**
- * @param url the control plane's URL (`ws://…` or `http://…`)
+ * @param url the control plane's URL (`ws://…` or `http://…`, `wss://`/`https://` with TLS)
  * @param joinToken the node's join token
+ * @param ca the control plane's CA (PEM) when its certificate is not one the system trusts
  */
-export function createBlobPusher (url: string, joinToken: string, o = BlobPushDefaults): BlobPusher {
+export function createBlobPusher (url: string, joinToken: string, o = BlobPushDefaults, ca?: string): BlobPusher {
   let running = 0
   const waiting: Array<() => void> = []
   const turn = async (): Promise<void> => {
@@ -48,7 +49,7 @@ export function createBlobPusher (url: string, joinToken: string, o = BlobPushDe
     try {
       for (let attempt = 0; ; attempt++) {
         try {
-          const pushed = await pushLayerOverHttp(file, { url, token: joinToken, kind })
+          const pushed = await pushLayerOverHttp(file, { url, token: joinToken, kind, ...(ca !== undefined ? { ca } : {}) })
           return { digest: pushed.digest, bytes: pushed.size }
         } catch (err) {
           if (!isWarrenError(err, ErrorCodes.QUOTA) || attempt >= o.quotaRetries) throw err

@@ -33,8 +33,16 @@ export interface ControlLinkOptions {
   directory: string
   heartbeatEveryMs?: number
   link?: LinkOptionsInput
+  /** The control plane's CA (PEM) for a `wss://` URL whose certificate the system does not trust. */
+  ca?: string
   /** Called once the node has joined (tests and `warren node` wait for it). */
   onJoined?: () => void
+  /**
+   * Called when the link closes, before any join, for a reason no retry can change (TLS refused
+   * the control plane's certificate, or the port speaks TLS and the URL did not): `warren node`
+   * stops with it instead of retrying for ever.
+   */
+  onRefused?: (err: Error) => void
   /** Address of the control plane's trajectory store. */
   trajectories?: string
   /** Called after every join (the trajectory shipper resends what is not acknowledged), and when the link ends. */
@@ -62,9 +70,12 @@ export class ControlLink extends Actor<ControlLinkMessage> {
     const nodeId = this.o.nodeId
     // The control plane may reach the node agent and its sandboxes, nothing else.
     const exposed = exposeSystem(system, { allow: (address) => address === `${nodeId}/agent` || address.startsWith(`${nodeId}/sb-`) })
-    this.link = createLinkClient({ ...(this.o.link ?? {}), url: this.o.url, token: this.o.joinToken, handler: exposed })
+    this.link = createLinkClient({ ...(this.o.link ?? {}), url: this.o.url, token: this.o.joinToken, handler: exposed, ...(this.o.ca !== undefined ? { ca: this.o.ca } : {}) })
     this.link.on('open', ({ resumed }) => { if (!resumed || !this.joined) this.self.tell({ type: 'join' }) })
-    this.link.on('close', (reason) => this.ctx.fail(reason ?? new Error('control link closed')))
+    this.link.on('close', (reason) => {
+      if (!this.joined && (reason?.details as { reason?: unknown } | undefined)?.reason === 'tls') this.o.onRefused?.(reason!)
+      this.ctx.fail(reason ?? new Error('control link closed'))
+    })
     const every = this.o.heartbeatEveryMs ?? 500
     this.ctx.setTimer('heartbeat', every, { type: 'heartbeat' }, { repeat: true })
   }

@@ -30,9 +30,14 @@ import { cpus, totalmem } from 'node:os'
 import { defaultLogger, errorField, watchSystem, type Logger } from '../../log/index.js'
 
 export interface NodeOptions {
-  /** Control plane URL (`ws://…`). */
+  /** Control plane URL (`ws://…`, or `wss://…` when it serves TLS). */
   url: string
   joinToken: string
+  /**
+   * The control plane's CA (PEM) when its certificate is one the system does not trust: the
+   * control link, layer fetches and blob pushes all verify against it (and the system's roots).
+   */
+  ca?: string
   /** Stable across restarts so a restarted agent rejoins as the same node. */
   nodeId?: string
   functionsDir?: string | null
@@ -99,7 +104,8 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     function: createFunctionBackend({ functionsDir: options.functionsDir ?? null })
   }
   const container = containerUnavailable()
-  const layerSource = { baseUrl: options.url.replace(/^ws/, 'http'), token: options.joinToken }
+  // ws:// → http://, wss:// → https://: the blob store is the same port.
+  const layerSource = { baseUrl: options.url.replace(/^ws/, 'http'), token: options.joinToken, ...(options.ca !== undefined ? { ca: options.ca } : {}) }
   let containerBackend: ContainerBackend | undefined
   let microvmBackend: MicrovmBackend | undefined
   const vmDataDir = options.dataDir !== undefined ? join(options.dataDir, 'microvm') : undefined
@@ -151,7 +157,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     backends: Object.keys(backends) as BackendKind[],
     ...options.capacity
   }
-  const pushBlob = createBlobPusher(options.url, options.joinToken)
+  const pushBlob = createBlobPusher(options.url, options.joinToken, undefined, options.ca)
   // The logs outlive the agent actor (a restarted one finds them) and go to the control plane over the control link.
   const trajectories = new NodeTrajectories({
     nodeId, pushBlob, log, ...(options.dataDir !== undefined ? { dir: join(options.dataDir, 'trajectories') } : {}),
@@ -171,7 +177,8 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     return meter.figures(system, counts, await lazy?.metrics().catch(() => undefined))
   }
   let joined!: () => void
-  const joinedOnce = new Promise<void>((resolve) => { joined = resolve })
+  let refused!: (err: Error) => void
+  const joinedOnce = new Promise<void>((resolve, reject) => { joined = resolve; refused = reject })
   const root = system.spawn(createSupervisor({
     strategy: 'one_for_one',
     intensity: { maxRestarts: 10, periodMs: 10_000 },
@@ -194,6 +201,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
         start: createControlLink({
           url: options.url,
           joinToken: options.joinToken,
+          ...(options.ca !== undefined ? { ca: options.ca } : {}),
           nodeId,
           capacity,
           registry: 'cp/registry',
@@ -204,7 +212,8 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
           figures,
           ...(options.heartbeatEveryMs !== undefined ? { heartbeatEveryMs: options.heartbeatEveryMs } : {}),
           ...(options.link !== undefined ? { link: options.link } : {}),
-          onJoined: () => joined()
+          onJoined: () => joined(),
+          onRefused: (err) => refused(err)
         }),
         spawn: { name: 'control', mailbox: { capacity: 100_000 } },
         backoff: { minMs: 200, maxMs: 10_000, resetAfterMs: 30_000 }
@@ -214,20 +223,22 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
   function control (): Ref<ControlLinkMessage> | undefined {
     return system.lookup<ControlLinkMessage>(`${nodeId}/control`)
   }
-  await joinedOnce
+  const close = async (): Promise<void> => {
+    await system.stop(root, 15_000)
+    await system.shutdown(1000)
+    watch.close()
+    trajectories.close()
+    await Promise.all(Object.values(backends).map((b) => b.close().catch(() => {})))
+    await lazy?.close().catch(() => {})
+  }
+  // A control plane this node can never reach (its certificate refused) ends the start with why.
+  await joinedOnce.catch(async (err: unknown) => { await close(); throw err })
   log.info({ backends: Object.keys(backends), url: options.url, lazyLayers: lazy !== undefined }, 'node started and joined')
   return {
     nodeId,
     system,
     layerMetrics: async () => await lazy?.metrics(),
     layers: lazy,
-    async close () {
-      await system.stop(root, 15_000)
-      await system.shutdown(1000)
-      watch.close()
-      trajectories.close()
-      await Promise.all(Object.values(backends).map((b) => b.close().catch(() => {})))
-      await lazy?.close().catch(() => {})
-    }
+    close
   }
 }

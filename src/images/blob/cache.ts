@@ -57,7 +57,7 @@ class LayerCacheImpl extends EventEmitter<LayerCacheEvents> implements LayerCach
     checkInt('recordWindowMs', this.o.recordWindowMs, 0)
     checkInt('recordMaxChunks', this.o.recordMaxChunks, 0)
     checkInt('maxManifestBytes', this.o.maxManifestBytes, 1)
-    this.source = { baseUrl: options.baseUrl, token: options.token, headers: options.headers }
+    this.source = { baseUrl: options.baseUrl, token: options.token, headers: options.headers, ...(options.ca !== undefined ? { ca: options.ca } : {}) }
     this.layersDir = join(dir, 'layers')
     // Every fetch in flight listens for the close; there are legitimately more than ten.
     setMaxListeners(0, this.closing.signal)

@@ -6,6 +6,7 @@
  *
  * Redirects are not followed: the token must never travel to a host it was not meant for.
  */
+import { fetchTrusting, tlsRefusal } from '../../transport/tls.js'
 import { blobError } from './errors.js'
 import { blobKey, manifestKey } from './digest.js'
 import { chunkSpan, parseManifest, type ChunkManifest } from './manifest.js'
@@ -18,6 +19,18 @@ export interface BlobSource {
   token?: string
   /** Extra request headers (a gateway's own credentials, say). */
   headers?: Record<string, string>
+  /** An `https://` store's CA (PEM), trusted beside the system's roots. */
+  ca?: string
+}
+
+/** One fetch per source with a CA (its own connection pool), made at its first request. */
+const trusting = new WeakMap<BlobSource, typeof fetch>()
+
+function fetchFor (source: BlobSource): typeof fetch {
+  if (source.ca === undefined) return fetch
+  let f = trusting.get(source)
+  if (f === undefined) { f = fetchTrusting(source.ca); trusting.set(source, f) }
+  return f
 }
 
 /** The URL of an object key under a base URL, keeping the base's path prefix. */
@@ -66,9 +79,11 @@ export async function fetchObject (source: BlobSource, key: string, signal: Abor
   if (range !== undefined) headers.range = `bytes=${range.start}-${range.end - 1}`
   let res: Response
   try {
-    res = await fetch(url, { headers, signal, redirect: 'manual' })
+    res = await fetchFor(source)(url, { headers, signal, redirect: 'manual' })
   } catch (err) {
     if (signal.aborted) throw err
+    const refused = tlsRefusal(err, url)
+    if (refused !== undefined) throw blobError('unreachable', refused.message, { url, cause: refused.details?.cause, tls: true })
     throw blobError('unreachable', `cannot reach the blob store at ${url}: ${describeCause(err)}`, { url, cause: describeCause(err) })
   }
   const drop = (): void => { res.body?.cancel().catch(() => undefined) }

@@ -13,6 +13,8 @@ export interface LayerCacheOptions extends Partial<LayerCacheTunables> {
   token?: string
   /** Extra headers for every request to the store. */
   headers?: Record<string, string>
+  /** An `https://` store's CA (PEM), trusted beside the system's roots. */
+  ca?: string
 }
 
 /** An open layer. Close it when done: an open layer cannot be evicted. */

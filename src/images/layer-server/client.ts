@@ -77,7 +77,7 @@ export async function startLayerService (o: LayerServiceOptions): Promise<LayerS
   const spawnServer = (authToken: string): number => {
     const config: LayerServerConfig = {
       socketPath, authToken, cacheDir: o.cacheDir, mountpoint: o.mountpoint,
-      baseUrl: o.source.baseUrl, blobToken: o.source.token,
+      baseUrl: o.source.baseUrl, blobToken: o.source.token, ...(o.source.ca !== undefined ? { ca: o.source.ca } : {}),
       idleExitMs: o.idleExitMs ?? LayerServerDefaults.idleExitMs,
       ...(o.maxBytes !== undefined ? { maxBytes: o.maxBytes } : {})
     }

@@ -31,6 +31,8 @@ export interface LayerServerConfig {
   /** The blob store and its bearer token (the node join token). */
   baseUrl: string
   blobToken: string
+  /** The blob store's CA (PEM) when it serves TLS with a certificate of the operator's. */
+  ca?: string
   maxBytes?: number
   /** With no client and no layer in use for this long, the server ends (an orphan of a node that never came back). */
   idleExitMs: number

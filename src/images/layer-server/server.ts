@@ -38,7 +38,7 @@ export async function startLayerServer (config: LayerServerConfig, log: Logger =
   await clearStaleLayerFs(config.mountpoint)
   const links = new Set<Link>()
   const lazy: LazyLayers = await createLazyLayers({
-    source: { baseUrl: config.baseUrl, token: config.blobToken },
+    source: { baseUrl: config.baseUrl, token: config.blobToken, ...(config.ca !== undefined ? { ca: config.ca } : {}) },
     cacheDir: config.cacheDir,
     mountpoint: config.mountpoint,
     ...(config.maxBytes !== undefined ? { maxBytes: config.maxBytes } : {}),
