@@ -114,10 +114,10 @@ export class NodeAgent extends Actor<NodeMessage> {
   private async adoptSurvivors (): Promise<void> {
     for (const backend of Object.values(this.o.backends)) {
       if (backend?.adopt === undefined) continue
-      for (const { handle, meta, paused } of await backend.adopt()) {
+      for (const { handle, meta, paused, execs } of await backend.adopt()) {
         const m = meta as SandboxMeta
         try {
-          await this.start({ id: m.id, tenant: m.tenant, spec: m.spec }, backend, { handle, createdAt: m.createdAt, ...(paused === true ? { paused } : {}) })
+          await this.start({ id: m.id, tenant: m.tenant, spec: m.spec }, backend, { handle, createdAt: m.createdAt, ...(paused === true ? { paused } : {}), ...(execs !== undefined ? { execs } : {}) })
         } catch {
           await backend.kill(handle).catch(() => {})
         }

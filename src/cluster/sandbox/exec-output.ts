@@ -49,9 +49,27 @@ export class ExecOutput {
   private endWaiters: Array<() => void> = []
   /** When the consumer last pulled; finished outputs nobody reads are dropped after a while. */
   lastReadAt = Date.now()
+  /** Told what the consumer has for good (a resumable command's producer frees it then). */
+  private ackListener: ((seq: number) => void) | undefined
+  private acked: number
 
-  /** @param credit this command's share of the node's output buffer (held bytes are counted there) */
-  constructor (private readonly credit?: ExecCredit) {}
+  /**
+   * @param credit this command's share of the node's output buffer (held bytes are counted there)
+   * @param firstSeq the seq of the first chunk: a command taken up after a node restart goes on
+   *   numbering where its consumer had got to
+   */
+  constructor (private readonly credit?: ExecCredit, firstSeq = 0) {
+    this.nextSeq = firstSeq
+    this.acked = firstSeq
+  }
+
+  /**
+   * Registers who hears of acknowledgements: `ack(seq)` when the consumer has every chunk below
+   * seq; once it has the end too (or the output is dropped), a seq past the last chunk.
+   */
+  onAck (ack: (seq: number) => void): void {
+    this.ackListener = ack
+  }
 
   /** Appends a chunk and wakes readers waiting for it. */
   append (stream: StreamName, data: Uint8Array): void {
@@ -89,6 +107,9 @@ export class ExecOutput {
   dispose (): void {
     this.chunks = []
     this.credit?.close()
+    // Nobody will read it any more: the producer may forget the command's end as well.
+    if (this.result !== undefined) this.ackListener?.(this.nextSeq + 1)
+    this.ackListener = undefined
   }
 
   get finished (): boolean { return this.result !== undefined }
@@ -154,6 +175,10 @@ export class ExecOutput {
   }
 
   private ack (fromSeq: number): void {
+    if (fromSeq > this.acked && fromSeq <= this.nextSeq) {
+      this.acked = fromSeq
+      this.ackListener?.(fromSeq)
+    }
     let drop = 0
     let bytes = 0
     while (drop < this.chunks.length && this.chunks[drop]!.seq < fromSeq) bytes += this.chunks[drop++]!.data.byteLength
