@@ -294,7 +294,11 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     },
 
     async resume (handle) {
-      await find(handle).freezer.resume().catch((err: unknown) => { throw goneOr(handle, err) })
+      const entry = find(handle)
+      await entry.freezer.resume().catch((err: unknown) => { throw goneOr(handle, err) })
+      // Adopted paused, its agent could not be asked for its resumable commands: new exec ids
+      // must stay clear of theirs (they are not taken up: docs/design.md).
+      await entry.agent.listExecs().catch(() => {})
     },
 
     async snapshot (handle, opts = {}) {
