@@ -99,6 +99,10 @@ ctest('kill -9 the node agent mid-command, restart it: every line arrives once, 
   const result = await run.wait()
   assert.is(firstWrong(text, n), undefined, `cut at about line ${cut}`)
   assert.is(result.exitCode, 0)
+  // The trajectory went on with the command's step instead of closing it as lost.
+  const step = await waitFor(async () => (await sb.trajectory()).steps.find((st) => st.kind === 'exec' && st.execId === run.execId && st.endedAt !== undefined), 10_000, 'the step final')
+  assert.equal(step.kind === "exec" ? [step.exitCode, step.reason] : undefined, [0, undefined], JSON.stringify({ ...step, stdout: undefined, stderr: undefined }))
+  assert.type((step as { resumedAt?: number }).resumedAt, 'number')
 }))
 
 ctest('kill -9 the whole warren up mid-command, start it again on its data dir: the stream completes, every line once', timed(240_000, async (defer) => {

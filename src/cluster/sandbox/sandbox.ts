@@ -196,6 +196,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     this.unwatchEgress = this.args.backend.onEgress?.(this.handle, (event) => this.args.trajectory.egress(event))
     // Commands that ran on while the node was down: taken up under their old ids.
     for (const x of this.args.adopted?.execs ?? []) this.reattach(x)
+    this.args.trajectory.settleResumable()
     this.setState(this.freeze.paused ? 'paused' : 'ready')
     this.armTtl()
     const sweepMs = Math.min(60_000, spec.idleTimeoutMs > 0 ? Math.max(10, spec.idleTimeoutMs / 4) : 60_000)
@@ -351,16 +352,22 @@ export class Sandbox extends Actor<SandboxMessage> {
     const credit = this.openCredit(undefined)
     const output = new ExecOutput(credit, x.fromSeq)
     const abort = new AbortController()
-    this.execs.set(x.tag, { output, abort, stdin: undefined, record: UNRECORDED, terminal: undefined })
+    const record = this.args.trajectory.resumeExec(x.tag) ?? UNRECORDED
+    this.execs.set(x.tag, { output, abort, stdin: undefined, record, terminal: undefined })
+    const started = Date.now()
     const run = backend.reattach(this.handle!, x.tag, {
       fromSeq: x.fromSeq,
       ...(backend.outputCredit === true ? { credit } : {}),
       ...resumeOf(backend, x.tag, output),
-      onStdout: (chunk) => output.append('stdout', chunk),
-      onStderr: (chunk) => output.append('stderr', chunk),
+      onStdout: (chunk) => { output.append('stdout', chunk); record.output('stdout', chunk) },
+      onStderr: (chunk) => { output.append('stderr', chunk); record.output('stderr', chunk) },
       signal: abort.signal
-    })
-    this.follow(run, output, UNRECORDED, Date.now(), undefined)
+    }).catch((err: unknown): ExecResult => ({
+      // Gone from the agent after all (it ended and its record expired): lost with the old node.
+      exitCode: 137, durationMs: Date.now() - started, truncated: false, reason: 'killed',
+      message: `the command did not outlive the node agent: ${err instanceof Error ? err.message : String(err)}`
+    }))
+    this.follow(run, output, record, started, undefined)
   }
 
   /** Follows a command to its end: its result (or why it could not run) goes to its output and its step. */
