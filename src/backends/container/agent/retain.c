@@ -15,29 +15,32 @@
 
 struct rframe *retain_out(struct exec *e, int stream, const uint8_t *data, size_t n)
 {
-	struct buf b = { 0 };
+	/* The frame's head (length, map, keys, the bin's header) is small: made apart, so the data
+	 * is copied once, into the kept frame. */
+	struct buf h = { 0 };
 	static const uint8_t zero[4];
-	buf_put(&b, zero, 4);
-	mp_w_map(&b, 5);
-	mp_w_cstr(&b, "t"); mp_w_cstr(&b, "out");
-	mp_w_cstr(&b, "id"); mp_w_u64(&b, e->id);
-	mp_w_cstr(&b, "seq"); mp_w_u64(&b, e->seq);
-	mp_w_cstr(&b, "fd"); mp_w_u64(&b, (uint64_t)stream);
-	mp_w_cstr(&b, "data"); mp_w_bin(&b, data, n);
-	struct rframe *f = b.oom ? NULL : malloc(sizeof *f + buf_len(&b));
+	buf_put(&h, zero, 4);
+	mp_w_map(&h, 5);
+	mp_w_cstr(&h, "t"); mp_w_cstr(&h, "out");
+	mp_w_cstr(&h, "id"); mp_w_u64(&h, e->id);
+	mp_w_cstr(&h, "seq"); mp_w_u64(&h, e->seq);
+	mp_w_cstr(&h, "fd"); mp_w_u64(&h, (uint64_t)stream);
+	mp_w_cstr(&h, "data"); mp_w_bin_header(&h, n);
+	size_t hl = buf_len(&h);
+	struct rframe *f = h.oom ? NULL : malloc(sizeof *f + hl + n);
 	/* Out of memory in the sandbox's cgroup: the frame's seq is spent, so a host sees the gap
 	 * as a protocol violation rather than silently shifted output. */
 	e->seq++;
-	if (!f) { buf_free(&b); return NULL; }
-	size_t len = buf_len(&b) - 4;
-	uint8_t *p = buf_head(&b);
-	p[0] = (uint8_t)(len >> 24); p[1] = (uint8_t)(len >> 16); p[2] = (uint8_t)(len >> 8); p[3] = (uint8_t)len;
+	if (!f) { buf_free(&h); return NULL; }
+	memcpy(f->bytes, buf_head(&h), hl);
+	buf_free(&h);
+	memcpy(f->bytes + hl, data, n);
+	size_t len = hl + n - 4;
+	f->bytes[0] = (uint8_t)(len >> 24); f->bytes[1] = (uint8_t)(len >> 16); f->bytes[2] = (uint8_t)(len >> 8); f->bytes[3] = (uint8_t)len;
 	f->next = NULL;
 	f->seq = e->seq - 1;
-	f->len = buf_len(&b);
+	f->len = hl + n;
 	f->data_n = n;
-	memcpy(f->bytes, p, f->len);
-	buf_free(&b);
 	if (e->rtail) e->rtail->next = f;
 	else e->rhead = f;
 	e->rtail = f;
