@@ -74,7 +74,8 @@ export type StepBody =
     endedAt?: number, exitCode?: number, reason?: string, durationMs?: number, stdout?: RecordedBytes, stderr?: RecordedBytes
     /**
      * The node agent restarted while the command ran and took it up again (it outlived the
-     * agent): stdout and stderr hold what it wrote after then (the client got all of it).
+     * agent): stdout and stderr hold what it wrote from the first chunk the client had not
+     * acknowledged then (the client got all of it).
      */
     resumedAt?: number
   }
