@@ -42,6 +42,18 @@ export interface AdoptedSandbox {
   meta: unknown
   /** True when it was paused (frozen) and still is. */
   paused?: boolean
+  /** Its resumable commands (`ExecOptions.resume`) that outlived the old agent: `Backend.reattach` takes them up. */
+  execs?: AdoptedExec[]
+}
+
+/** A resumable command found again after a node restart. */
+export interface AdoptedExec {
+  /** `ExecOptions.resume.tag` it was started with. */
+  tag: string
+  /** Output chunks below this were acknowledged; the ones from here on are still kept. */
+  fromSeq: number
+  /** True when it has ended (its exit waits to be read). */
+  ended: boolean
 }
 
 /** One connection a sandbox's egress proxy was asked for, and whether the allow-list let it through. */
@@ -111,6 +123,23 @@ export interface ExecOptions {
    * passed to `onStdout`/`onStderr`, and the command blocks on write while there is none.
    */
   credit?: OutputCredit
+  /**
+   * Resumable (backends with `resumableExecs`): the command outlives the node agent, its output
+   * kept in the sandbox until acknowledged; after a restart `adopt` lists it under `tag` and
+   * `reattach` takes it up. Output chunks are numbered from 0, one per callback.
+   */
+  resume?: ExecResume
+}
+
+/** How a resumable command's consumer says which output it has for good. */
+export interface ExecResume {
+  /** The node's name for it (its exec id), at most 64 bytes. */
+  readonly tag: string
+  /**
+   * Registers how the backend hears of acknowledgements: `ack(seq)` when the chunks below seq
+   * are had for good; a seq past the last chunk after the end releases the command's record.
+   */
+  onAck (ack: (seq: number) => void): void
 }
 
 /**
@@ -225,6 +254,14 @@ export interface Backend {
    * alive after a restart and reclaims the leftovers of the rest. Called once, before `create`.
    */
   adopt? (): Promise<AdoptedSandbox[]>
+  /** True when `exec` honours `ExecOptions.resume` and `reattach` is there. */
+  readonly resumableExecs?: boolean
+  /**
+   * Takes up a resumable command that outlived the old node agent (`AdoptedSandbox.execs`): its
+   * kept output from `opts.fromSeq` on, then the rest, through the handlers of `opts`; resolves
+   * as `exec` does. Rejects with WARREN_ERR_NOT_FOUND when it is gone.
+   */
+  reattach? (handle: SandboxHandle, tag: string, opts: ExecOptions & { fromSeq: number }): Promise<ExecResult>
   /** Layer digests cached on this node (backends with layers), so placement can prefer it. */
   cachedLayers? (): string[]
   /**

@@ -4,7 +4,7 @@
  * the consumer's credit — and survives a dropped connection: after a reconnect it asks again
  * from the next number it has not seen, so no chunk is lost or repeated.
  */
-import { createError, ErrorCodes } from '../errors.js'
+import { createError, ErrorCodes, isWarrenError } from '../errors.js'
 import type { OutputChunk, OutputPage } from '../cluster/index.js'
 import type { ExecResult } from '../backends/types.js'
 import { retryPause, worthRetrying } from './request-errors.js'
@@ -27,7 +27,13 @@ export const ExecDefaults = {
   /** Extra time a request gets beyond the read wait. */
   marginMs: 5000,
   /** Transient failures (timeouts, a reconnecting link) a pull retries before it gives up. */
-  maxRetries: 30
+  maxRetries: 30,
+  /**
+   * How long pulls wait for a sandbox whose node is away (WARREN_ERR_BACKEND_UNAVAILABLE with
+   * `retryAfterMs`: a node agent restarting, a control plane rebuilding its directory); the
+   * command runs on meanwhile and its output resumes from the last seq.
+   */
+  awayWaitMs: 120_000
 }
 
 export class ExecPump {
@@ -135,6 +141,7 @@ export class ExecPump {
    */
   private async pullLoop (): Promise<void> {
     let failures = 0
+    let awaySince: number | undefined
     while (this.result === undefined && this.error === undefined) {
       const full = this.full()
       if (full && this.ended) return
@@ -150,13 +157,23 @@ export class ExecPump {
         this.freed = undefined
         if (page === undefined) { ask.catch(() => {}); continue }
         failures = 0
+        awaySince = undefined
         this.accept(page)
       } catch (err) {
+        if (awayRetry(err, this.t) && Date.now() - (awaySince ??= Date.now()) < ExecDefaults.awayWaitMs) {
+          await retryPause(err, 1)
+          continue
+        }
         if (!worthRetrying(err, this.t, true) || ++failures > ExecDefaults.maxRetries) { this.abort(err); return }
         await retryPause(err, failures)
       }
     }
   }
+}
+
+/** A read answered "the sandbox's node is away, ask again" (the control plane's rejoin window). */
+function awayRetry (err: unknown, t: ExecTransport): boolean {
+  return !t.closed() && isWarrenError(err, ErrorCodes.BACKEND_UNAVAILABLE) && typeof err.details?.retryAfterMs === 'number'
 }
 
 /** Collects a pump's output into strings, with the callbacks of `exec`. */

@@ -25,6 +25,10 @@ class ExecDefaults:
     read_wait_ms: int = 2000
     margin_s: float = 5.0
     start_retries: int = 5
+    #: How long pulls wait for a sandbox whose node is away (WARREN_ERR_BACKEND_UNAVAILABLE with
+    #: retryAfterMs: a node agent restarting, a control plane rebuilding its directory); the
+    #: command runs on meanwhile and its output resumes from the last seq.
+    away_wait_s: float = 120.0
 
 
 EXEC_DEFAULTS = ExecDefaults()
@@ -155,6 +159,7 @@ class ExecPump:
             self._ended.set_result(r)
 
     async def _pull(self) -> None:
+        away_since: float | None = None
         try:
             while self._result is None and self._error is None:
                 full = self._full()
@@ -178,7 +183,17 @@ class ExecPump:
                         with contextlib.suppress(BaseException):
                             await ask
                         continue
-                page = await ask
+                try:
+                    page = await ask
+                except WarrenError as err:
+                    pause = _away_pause(err)
+                    now = asyncio.get_running_loop().time()
+                    if pause is None or now - (away_since if away_since is not None else now) >= self.d.away_wait_s:
+                        raise
+                    away_since = away_since if away_since is not None else now
+                    await asyncio.sleep(pause)
+                    continue
+                away_since = None
                 self._accept(page)
         except asyncio.CancelledError:
             raise
@@ -186,3 +201,9 @@ class ExecPump:
             self.abort(err)
         except Exception as err:  # a bug must reach wait(), not vanish in a task
             self.abort(err)
+
+
+def _away_pause(err: WarrenError) -> float | None:
+    """The pause (s) a read answered "the sandbox's node is away, ask again" asks for, else None."""
+    hint = err.details.get("retryAfterMs") if err.code == "WARREN_ERR_BACKEND_UNAVAILABLE" else None
+    return min(1.0, max(0.001, float(hint) / 1000)) if isinstance(hint, (int, float)) else None

@@ -12,7 +12,7 @@ import type {
 } from './agent-types.js'
 import { createAgentFiles } from './agent-files.js'
 import { ContainerDefaults } from './defaults.js'
-import { encodeFrame, FrameReader, type AgentMessage, type AgentRequest } from './protocol.js'
+import { encodeFrame, FrameReader, type AgentMessage, type AgentRequest, type AgentRetainedExec } from './protocol.js'
 
 /** Options of `connectAgent` / `createAgentClient`. */
 export interface AgentClientOptions {
@@ -46,6 +46,18 @@ export interface AgentClient {
   exec (argv: readonly string[], opts?: AgentExecOptions, handlers?: AgentExecHandlers): Promise<AgentExecResult>
   /** Starts a command and hands back its id and a way to kill it; `result` is what `exec` resolves to. */
   startExec (argv: readonly string[], opts?: AgentExecOptions, handlers?: AgentExecHandlers): AgentExecution
+  /**
+   * The agent's resumable execs (started with `retain`), running or ended and not yet released.
+   * Ids this client picks from now on are above theirs.
+   */
+  listExecs (): Promise<AgentRetainedExec[]>
+  /**
+   * Binds a resumable exec to this connection: its kept output from `fromSeq` on (at least what the
+   * last host acknowledged), then the rest, as `startExec` delivers it; `windowBytes` is its new credit.
+   * The result rejects with WARREN_ERR_NOT_FOUND when it is gone, WARREN_ERR_STREAM_RESUME_GAP
+   * when `fromSeq` is older than what the agent kept.
+   */
+  attachExec (execId: number, opts: { fromSeq: number, windowBytes?: number }, handlers?: AgentExecHandlers): AgentExecution
   /** Signals a running exec's process group (default SIGKILL). WARREN_ERR_NOT_FOUND if it has ended. */
   kill (execId: number, signal?: number | NodeJS.Signals): Promise<void>
   /** File operations inside the sandbox. */
@@ -272,7 +284,7 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
   }
 
   /** An exec-like request's execution (exec and tree): replies started, out..., exit. */
-  function startExecution (id: number, handlers: AgentExecHandlers): { execution: AgentExecution, e: ExecState, result: Promise<AgentExecResult> } {
+  function startExecution (id: number, handlers: AgentExecHandlers, firstSeq = 0): { execution: AgentExecution, e: ExecState, result: Promise<AgentExecResult> } {
     let resolve!: (r: AgentExecResult) => void
     let reject!: (err: unknown) => void
     const result = new Promise<AgentExecResult>((res, rej) => { resolve = res; reject = rej })
@@ -285,9 +297,11 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
         const e = execs.get(id)
         if (e === undefined || e.done || closed || !(bytes > 0)) return
         send({ t: 'credit', id, bytes: Math.floor(bytes) })
-      }
+      },
+      // Also after the end: an ack past the exit's seq is what releases the agent's record of it.
+      ack: (seq) => { if (!closed && seq >= 0) send({ t: 'ack', id, seq: Math.floor(seq) }) }
     }
-    return { execution, result, e: { handlers, resolve, reject, nextSeq: 0, pid: 0, done: false } }
+    return { execution, result, e: { handlers, resolve, reject, nextSeq: firstSeq, pid: 0, done: false } }
   }
 
   function startTree (opts: { flatten?: boolean, windowBytes?: number }, handlers: AgentExecHandlers): AgentExecution {
@@ -335,6 +349,7 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
         timeoutMs: opts.timeoutMs,
         maxOutputBytes: opts.maxOutputBytes,
         window: opts.windowBytes,
+        ...(opts.retain !== undefined ? { retain: true, tag: opts.retain.tag } : {}),
         ...(opts.pty !== undefined ? { pty: true, cols: opts.pty.cols, rows: opts.pty.rows } : {})
       })
     } catch (err) {
@@ -355,6 +370,31 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
     return execution
   }
 
+  async function listExecs (): Promise<AgentRetainedExec[]> {
+    const m = await request({ t: 'execs', id: nextId++ })
+    const list = Array.isArray(m.execs) ? m.execs as AgentRetainedExec[] : []
+    // A new exec's id must not be one of theirs: the agent holds them unique across connections.
+    for (const x of list) if (x.id >= nextId) nextId = x.id + 1
+    return list
+  }
+
+  function attachExec (execId: number, opts: { fromSeq: number, windowBytes?: number }, handlers: AgentExecHandlers = {}): AgentExecution {
+    if (execId >= nextId) nextId = execId + 1
+    const { execution, e } = startExecution(execId, handlers, opts.fromSeq)
+    if (execs.has(execId)) {
+      e.reject(createError(ErrorCodes.INVALID_ARGUMENT, `exec ${execId} is already attached to this connection`))
+      return execution
+    }
+    try {
+      send({ t: 'attach', id: execId, seq: opts.fromSeq, ...(opts.windowBytes !== undefined ? { window: opts.windowBytes } : {}) })
+    } catch (err) {
+      e.reject(err)
+      return execution
+    }
+    execs.set(execId, e)
+    return execution
+  }
+
   const files = createAgentFiles((msg) => request(msg), () => nextId++)
 
   return {
@@ -372,6 +412,8 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
     },
     exec: (argv, opts, handlers) => startExec(argv, opts, handlers).result,
     startExec,
+    listExecs,
+    attachExec,
     kill: (execId, signal) => killExec(execId, signalNumber(signal)),
     files,
     get closed () { return closed },

@@ -35,6 +35,12 @@ export interface AgentExecOptions {
   pty?: { cols: number, rows: number }
   /** Aborting it SIGKILLs the command's process group (`killed` in the result). */
   signal?: AbortSignal
+  /**
+   * Resumable: the command outlives this connection (a crashed or restarted host re-attaches
+   * with `attachExec`), its output kept by the agent until acknowledged with
+   * `AgentExecution.ack`; `tag` (at most `AgentLimits.maxTag` bytes) is how the host finds it again.
+   */
+  retain?: { tag: string }
 }
 
 /** Receivers of an exec's events, called in the order the agent sent them. */
@@ -77,6 +83,11 @@ export interface AgentExecution {
   resize (size: { cols: number, rows: number }): Promise<void>
   /** Grants `bytes` more output credit (an exec started with `windowBytes`); ignored once it ended. */
   grant (bytes: number): void
+  /**
+   * A resumable exec: out frames below `seq` are had for good (the agent frees them); a seq
+   * past the exit's releases the agent's record of the end. Ignored for others.
+   */
+  ack (seq: number): void
 }
 
 export type { FileEntry, FileStat, FileType } from '../types.js'

@@ -24,7 +24,7 @@ import { ContainerDefaults } from './defaults.js'
 import { Journal } from './journal.js'
 import { createFreezeControl, noFreezer, type FreezeControl } from './freeze-control.js'
 import { checkHostname, destroySandbox, launchSandbox, type LaunchedSandbox } from './launcher.js'
-import { runCommand } from './exec.js'
+import { reattachCommand, runCommand } from './exec.js'
 import { cutSnapshot } from './snapshot.js'
 import { isAlive } from './proc.js'
 import { WarmPool } from './warm-pool.js'
@@ -200,6 +200,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     outputCredit: true,
     commandIdentity: true,
     terminal: true,
+    resumableExecs: true,
     snapshots: options.cgroups?.freezes === true,
 
     async create (spec = {}) {
@@ -240,6 +241,8 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
             const agent = await connectAgent(launched.socketPath)
             // A frozen agent cannot answer; its socket still accepts (the kernel queues the connection).
             if (!paused) await agent.ping()
+            // Its resumable commands ran on without us: the node takes them up (`reattach`).
+            const execs = paused ? [] : (await agent.listExecs()).map((x) => ({ tag: x.tag, fromSeq: x.acked, ended: x.ended }))
             // The proxy lived in the old agent: a new one takes its socket's place in the same directory.
             const egress = await openEgress(launched, entry.egress ?? [])
             const record: JournalEntry = { ...entry, paused }
@@ -250,7 +253,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
             }
             live.set(launched.id, adoptedEntry)
             watchInit(launched.id, adoptedEntry)
-            adopted.push({ handle: { id: launched.id, kind: 'container' }, meta: entry.meta, ...(paused ? { paused: true } : {}) })
+            adopted.push({ handle: { id: launched.id, kind: 'container' }, meta: entry.meta, ...(paused ? { paused: true } : {}), ...(execs.length > 0 ? { execs } : {}) })
             keep.add(launched.id)
             continue
           } catch { /* unreachable agent: reclaimed below */ }
@@ -280,6 +283,10 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       return await runCommand(entry, argv, opts)
     },
 
+    async reattach (handle, tag, opts) {
+      return await reattachCommand(running(handle), tag, opts)
+    },
+
     files: agentSandboxFiles((handle) => running(handle).agent),
 
     async pause (handle) {
@@ -287,7 +294,11 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     },
 
     async resume (handle) {
-      await find(handle).freezer.resume().catch((err: unknown) => { throw goneOr(handle, err) })
+      const entry = find(handle)
+      await entry.freezer.resume().catch((err: unknown) => { throw goneOr(handle, err) })
+      // Adopted paused, its agent could not be asked for its resumable commands: new exec ids
+      // must stay clear of theirs (they are not taken up: docs/design.md).
+      await entry.agent.listExecs().catch(() => {})
     },
 
     async snapshot (handle, opts = {}) {

@@ -5,9 +5,10 @@
  * on, and the agent's result read back as an `ExecResult` (timeout 124). How an OOM is told
  * apart from a kill is the backend's (`CommandEnds`); for a container, its cgroup's count.
  */
-import { ErrorCodes, isWarrenError } from '../../errors.js'
+import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import type { ExecOptions, ExecResult } from '../types.js'
 import type { AgentClient } from './agent-client.js'
+import type { AgentExecution } from './agent-types.js'
 import type { SandboxCgroup } from './cgroup-types.js'
 import { resolveUser, UserDefaults } from './users.js'
 
@@ -47,28 +48,68 @@ export async function runAgentCommand (agent: AgentClient, env: Record<string, s
       ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
       ...(maxOutputBytes !== undefined ? { maxOutputBytes } : {}),
       ...(opts.credit !== undefined ? { windowBytes: opts.credit.windowBytes } : {}),
-      ...(opts.signal !== undefined ? { signal: opts.signal } : {})
-    }, {
-      ...(opts.onStdout !== undefined ? { onStdout: opts.onStdout } : {}),
-      ...(opts.onStderr !== undefined ? { onStderr: opts.onStderr } : {})
-    })
-    opts.credit?.onGrant((bytes) => execution.grant(bytes))
-    // A resize that comes after the command ended has nothing to resize.
-    opts.pty?.onResize((size) => { execution.resize(size).catch(() => {}) })
-    const r = await execution.result
-    const oom = r.signal === 9 && !r.timedOut && !r.killed && await ends.killedByOom()
-    const reason = r.timedOut ? 'timeout' as const : oom ? 'oom' as const : r.killed ? 'killed' as const : undefined
-    return {
-      exitCode: r.timedOut ? 124 : r.exitCode,
-      durationMs: r.durationMs,
-      truncated: r.truncated,
-      ...(reason !== undefined ? { reason } : {})
-    }
+      ...(opts.signal !== undefined ? { signal: opts.signal } : {}),
+      ...(opts.resume !== undefined ? { retain: { tag: opts.resume.tag } } : {})
+    }, handlersOf(opts))
+    return await followCommand(execution, opts, ends)
   } catch (err) {
-    if (!ends.isLoss(err)) throw err
-    const oom = await ends.lostToOom().catch(() => false)
-    return { exitCode: 137, durationMs: performance.now() - started, truncated: false, reason: oom ? 'oom' : 'killed', message: ends.lostMessage }
+    return await lost(err, started, ends)
   }
+}
+
+/**
+ * Takes up a resumable command of a sandbox whose agent outlived the node (`Backend.reattach`):
+ * found by its tag, its kept output from `opts.fromSeq` on, then followed as `runAgentCommand` does.
+ * @throws WARREN_ERR_NOT_FOUND when the agent no longer has it
+ */
+export async function reattachAgentCommand (agent: AgentClient, tag: string, opts: ExecOptions & { fromSeq: number }, ends: CommandEnds): Promise<ExecResult> {
+  const started = performance.now()
+  const found = (await agent.listExecs()).find((x) => x.tag === tag)
+  if (found === undefined) throw createError(ErrorCodes.NOT_FOUND, `the sandbox's agent has no command ${tag} to take up`, { tag })
+  try {
+    const execution = agent.attachExec(found.id, {
+      fromSeq: opts.fromSeq, ...(opts.credit !== undefined ? { windowBytes: opts.credit.windowBytes } : {})
+    }, handlersOf(opts))
+    if (opts.signal !== undefined) {
+      const onAbort = (): void => { execution.kill().catch(() => {}) }
+      if (opts.signal.aborted) onAbort()
+      else opts.signal.addEventListener('abort', onAbort, { once: true })
+    }
+    return await followCommand(execution, opts, ends)
+  } catch (err) {
+    return await lost(err, started, ends)
+  }
+}
+
+function handlersOf (opts: ExecOptions): { onStdout?: (c: Uint8Array) => void, onStderr?: (c: Uint8Array) => void } {
+  return {
+    ...(opts.onStdout !== undefined ? { onStdout: opts.onStdout } : {}),
+    ...(opts.onStderr !== undefined ? { onStderr: opts.onStderr } : {})
+  }
+}
+
+/** Passes credit, resizes and acks on to a started command and reads how it ended. */
+async function followCommand (execution: AgentExecution, opts: ExecOptions, ends: CommandEnds): Promise<ExecResult> {
+  opts.credit?.onGrant((bytes) => execution.grant(bytes))
+  opts.resume?.onAck((seq) => { try { execution.ack(seq) } catch { /* the connection is gone: the next host acks */ } })
+  // A resize that comes after the command ended has nothing to resize.
+  opts.pty?.onResize((size) => { execution.resize(size).catch(() => {}) })
+  const r = await execution.result
+  const oom = r.signal === 9 && !r.timedOut && !r.killed && await ends.killedByOom()
+  const reason = r.timedOut ? 'timeout' as const : oom ? 'oom' as const : r.killed ? 'killed' as const : undefined
+  return {
+    exitCode: r.timedOut ? 124 : r.exitCode,
+    durationMs: r.durationMs,
+    truncated: r.truncated,
+    ...(reason !== undefined ? { reason } : {})
+  }
+}
+
+/** A command whose agent went away: exit 137, reason oom or killed (anything else is rethrown). */
+async function lost (err: unknown, started: number, ends: CommandEnds): Promise<ExecResult> {
+  if (!ends.isLoss(err)) throw err
+  const oom = await ends.lostToOom().catch(() => false)
+  return { exitCode: 137, durationMs: performance.now() - started, truncated: false, reason: oom ? 'oom' : 'killed', message: ends.lostMessage }
 }
 
 /** What a command needs of its container sandbox. */
@@ -79,17 +120,27 @@ export interface CommandTarget {
   cgroup: SandboxCgroup | undefined
 }
 
-/**
- * Runs one command in a container sandbox: an OOM is a kill while its cgroup counts OOM kills.
- * @returns how it ended; an agent that went away mid-command is exit 137, reason oom or killed
- */
-export async function runCommand (target: CommandTarget, argv: readonly string[], opts: ExecOptions = {}): Promise<ExecResult> {
+/** How a container tells an OOM from a kill: its cgroup's count. */
+function containerEnds (target: CommandTarget): CommandEnds {
   const cgroupOom = async (): Promise<boolean> => target.cgroup !== undefined && await target.cgroup.oomKills() > 0
-  return await runAgentCommand(target.agent, target.env, argv, opts, {
+  return {
     killedByOom: cgroupOom,
     lostToOom: cgroupOom,
     // Out of memory, or the sandbox was killed. (Anything but a WarrenError counts as that too.)
     isLoss: (err) => !(isWarrenError(err) && err.code !== ErrorCodes.CONNECTION_CLOSED),
     lostMessage: 'the sandbox ended during the command'
-  })
+  }
+}
+
+/** Takes up a resumable command of a container sandbox after a node restart (see `reattachAgentCommand`). */
+export async function reattachCommand (target: CommandTarget, tag: string, opts: ExecOptions & { fromSeq: number }): Promise<ExecResult> {
+  return await reattachAgentCommand(target.agent, tag, opts, containerEnds(target))
+}
+
+/**
+ * Runs one command in a container sandbox: an OOM is a kill while its cgroup counts OOM kills.
+ * @returns how it ended; an agent that went away mid-command is exit 137, reason oom or killed
+ */
+export async function runCommand (target: CommandTarget, argv: readonly string[], opts: ExecOptions = {}): Promise<ExecResult> {
+  return await runAgentCommand(target.agent, target.env, argv, opts, containerEnds(target))
 }

@@ -6,7 +6,7 @@
  *
  * Every map has `t` (the kind); requests carry `id`, which replies echo. Requests: ping, exec,
  * stdin, credit, kill, resize, read, write, list, stat, remove, mkdir, rename, symlink, hostname,
- * identity, tree. Replies
+ * identity, tree, execs, attach, ack. Replies
  * and events: ok, err, started, out, exit.
  */
 import { Packr, Unpackr } from 'msgpackr'
@@ -22,7 +22,10 @@ export const AgentLimits = {
   maxArgs: 4096,
   maxPath: 4096,
   maxConns: 64,
-  maxExecs: 1024
+  maxExecs: 1024,
+  maxTag: 64,
+  retainMaxBytes: 8 * 1024 * 1024,
+  retainExitMs: 10 * 60 * 1000
 } as const
 
 /** Client -> agent. Optional fields are left out, never sent as undefined. */
@@ -35,7 +38,17 @@ export type AgentRequest =
     window?: number
     /** Run on a pseudo-terminal of `cols` x `rows` (default 80 x 24): all output is fd 1. */
     pty?: boolean, cols?: number, rows?: number
+    /** Resumable: outlives this connection, its output kept until acknowledged (`attach`, `ack`). */
+    retain?: boolean
+    /** With `retain`: the host's name for it (listed by `execs`), up to `maxTag` bytes. */
+    tag?: string
   }
+  /** Lists the agent's resumable execs: ok {execs: AgentRetainedExec[]}. */
+  | { t: 'execs', id: number }
+  /** Binds resumable exec `id` to this connection: started, its kept out frames from `seq`, then as an exec. */
+  | { t: 'attach', id: number, seq?: number, window?: number }
+  /** Frames of resumable exec `id` below `seq` are had for good (past its exit's seq: the end too). */
+  | { t: 'ack', id: number, seq: number }
   | { t: 'stdin', id: number, data?: Uint8Array, eof?: boolean }
   /** Grants an exec started with `window` this many more bytes of output (no reply). */
   | { t: 'credit', id: number, bytes: number }
@@ -59,6 +72,19 @@ export type AgentRequest =
   | { t: 'identity', id: number, name?: string, seed?: Uint8Array, timeMs?: number }
   /** A VM's writable layer (or, `flatten`, its whole tree) as a pax tar: replies as an exec's. */
   | { t: 'tree', id: number, flatten?: boolean, window?: number, maxOutputBytes?: number }
+
+/** One resumable exec as `execs` lists it. */
+export interface AgentRetainedExec {
+  id: number
+  tag: string
+  pid: number
+  /** The seq its next out frame will have. */
+  seq: number
+  /** Frames below this were acknowledged: `attach` can resend from here on. */
+  acked: number
+  ended: boolean
+  attached: boolean
+}
 
 /** Agent -> client. */
 export type AgentMessage =

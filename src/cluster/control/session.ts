@@ -6,6 +6,7 @@
  */
 import { Actor, type Ref } from '../../actors/index.js'
 import { createError, ErrorCodes, type WarrenError } from '../../errors.js'
+import { awaitsNode, awayError, RejoinDefaults, unknownOrAway } from './rejoin.js'
 import { authorize, type IamMessage, type Principal, type Scope } from '../iam/index.js'
 import type { ShardMessage } from '../placement/index.js'
 import { DATA_FILE_OPS, FilesDefaults, READ_ONLY_FILE_OPS, SandboxDefaults, type FileRequest, type OutputPage, type SandboxMessage } from '../sandbox/index.js'
@@ -335,12 +336,18 @@ export class Session extends Actor<SessionMessage> {
 
   /** Sends a message to a sandbox actor on its node, after checking the tenant owns it. */
   private async forward<R = unknown> (id: string, message: SandboxMessage, timeoutMs = 10_000): Promise<R> {
-    const r = await this.record(id)
+    // A read waits out a node that is away (rejoin.ts): the command's output resumes after.
+    const reading = message.type === 'read'
+    const r = await this.record(id).catch(async (err: unknown) => {
+      throw reading ? await unknownOrAway(err, id, async () => await this.o.trajectories().ask<boolean>({ type: 'open', tenant: this.tenant, sandboxId: id }, { timeoutMs: 5000 })) : err
+    })
+    if (reading && awaitsNode(r)) throw awayError(id)
     if (r.state === 'gone' || r.state === 'failed' || r.state === 'lost') {
       throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${id} is ${r.state}${r.reason !== undefined ? ` (${r.reason})` : ''}`, { id, state: r.state, ...(r.reason !== undefined ? { reason: r.reason } : {}) })
     }
     if (r.state === 'hibernated') throw hibernatedError(r)
     const ref = this.ctx.system.refFor<SandboxMessage>(r.address)
+    if (ref === undefined && reading && RejoinDefaults.durableBackends.includes(r.backend)) throw awayError(id)
     if (ref === undefined) throw createError(ErrorCodes.SANDBOX_GONE, `the node of sandbox ${id} is not connected`, { id, state: 'lost' })
     try {
       return await ref.ask<R>(message, { timeoutMs })

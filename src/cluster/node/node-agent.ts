@@ -128,10 +128,10 @@ export class NodeAgent extends Actor<NodeMessage> {
     let reclaimed = 0
     for (const backend of Object.values(this.o.backends)) {
       if (backend?.adopt === undefined) continue
-      for (const { handle, meta, paused } of await backend.adopt()) {
+      for (const { handle, meta, paused, execs } of await backend.adopt()) {
         const m = meta as SandboxMeta
         try {
-          await this.start({ id: m.id, tenant: m.tenant, spec: m.spec }, backend, { handle, createdAt: m.createdAt, ...(paused === true ? { paused } : {}) })
+          await this.start({ id: m.id, tenant: m.tenant, spec: m.spec }, backend, { handle, createdAt: m.createdAt, ...(paused === true ? { paused } : {}), ...(execs !== undefined ? { execs } : {}) })
           adopted++
           this.log.info({ sandbox: m.id, tenant: m.tenant, backend: m.spec.backend, ...(paused === true ? { paused } : {}) }, 'sandbox adopted')
         } catch (err) {
@@ -204,6 +204,7 @@ export class NodeAgent extends Actor<NodeMessage> {
     let failure: SandboxEvent | undefined
     const trajectory = this.trajectories.open({
       sandboxId: item.id, tenant: item.tenant, spec: item.spec, createdAt, durable: backend.adopt !== undefined,
+      ...(adopted?.execs !== undefined ? { resumable: adopted.execs.map((x) => x.tag) } : {}),
       ...(item.trajectory !== undefined ? { nextSeq: item.trajectory.nextSeq } : {})
     })
     const args: SandboxArgs = {

@@ -53,12 +53,19 @@ export class ExecOutput {
   private readonly startedAt = Date.now()
   /** True once the meter was told of the end. */
   private metered = false
+  /** Told what the consumer has for good (a resumable command's producer frees it then). */
+  private ackListener: ((seq: number) => void) | undefined
+  private acked: number
 
   /**
    * @param credit this command's share of the node's output buffer (held bytes are counted there)
    * @param meter the node's command counters: told of the start, the bytes, and the end (once)
+   * @param firstSeq the seq of the first chunk: a command taken up after a node restart goes on
+   *   numbering where its consumer had got to
    */
-  constructor (private readonly credit?: ExecCredit, private readonly meter?: ExecMeter) {
+  constructor (private readonly credit?: ExecCredit, private readonly meter?: ExecMeter, firstSeq = 0) {
+    this.nextSeq = firstSeq
+    this.acked = firstSeq
     meter?.started()
   }
 
@@ -67,6 +74,14 @@ export class ExecOutput {
     if (this.metered) return
     this.metered = true
     this.meter?.ended(durationMs)
+  }
+
+  /**
+   * Registers who hears of acknowledgements: `ack(seq)` when the consumer has every chunk below
+   * seq; once it has the end too (or the output is dropped), a seq past the last chunk.
+   */
+  onAck (ack: (seq: number) => void): void {
+    this.ackListener = ack
   }
 
   /** Appends a chunk and wakes readers waiting for it. */
@@ -108,6 +123,9 @@ export class ExecOutput {
   dispose (): void {
     this.chunks = []
     this.credit?.close()
+    // Nobody will read it any more: the producer may forget the command's end as well.
+    if (this.result !== undefined) this.ackListener?.(this.nextSeq + 1)
+    this.ackListener = undefined
   }
 
   get finished (): boolean { return this.result !== undefined }
@@ -174,6 +192,10 @@ export class ExecOutput {
   }
 
   private ack (fromSeq: number): void {
+    if (fromSeq > this.acked && fromSeq <= this.nextSeq) {
+      this.acked = fromSeq
+      this.ackListener?.(fromSeq)
+    }
     let drop = 0
     let bytes = 0
     while (drop < this.chunks.length && this.chunks[drop]!.seq < fromSeq) bytes += this.chunks[drop++]!.data.byteLength

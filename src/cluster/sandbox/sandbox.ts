@@ -7,12 +7,13 @@
  * failure; whichever way, postStop kills the backend sandbox, so nothing outlives the actor.
  */
 import { Actor, type ExitReason } from '../../actors/index.js'
-import { checkTimeoutBound, type Backend, type ExecResult, type SandboxHandle, type TerminalSize } from '../../backends/types.js'
+import { checkTimeoutBound, type AdoptedExec, type Backend, type ExecResult, type SandboxHandle, type TerminalSize } from '../../backends/types.js'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import type { BlobKind } from '../../images/index.js'
 import { parseArgv, placementRequestOf, type SandboxSpec } from '../spec.js'
 import { sandboxEnvironment } from '../spec-determinism.js'
 import { ExecOutput } from './exec-output.js'
+import { resumeOf } from './resume.js'
 import type { FileRequest, FilesLimits } from './file-requests.js'
 import { OutputPool, type ExecCredit } from './output-pool.js'
 import { expiryAfterResume, PauseControl, ttlDue } from './pause.js'
@@ -125,7 +126,7 @@ export interface SandboxArgs {
   backend: Backend
   report: (event: SandboxEvent) => void
   /** Set when the sandbox outlived a node restart: drive this handle instead of creating one. */
-  adopted?: { handle: SandboxHandle, createdAt: number, paused?: boolean }
+  adopted?: { handle: SandboxHandle, createdAt: number, paused?: boolean, execs?: AdoptedExec[] }
   /** The node's output buffer space, shared by all its sandboxes (without it, one of this sandbox's own). */
   output?: OutputPool
   /** Bounds of file transfers (the rest from `FilesDefaults`). */
@@ -198,6 +199,9 @@ export class Sandbox extends Actor<SandboxMessage> {
     }
     this.unwatch = this.args.backend.onGone?.(this.handle, (message) => this.self.tell({ type: 'backend-gone', message }))
     this.unwatchEgress = this.args.backend.onEgress?.(this.handle, (event) => this.args.trajectory.egress(event))
+    // Commands that ran on while the node was down: taken up under their old ids.
+    for (const x of this.args.adopted?.execs ?? []) this.reattach(x)
+    this.args.trajectory.settleResumable()
     this.setState(this.freeze.paused ? 'paused' : 'ready')
     this.armTtl()
     const sweepMs = Math.min(60_000, spec.idleTimeoutMs > 0 ? Math.max(10, spec.idleTimeoutMs / 4) : 60_000)
@@ -324,7 +328,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     this.execs.set(execId, { output, abort, stdin, record, terminal })
     this.lastExecAt = Date.now()
     const started = Date.now()
-    this.args.backend.exec(this.handle!, argv, {
+    const run = this.args.backend.exec(this.handle!, argv, {
       ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}),
       ...(stdin !== undefined ? { stdin } : {}),
       ...(opts.env !== undefined ? { env: opts.env } : {}),
@@ -334,10 +338,46 @@ export class Sandbox extends Actor<SandboxMessage> {
       ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
       ...(maxOutputBytes !== undefined ? { maxOutputBytes } : {}),
       ...(this.args.backend.outputCredit === true ? { credit } : {}),
+      ...resumeOf(this.args.backend, execId, output),
       onStdout: (chunk) => { output.append('stdout', chunk); record.output('stdout', chunk) },
       onStderr: (chunk) => { output.append('stderr', chunk); record.output('stderr', chunk) },
       signal: abort.signal
-    }).then(
+    })
+    this.follow(run, output, record, started, stdin)
+    return { execId }
+  }
+
+  /**
+   * Takes up a command that outlived the node agent (`Backend.reattach`): its output goes on from
+   * the seq its consumer had acknowledged, under its old id, so the consumer's pulls go on.
+   */
+  private reattach (x: AdoptedExec): void {
+    const backend = this.args.backend
+    if (backend.reattach === undefined || this.execs.has(x.tag)) return
+    const credit = this.openCredit(undefined)
+    const output = new ExecOutput(credit, this.args.meter, x.fromSeq)
+    const abort = new AbortController()
+    const record = this.args.trajectory.resumeExec(x.tag) ?? UNRECORDED
+    this.execs.set(x.tag, { output, abort, stdin: undefined, record, terminal: undefined })
+    const started = Date.now()
+    const run = backend.reattach(this.handle!, x.tag, {
+      fromSeq: x.fromSeq,
+      ...(backend.outputCredit === true ? { credit } : {}),
+      ...resumeOf(backend, x.tag, output),
+      onStdout: (chunk) => { output.append('stdout', chunk); record.output('stdout', chunk) },
+      onStderr: (chunk) => { output.append('stderr', chunk); record.output('stderr', chunk) },
+      signal: abort.signal
+    }).catch((err: unknown): ExecResult => ({
+      // Gone from the agent after all (it ended and its record expired): lost with the old node.
+      exitCode: 137, durationMs: Date.now() - started, truncated: false, reason: 'killed',
+      message: `the command did not outlive the node agent: ${err instanceof Error ? err.message : String(err)}`
+    }))
+    this.follow(run, output, record, started, undefined)
+  }
+
+  /** Follows a command to its end: its result (or why it could not run) goes to its output and its step. */
+  private follow (run: Promise<ExecResult>, output: ExecOutput, record: ExecRecording, started: number, stdin: StdinPipe | undefined): void {
+    run.then(
       (result) => { output.finish(result); record.end(result) },
       (err: unknown) => {
         const message = err instanceof Error ? err.message : String(err)
@@ -355,7 +395,6 @@ export class Sandbox extends Actor<SandboxMessage> {
         record.end(result)
       }
     ).finally(() => { stdin?.close(); this.lastExecAt = Date.now() })
-    return { execId }
   }
 
   /**

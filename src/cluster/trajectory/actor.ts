@@ -19,6 +19,8 @@ export type TrajectoriesMessage =
   /** Bytes `[offset, offset + length)` of a record blob the tenant's trajectory references. */
   | { type: 'blob', tenant: string, sandboxId: string, digest: string, offset: number, length: number }
   | { type: 'next-seq', sandboxId: string }
+  /** Whether the tenant's sandbox has a trajectory that has not ended (`TrajectoryStore.isOpen`). */
+  | { type: 'open', tenant: string, sandboxId: string }
   | { type: 'sweep' }
 
 export interface TrajectoriesOptions {
@@ -51,6 +53,7 @@ export class Trajectories extends Actor<TrajectoriesMessage> {
         this.o.store.checkBlob(m.tenant, m.sandboxId, m.digest)
         return this.ctx.answerLater(this.readBlob(m.digest, m.offset, Math.min(m.length, TrajectoryDefaults.maxBlobReadBytes)))
       case 'next-seq': return this.o.store.nextSeq(m.sandboxId)
+      case 'open': return this.o.store.isOpen(m.tenant, m.sandboxId)
       case 'sweep':
         this.sweep()
         return undefined

@@ -40,6 +40,8 @@ export interface RecorderDeps {
   nextSeq: number
   /** Steps a previous agent began and never made final: final now (a command as `lost`). */
   unfinished?: Iterable<Step>
+  /** Exec ids of unfinished commands that outlived the agent: `resumeExec` goes on with their steps. */
+  resumable?: ReadonlySet<string>
   /** How long a closing sandbox waits for its commands' ends, and for the control plane's acknowledgement. */
   closeWaitMs: number
   flushWaitMs: number
@@ -54,12 +56,32 @@ export class SandboxRecorder {
   private egressSteps = 0
   /** Commands not ended yet, by seq: a closing sandbox ends those the backend did not. */
   private readonly running = new Map<number, { end: (result: ExecResult | undefined) => void, ended: Promise<void> }>()
+  /** Steps of commands that outlived the agent, until `resumeExec` takes them (or `settleResumable`). */
+  private readonly resumable = new Map<string, ExecStep>()
 
   constructor (private readonly d: RecorderDeps) {
     this.nextSeq = d.nextSeq
     for (const step of d.unfinished ?? []) {
-      this.record(step.kind === 'exec' ? { ...step, endedAt: Date.now(), reason: 'lost' } : step, true)
+      if (step.kind === 'exec' && d.resumable?.has(step.execId) === true) this.resumable.set(step.execId, step)
+      else this.record(step.kind === 'exec' ? { ...step, endedAt: Date.now(), reason: 'lost' } : step, true)
     }
+  }
+
+  /**
+   * Goes on with the step of a command that outlived the node agent (the sandbox took it up):
+   * its output from now on is recorded, and `resumedAt` says so. Undefined when it has no step.
+   */
+  resumeExec (execId: string): ExecRecording | undefined {
+    const step = this.resumable.get(execId)
+    if (step === undefined || this.ended) return undefined
+    this.resumable.delete(execId)
+    return this.follow({ ...step, resumedAt: Date.now() }, undefined)
+  }
+
+  /** Steps of commands that outlived the agent but were not taken up: final, as `lost`. */
+  settleResumable (): void {
+    for (const step of this.resumable.values()) this.record({ ...step, endedAt: Date.now(), reason: 'lost' }, true)
+    this.resumable.clear()
   }
 
   /** The seq the next step gets. */
@@ -75,6 +97,12 @@ export class SandboxRecorder {
       ...(asked.pty !== undefined ? { pty: { cols: asked.pty.cols, rows: asked.pty.rows } } : {})
     }
     if (!this.begin(begun)) return { output () {}, stdin () {}, end () {} }
+    return this.follow(begun, asked.stdin)
+  }
+
+  /** Records a begun command's bytes as it runs, and its step final when it ends. */
+  private follow (begun: ExecStep, upFront: Uint8Array | undefined): ExecRecording {
+    const asked = { stdin: upFront }
     const streams = { stdin: this.bytes(), stdout: this.bytes(), stderr: this.bytes() }
     if (asked.stdin !== undefined) streams.stdin.write(asked.stdin)
     // The fields beside the bytes (argv, env) count towards a step's size too.

@@ -6,6 +6,7 @@
  * which record blobs no trajectory references any more.
  */
 import { createError, ErrorCodes } from '../../errors.js'
+import { SpecDefaults } from '../spec.js'
 import type { Db } from '../../state/index.js'
 import { isDigest } from '../../images/blob/index.js'
 import { decodeValue, encodeValue } from './codec.js'
@@ -129,6 +130,15 @@ export class TrajectoryStore {
       }
       return { deleted: ids.length, orphans: [...orphans].filter((d) => this.sql.blobUsed.get(d) === undefined) }
     })()
+  }
+
+  /**
+   * True when the tenant's sandbox began a trajectory that has not ended, within the longest a
+   * sandbox may live: it exists, though no node may have reported it yet (after a restart).
+   */
+  isOpen (tenant: string, sandboxId: string, now = Date.now()): boolean {
+    const row = this.sql.get.get(sandboxId)
+    return row !== undefined && row.tenant === tenant && row.ended_at === null && row.created_at > now - SpecDefaults.maxTtlMs
   }
 
   private own (tenant: string, sandboxId: string): TrajectoryRow {

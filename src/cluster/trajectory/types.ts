@@ -72,6 +72,12 @@ export type StepBody =
     pty?: { cols: number, rows: number }, stdin?: RecordedBytes,
     /** Set once the command has ended, with the rest below. */
     endedAt?: number, exitCode?: number, reason?: string, durationMs?: number, stdout?: RecordedBytes, stderr?: RecordedBytes
+    /**
+     * The node agent restarted while the command ran and took it up again (it outlived the
+     * agent): stdout and stderr hold what it wrote from the first chunk the client had not
+     * acknowledged then (the client got all of it).
+     */
+    resumedAt?: number
   }
   /** A whole-file write, or a committed upload of one file. */
   | { kind: 'write', path: string, mode?: number, content: RecordedBytes }

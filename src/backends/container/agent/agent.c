@@ -246,6 +246,9 @@ static const char *parse_req(struct mp_in *r, struct req *q, char *why, size_t w
 		else if (key_is(k, kl, "parents")) bad = get_bool(r, &q->parents);
 		else if (key_is(k, kl, "flatten")) bad = get_bool(r, &q->flatten);
 		else if (key_is(k, kl, "seed")) bad = get_bin(r, &q->seed);
+		else if (key_is(k, kl, "tag")) bad = get_str(r, &q->tag);
+		else if (key_is(k, kl, "seq")) bad = get_u64(r, &q->seq, &q->has_seq);
+		else if (key_is(k, kl, "retain")) bad = get_bool(r, &q->retain);
 		else if (key_is(k, kl, "timeMs")) bad = get_u64(r, &q->time_ms, &q->has_time);
 		else if (mp_skip(r) < 0) bad = "undecodable value";
 		if (bad) {
@@ -347,6 +350,9 @@ static void handle_frame(struct conn *c, const uint8_t *p, size_t n)
 	else if (key_is(t, tl, "hostname")) set_hostname(c, &q);
 	else if (key_is(t, tl, "identity")) set_identity(c, &q);
 	else if (key_is(t, tl, "tree")) exec_tree(c, &q);
+	else if (key_is(t, tl, "execs")) exec_list(c, &q);
+	else if (key_is(t, tl, "attach")) exec_attach(c, &q);
+	else if (key_is(t, tl, "ack")) exec_ack(c, &q);
 	else send_err(c, q.id, ERR_UNKNOWN_KIND, "unknown kind \"%.*s\"", (int)(tl > 40 ? 40 : tl), t);
 }
 

@@ -24,16 +24,16 @@ struct field {
 
 /* Every field any request may carry, parsed in one pass; `set` says which were present. */
 struct req {
-	struct field t, cwd, path, data, in, name, to, target, seed;
+	struct field t, cwd, path, data, in, name, to, target, seed, tag;
 	uint64_t id;
 	int has_id;
 	struct mp_in argv, env; /* positioned at the array/map header */
 	int has_argv, has_env;
-	uint64_t uid, gid, timeout_ms, max_output, exec, offset, length, mode, window, bytes, cols, rows, time_ms;
-	int has_uid, has_gid, has_timeout, has_max_output, has_exec, has_offset, has_length, has_mode, has_window, has_bytes, has_cols, has_rows, has_time;
+	uint64_t uid, gid, timeout_ms, max_output, exec, offset, length, mode, window, bytes, cols, rows, time_ms, seq;
+	int has_uid, has_gid, has_timeout, has_max_output, has_exec, has_offset, has_length, has_mode, has_window, has_bytes, has_cols, has_rows, has_time, has_seq;
 	int64_t signal;
 	int has_signal;
-	int stdin_stream, eof, append, mkdirs, recursive, follow, pty, parents, flatten;
+	int stdin_stream, eof, append, mkdirs, recursive, follow, pty, parents, flatten, retain;
 };
 
 /* Frame construction: begin reserves the length prefix, end patches it. */
@@ -71,8 +71,13 @@ void exec_stdin(struct conn *c, const struct req *q);
 void exec_kill(struct conn *c, const struct req *q);
 void exec_credit(struct conn *c, const struct req *q);
 void exec_resize(struct conn *c, const struct req *q);
-/* Called when a connection goes: kills its running execs and forgets their owner. */
+/* Called when a connection goes: kills its running execs (resumable ones are detached) and forgets their owner. */
 void exec_conn_gone(struct conn *c);
+/* retain.c: `execs` lists the resumable execs; `attach` binds one to this connection and sends
+ * again what it kept; `ack` frees what the host has taken for good. */
+void exec_list(struct conn *c, const struct req *q);
+void exec_attach(struct conn *c, const struct req *q);
+void exec_ack(struct conn *c, const struct req *q);
 /* Poll integration: adds exec fds to the set / handles their events / reaps children. */
 struct pollfd;
 int exec_poll_fds(struct pollfd *fds, void **owners, int max, int base);

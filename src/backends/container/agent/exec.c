@@ -19,6 +19,7 @@
 #include "agent.h"
 #include "seccomp.h"
 #include "tree.h"
+#include "exec.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 /* Pipe reads per event: the size of one out frame's data. */
@@ -28,31 +29,8 @@
 /* What is still read from a command's pipes after it exits (background writers may hold them). */
 #define DRAIN_BUDGET (1024 * 1024)
 
-enum start_state { START_PENDING, START_OK, START_FAILED };
-
-struct exec {
-	struct conn *conn; /* NULL once the connection went: output is then discarded */
-	uint64_t id;
-	pid_t pid;
-	int out_fd, err_fd, in_fd, status_fd;
-	struct buf in_buf;
-	int in_stream, in_eof;
-	uint64_t seq, emitted, max_out;
-	/* Output credit (protocol.h): with `credited`, out data stops at `credit` until more is granted. */
-	int credited;
-	uint64_t credit;
-	size_t drained[2]; /* bytes read from stdout, stderr after the command ended */
-	int64_t start_ms, deadline_ms;
-	int truncated, timed_out, killed, reaped, done, wait_status;
-	int pty; /* runs on a pseudo-terminal: out_fd is its master, in_fd a second descriptor of it */
-	enum start_state start;
-	int started_sent;
-	int32_t fail_stage, fail_errno;
-	char name[64]; /* argv[0], for messages */
-};
-
-static struct exec *execs[WARREN_MAX_EXECS];
-static int nexecs;
+struct exec *execs[WARREN_MAX_EXECS];
+int nexecs;
 
 /* Output pipes of ended commands that background processes still hold. They are read and the
  * bytes dropped until those processes close them, so a background server that logs to stdout
@@ -292,11 +270,18 @@ static void settle_start(struct exec *e)
 static void emit(struct exec *e, int stream, const uint8_t *data, size_t n)
 {
 	settle_start(e);
-	if (!e->conn) return;
+	if (!e->conn && !e->retain) return;
 	uint64_t room = e->max_out > e->emitted ? e->max_out - e->emitted : 0;
 	if (n > room) { e->truncated = 1; n = (size_t)room; }
 	if (n == 0) return;
 	if (e->credited) e->credit = e->credit > n ? e->credit - n : 0;
+	if (e->retain) {
+		/* Kept until the host acknowledges it, so a host that dies holding it unread gets it again. */
+		struct rframe *f = retain_out(e, stream, data, n);
+		if (f && e->conn) buf_put(&e->conn->out, f->bytes, f->len);
+		e->emitted += n;
+		return;
+	}
 	size_t m = frame_begin(e->conn);
 	struct buf *b = &e->conn->out;
 	mp_w_map(b, 5);
@@ -309,7 +294,7 @@ static void emit(struct exec *e, int stream, const uint8_t *data, size_t n)
 	e->emitted += n;
 }
 
-static void send_exit(struct exec *e)
+void exec_send_exit(struct exec *e)
 {
 	if (!e->conn) return;
 	size_t m = frame_begin(e->conn);
@@ -334,7 +319,11 @@ static void send_exit(struct exec *e)
  * the cap, or nobody is left to send it to). */
 static int may_read(const struct exec *e)
 {
-	return !e->conn || !e->credited || e->emitted >= e->max_out || e->credit > 0;
+	if (e->emitted >= e->max_out) return 1;
+	/* A resumable exec keeps what it read for a host that may be gone: its credit still holds,
+	 * and what it may keep unacknowledged is bounded too. */
+	if (e->retain) return !retain_full(e) && (!e->credited || e->credit > 0);
+	return !e->conn || !e->credited || e->credit > 0;
 }
 
 /* Reads one chunk (no more than the credit); returns bytes read, 0 at EOF (fd closed), -1 when
@@ -343,7 +332,7 @@ static ssize_t pump_out(struct exec *e, int *fd, int stream)
 {
 	uint8_t chunk[CHUNK];
 	size_t want = sizeof chunk;
-	if (e->conn && e->credited && e->emitted < e->max_out && e->credit < want) want = (size_t)e->credit;
+	if ((e->conn || e->retain) && e->credited && e->emitted < e->max_out && e->credit < want) want = (size_t)e->credit;
 	if (want == 0) return -1;
 	ssize_t n = read(*fd, chunk, want);
 	if (n > 0) { emit(e, stream, chunk, (size_t)n); return n; }
@@ -416,8 +405,9 @@ static int drain(struct exec *e)
 
 /* The command's main process ended: report what is left and how it ended. Called again while
  * it waits for credit to send the rest of its output. */
-static void finish(struct exec *e)
+void exec_finish(struct exec *e)
 {
+	if (e->done || e->ended) return;
 	settle_start(e);
 	if (e->start == START_PENDING) {
 		/* Cannot happen (the pipe is at EOF or holds the failure once the child is gone);
@@ -429,12 +419,15 @@ static void finish(struct exec *e)
 	if (e->start == START_OK) {
 		send_started(e);
 		if (!drain(e)) return;
-		send_exit(e);
+		exec_send_exit(e);
 	}
 	linger(&e->out_fd);
 	linger(&e->err_fd);
 	close_fd(&e->in_fd);
-	e->done = 1;
+	/* A resumable command's end is kept (with its unacknowledged output) until the host says it
+	 * has it: one that died before it did learns it from the next host (see retain.c). */
+	if (e->retain && e->start == START_OK) { e->ended = 1; e->ended_ms = now_ms(); }
+	else e->done = 1;
 }
 
 /* ---- requests ---- */
@@ -472,7 +465,11 @@ static void start(struct conn *c, const struct req *q, int tree)
 {
 	if (!tree && !q->has_argv) { send_err(c, q->id, ERR_INVALID, "exec needs argv"); return; }
 	if (tree && tree_upper_fd < 0) { send_err(c, q->id, ERR_UNSUPPORTED, "tree is answered inside a VM only"); return; }
-	if (find(c, q->id)) { send_err(c, q->id, ERR_INVALID, "exec id %llu is in use", (unsigned long long)q->id); return; }
+	if (find(c, q->id) || retain_find(q->id)) { send_err(c, q->id, ERR_INVALID, "exec id %llu is in use", (unsigned long long)q->id); return; }
+	if (q->tag.set && (!q->retain || q->tag.n > WARREN_MAX_TAG || memchr(q->tag.p, 0, q->tag.n))) {
+		send_err_field(c, q->id, ERR_INVALID, "tag", "tag needs retain and at most %d bytes without NUL", WARREN_MAX_TAG);
+		return;
+	}
 	if (nexecs >= WARREN_MAX_EXECS) { send_err(c, q->id, ERR_OVERLOADED, "too many commands running (%d)", WARREN_MAX_EXECS); return; }
 	uid_t uid = q->has_uid ? (uid_t)q->uid : 0;
 	gid_t gid = q->has_gid ? (gid_t)q->gid : (gid_t)uid;
@@ -553,6 +550,8 @@ static void start(struct conn *c, const struct req *q, int tree)
 	e->credit = q->has_window ? q->window : 0;
 	e->deadline_ms = q->has_timeout && q->timeout_ms > 0 ? e->start_ms + (int64_t)q->timeout_ms : 0;
 	e->start = START_PENDING;
+	e->retain = !tree && q->retain;
+	if (q->tag.set) { memcpy(e->tag, q->tag.p, q->tag.n); e->tag[q->tag.n] = 0; }
 	if (q->in.set && !tree) buf_put(&e->in_buf, q->in.p, q->in.n);
 	execs[nexecs++] = e;
 	pump_in(e);
@@ -612,7 +611,7 @@ void exec_credit(struct conn *c, const struct req *q)
 	/* No reply: credit for an exec that has ended, or never asked for it, changes nothing. */
 	if (!e || !e->credited || !q->has_bytes) return;
 	e->credit = q->bytes > UINT64_MAX - e->credit ? UINT64_MAX : e->credit + q->bytes;
-	if (e->reaped) finish(e); /* it was waiting to send the rest of its output */
+	if (e->reaped) exec_finish(e); /* it was waiting to send the rest of its output */
 }
 
 void exec_conn_gone(struct conn *c)
@@ -621,8 +620,10 @@ void exec_conn_gone(struct conn *c)
 		struct exec *e = execs[i];
 		if (e->conn != c) continue;
 		e->conn = NULL;
+		/* A resumable command runs on for the next host to attach (retain.c). */
+		if (e->retain) continue;
 		if (!e->reaped) kill_group(e, SIGKILL);
-		else if (!e->done) finish(e); /* it waited for credit that will not come: drop the rest */
+		else if (!e->done) exec_finish(e); /* it waited for credit that will not come: drop the rest */
 	}
 }
 
@@ -674,7 +675,7 @@ void exec_reap(void)
 			if (e->pid != pid || e->reaped) continue;
 			e->reaped = 1;
 			e->wait_status = st;
-			finish(e);
+			exec_finish(e);
 			break;
 		}
 		/* Anything else was an orphan re-parented to us (a background process): reaped, done. */
@@ -708,9 +709,12 @@ void exec_check_timeouts(void)
 
 void exec_sweep(void)
 {
+	int64_t now = now_ms();
 	for (int i = 0; i < nexecs;) {
 		struct exec *e = execs[i];
+		if (e->ended && retain_expired(e, now)) e->done = 1;
 		if (!e->done) { i++; continue; }
+		retain_drop(e, UINT64_MAX);
 		close_fd(&e->out_fd);
 		close_fd(&e->err_fd);
 		close_fd(&e->in_fd);

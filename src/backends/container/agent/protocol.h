@@ -15,11 +15,19 @@
  * Requests, client -> agent:
  *   ping   {id}                                         -> ok {id, version, pid}
  *   exec   {id, argv:[str], cwd?:str, env?:{str:str}, uid?, gid?, stdin?:bin,
- *           stdinStream?:bool, timeoutMs?, maxOutputBytes?, window?, pty?:bool, cols?, rows?}
+ *           stdinStream?:bool, timeoutMs?, maxOutputBytes?, window?, pty?:bool, cols?, rows?,
+ *           retain?:bool, tag?:str (with retain, up to WARREN_MAX_TAG bytes)}
  *                                                       -> started {id, pid}, out..., exit
  *                                                          or err {id, ...} if it could not start
  *   stdin  {id (the exec's), data?:bin, eof?:bool}       -> no reply (only for stdinStream execs)
  *   credit {id (the exec's), bytes}                     -> no reply (only for execs started with a window)
+ *   execs  {id}                                         -> ok {id, execs:[{id, tag, pid, seq, acked, ended, attached}]}
+ *          the resumable execs (see "Resumable execs" below); seq: the next out frame's
+ *   attach {id (a resumable exec's), seq?(default its acked), window?}
+ *                                                       -> started {id, pid}, out... from seq, exit
+ *                                                          or err NOT_FOUND | err STREAM_RESUME_GAP
+ *                                                          (seq older than what is kept) | INVALID
+ *   ack    {id (a resumable exec's), seq}               -> no reply: frames below seq are had for good
  *   kill   {id, exec (an exec's id), signal?}           -> ok {id} | err NOT_FOUND
  *   resize {id, exec (a pty exec's id), cols, rows}     -> ok {id} | err NOT_FOUND | err INVALID
  *   read   {id, path, offset?, length?}                 -> ok {id, data:bin, size}
@@ -73,6 +81,16 @@
  * An exec belongs to the connection that started it: when that connection closes, the exec's
  * process group is killed (nobody is left to read its result). Processes it left in the
  * background stay alive.
+ *
+ * Resumable execs (`retain`): such an exec belongs to the agent. Its id must be unique among
+ * the agent's resumable execs (not only the connection's). When its connection closes it is
+ * detached and runs on; every out frame is kept until an `ack` past its seq, so a host that
+ * died holding frames it had not passed on gets them again: `attach` binds the exec to the new
+ * connection and sends the kept frames from `seq` (its `window`, if given, is the new credit,
+ * less what that resend carried). Kept output is bounded: credit holds while detached, and
+ * past WARREN_RETAIN_MAX_BYTES unacknowledged the agent stops reading the pipes (the command
+ * blocks; nothing is dropped). An ended exec's exit is kept until an ack past the exit's seq,
+ * or WARREN_RETAIN_EXIT_MS while nobody is attached.
  */
 #ifndef WARREN_PROTOCOL_H
 #define WARREN_PROTOCOL_H
@@ -94,6 +112,12 @@
 /* Connections and concurrent execs one agent serves. */
 #define WARREN_MAX_CONNS 64
 #define WARREN_MAX_EXECS 1024
+/* The longest tag of a resumable exec. */
+#define WARREN_MAX_TAG 64
+/* What a resumable exec keeps unacknowledged at most (its output then waits: nothing is dropped). */
+#define WARREN_RETAIN_MAX_BYTES (8 * 1024 * 1024)
+/* How long a resumable exec that ended with nobody attached keeps its exit record. */
+#define WARREN_RETAIN_EXIT_MS (10 * 60 * 1000)
 
 /* Error codes: the stable strings of src/errors.ts. */
 #define ERR_MALFORMED "WARREN_ERR_MALFORMED_FRAME"
@@ -107,5 +131,6 @@
 #define ERR_UNSUPPORTED "WARREN_ERR_UNSUPPORTED"
 #define ERR_UNAVAILABLE "WARREN_ERR_BACKEND_UNAVAILABLE"
 #define ERR_INTERNAL "WARREN_ERR_INTERNAL"
+#define ERR_RESUME_GAP "WARREN_ERR_STREAM_RESUME_GAP"
 
 #endif

@@ -41,7 +41,11 @@ const requests = {
   symlink: { t: 'symlink', id: 17, path: '/tmp/a/l', target: '../../etc/passwd', mkdirs: false },
   nilFields: { t: 'read', id: 11, path: '/x', offset: null, length: null, extra: [1, { a: null }] },
   floatId: { t: 'ping', id: 12.0, big: 2 ** 40, neg: -5 },
-  unknownKind: { t: 'frobnicate', id: 13 }
+  unknownKind: { t: 'frobnicate', id: 13 },
+  execRetain: { t: 'exec', id: 18, argv: ['yes'], retain: true, tag: 'job-1', window: 65536 },
+  execs: { t: 'execs', id: 19 },
+  attach: { t: 'attach', id: 18, seq: 0, window: 65536 },
+  ack: { t: 'ack', id: 18, seq: 3 }
 }
 
 /** The seeds of each target, by file name. */

@@ -1,0 +1,23 @@
+/**
+ * Commands that outlive their node agent: on a backend with `resumableExecs` every command is
+ * started resumable under its exec id, and what its consumer acknowledges (`ExecOutput.onAck`)
+ * is passed on, so the sandbox keeps only output nobody has for good. After a node restart the
+ * sandbox actor takes the command up again (`Backend.reattach`) and its consumer's pulls go on
+ * from their last seq (docs/design.md, "Sandboxes outlive their node agent").
+ */
+import type { Backend, ExecOptions } from '../../backends/types.js'
+import type { ExecOutput } from './exec-output.js'
+
+export const ResumeDefaults = {
+  /** The longest tag the sandbox's agent keeps (agent/protocol.h WARREN_MAX_TAG): longer ids are not resumable. */
+  maxTagBytes: 64
+}
+
+/**
+ * The `resume` option of a command with id `execId` whose output goes to `output`: empty when
+ * the backend cannot resume commands (or the id is too long to be its tag).
+ */
+export function resumeOf (backend: Backend, execId: string, output: ExecOutput): Pick<ExecOptions, 'resume'> {
+  if (backend.resumableExecs !== true || Buffer.byteLength(execId) > ResumeDefaults.maxTagBytes) return {}
+  return { resume: { tag: execId, onAck: (ack) => output.onAck(ack) } }
+}

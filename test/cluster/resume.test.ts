@@ -1,0 +1,144 @@
+/**
+ * Upgrades and crashes lose nothing: a command that outlives its node agent (kill -9) goes on
+ * running in the sandbox, and the client's output stream resumes from its last seq, byte-exact.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { containerUnavailable } from '../../src/cluster/index.js'
+import { connect } from '../../src/sdk/index.js'
+import { timed, waitFor } from '../support/index.js'
+import { ALL_SCOPES, repoRoot, spawnNode, startTestControlPlane } from './harness.js'
+
+const why = containerUnavailable()
+if (why !== undefined) console.log(`resume tests skipped: ${why}`)
+const ctest = why === undefined ? test : test.skip
+
+/** A numbered line every 10 ms, `n` of them (busybox sh: no seq). */
+function numbered (n: number): string {
+  return `i=0; while [ $i -lt ${n} ]; do echo "line $i"; i=$((i+1)); sleep 0.01; done`
+}
+
+/** Every line `line 0` .. `line n-1` once, in order: where it first goes wrong, else undefined. */
+function firstWrong (text: string, n: number): string | undefined {
+  const lines = text.split('\n')
+  if (lines.pop() !== '') return 'the output does not end with a newline'
+  for (let i = 0; i < n; i++) if (lines[i] !== `line ${i}`) return `line ${i} is ${JSON.stringify(lines[i])}`
+  return lines.length === n ? undefined : `${lines.length} lines, not ${n}`
+}
+
+/** A port nothing listens on now. */
+async function freePort (): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const port = (server.address() as { port: number }).port
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  return port
+}
+
+interface Up { proc: ChildProcess, url: string, token: string, kill (signal?: NodeJS.Signals): Promise<void> }
+
+/** `warren up` (control plane and its local node in one process) on `port` with `dataDir`, once it says it is up. */
+function startUp (dir: string, port: number): Promise<Up> {
+  const proc = spawn(process.execPath, [join(repoRoot, 'bin', 'warren.js'), 'up', '--port', String(port), '--data-dir', join(dir, 'up')], {
+    env: { ...process.env, WARREN_CONFIG: join(dir, 'config.json') },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()))
+  const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal)
+    await exited
+  }
+  return new Promise((resolve, reject) => {
+    let out = ''
+    const timer = setTimeout(() => { void kill(); reject(new Error(`warren up did not come up: ${out}`)) }, 60_000)
+    proc.stdout!.on('data', (b: Buffer) => {
+      out += b.toString()
+      const url = /url:\s+(ws:\/\/\S+)/.exec(out)?.[1]
+      const token = /token:\s+(wrn_\S+)/.exec(out)?.[1]
+      if (url !== undefined && token !== undefined && out.includes('Ctrl-C')) { clearTimeout(timer); resolve({ proc, url, token, kill }) }
+    })
+    proc.stderr!.on('data', (b: Buffer) => { out += b.toString() })
+    proc.once('exit', (code) => { clearTimeout(timer); reject(new Error(`warren up exited ${String(code)}: ${out}`)) })
+  })
+}
+
+ctest('kill -9 the node agent mid-command, restart it: every line arrives once, in order', timed(180_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-rs-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const cp = await startTestControlPlane()
+  defer(() => cp.close())
+  const first = await spawnNode(cp, 'rs1', join(dir, 'node'))
+  defer(() => first.kill())
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
+  defer(() => client.close())
+  const sb = await client.create({ backend: 'container' })
+  defer(() => sb.kill().catch(() => {}))
+
+  const n = 2000 // 20 s at one line per 10 ms (more, with the shell's own cost)
+  const run = sb.spawn(['sh', '-c', numbered(n)])
+  let text = ''
+  let failed: unknown
+  const reading = (async () => {
+    for await (const chunk of run) text += new TextDecoder().decode(chunk.data)
+  })().catch((err: unknown) => { failed = err })
+  await waitFor(() => failed ?? text.includes('line 200\n'), 30_000, 'the command under way')
+  await first.kill('SIGKILL')
+  const cut = text.split('\n').length
+  assert.ok(cut < n / 2, `the node was killed at line ${cut} of ${n}: mid-command`)
+  await waitFor(() => sb.state === 'lost', 10_000, 'lost with its node')
+  const second = await spawnNode(cp, 'rs1', join(dir, 'node'))
+  defer(() => second.kill())
+  await waitFor(() => sb.state === 'ready', 20_000, 'ready again')
+  await reading
+  assert.is(failed, undefined, 'the stream went on')
+  const result = await run.wait()
+  assert.is(firstWrong(text, n), undefined, `cut at about line ${cut}`)
+  assert.is(result.exitCode, 0)
+  // The trajectory went on with the command's step instead of closing it as lost.
+  const step = await waitFor(async () => (await sb.trajectory()).steps.find((st) => st.kind === 'exec' && st.execId === run.execId && st.endedAt !== undefined), 10_000, 'the step final')
+  assert.equal(step.kind === "exec" ? [step.exitCode, step.reason] : undefined, [0, undefined], JSON.stringify({ ...step, stdout: undefined, stderr: undefined }))
+  assert.type((step as { resumedAt?: number }).resumedAt, 'number')
+}))
+
+ctest('kill -9 the whole warren up mid-command, start it again on its data dir: the stream completes, every line once', timed(240_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-rsu-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const port = await freePort()
+  const first = await startUp(dir, port)
+  defer(() => first.kill())
+  const client = await connect({ url: first.url, token: first.token })
+  defer(() => client.close())
+  const sb = await client.create({ backend: 'container' })
+
+  const n = 2000
+  const run = sb.spawn(['sh', '-c', numbered(n)])
+  let text = ''
+  let failed: unknown
+  const reading = (async () => {
+    for await (const chunk of run) text += new TextDecoder().decode(chunk.data)
+  })().catch((err: unknown) => { failed = err })
+  await waitFor(() => failed ?? text.includes('line 200\n'), 30_000, 'the command under way')
+  await first.kill('SIGKILL')
+  const cut = text.split('\n').length
+  assert.ok(cut < n / 2, `warren up was killed at line ${cut} of ${n}: mid-command`)
+  const second = await startUp(dir, port)
+  defer(() => second.kill())
+  await reading
+  assert.is(failed, undefined, 'the stream went on')
+  assert.is(firstWrong(text, n), undefined, `cut at about line ${cut}`)
+  assert.is((await run.wait()).exitCode, 0)
+  // The key, the sandbox and its trajectory outlived the restart too.
+  const again = await client.attach(sb.id)
+  assert.is((await again.info()).state, 'ready')
+  const steps = (await again.trajectory()).steps
+  assert.ok(steps.some((st) => st.kind === 'exec' && st.execId === run.execId), 'the command is in the trajectory')
+  await again.kill()
+  await second.kill('SIGTERM')
+}))
+
+test.run()
