@@ -333,7 +333,9 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
         if (opts.memory === true) {
           return await saveMemorySnapshot({ id: handle.id, qmpSocket: entry.vm.qmpSocket, vcpus: entry.vm.vcpus, memoryMiB: entry.vm.memoryMiB }, store.dir, { whileStopped: entry.pause.whileStopped })
         }
-        return await cutVmSnapshot(entry.agent, handle.id, store.dir, { flatten: opts.flatten === true, whileFrozen: entry.pause.whileFrozen })
+        const g = await guest()
+        const mountPoints = g.modulesDisk !== undefined ? [`lib/modules/${g.release}`] : []
+        return await cutVmSnapshot(entry.agent, handle.id, store.dir, { flatten: opts.flatten === true, whileFrozen: entry.pause.whileFrozen, mountPoints })
       } catch (err) {
         throw goneOr(handle, err)
       }
