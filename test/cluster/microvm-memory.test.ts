@@ -23,7 +23,7 @@ if (why !== undefined) console.log(`microvm memory cluster tests skipped: ${why}
 const vtest = why === undefined ? test : test.skip
 
 const LIMITS = { cpus: 1, memoryMiB: 192, diskMiB: 32 }
-const COUNTER = '(i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done) >/dev/null 2>&1 </dev/null & echo $!'
+const COUNTER = '(i=0; while true; do i=$((i+1)); echo $i > /tmp/count.t; mv /tmp/count.t /tmp/count; sleep 0.1; done) >/dev/null 2>&1 </dev/null & echo $!'
 const COUNTS = 'a=$(cat /tmp/count); while [ "$(cat /tmp/count)" = "$a" ]; do sleep 0.05; done; cat /tmp/count'
 
 /** The refusal's code and field. */

@@ -18,8 +18,8 @@ import { assertGone, newBackend, registerLeftoverCheck, sh, vmTest } from './hel
 
 const LIMITS = { cpus: 1, memoryMiB: 192, diskMiB: 32, pids: 64 }
 
-/** A counter in the background writing /tmp/count every 0.1 s; prints its pid. */
-const COUNTER = '(i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done) >/dev/null 2>&1 </dev/null & echo $!'
+/** A counter in the background writing /tmp/count every 0.1 s (renamed into place: never read half written); prints its pid. */
+const COUNTER = '(i=0; while true; do i=$((i+1)); echo $i > /tmp/count.t; mv /tmp/count.t /tmp/count; sleep 0.1; done) >/dev/null 2>&1 </dev/null & echo $!'
 
 /** Waits (inside the guest, bounded by the exec's timeout) until the counter moves, then prints it. */
 const COUNTS = 'a=$(cat /tmp/count); while [ "$(cat /tmp/count)" = "$a" ]; do sleep 0.05; done; cat /tmp/count'
@@ -29,7 +29,8 @@ const fieldOf = (err: unknown): unknown => (err as WarrenError).details?.field
 vmTest('a memory snapshot restores in two VMs with the process still counting (same pid), the files, fresh identity; they diverge; the source runs on', timed(240_000, async (defer) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'warren-vmmem-'))
   defer(() => rmSync(dataDir, { recursive: true, force: true }))
-  const b = await newBackend(dataDir)
+  // Templates on: the source is restored from its shape's template (its RAM a private file mapping).
+  const b = await newBackend(dataDir, { templates: true, onProgress: (l) => console.log(l) })
   defer(() => b.close())
   const src = await b.create({ id: 'mem-src', limits: LIMITS })
   const pid = (await sh(b, src, COUNTER)).trim()
@@ -66,6 +67,7 @@ vmTest('a memory snapshot restores in two VMs with the process still counting (s
     await sh(b, f, `echo ${name} > /root/mine`)
   }
   assert.is(seeds.size, 2, 'each restored VM draws its own random numbers')
+  assert.is(b.status().templates, 1, 'the shape\'s template (the source came from it); forks load the snapshot\'s stream')
   // Diverged: each has only its own write; the source neither.
   assert.is(await sh(b, forks[0]!, 'cat /root/mine'), 'mem-a\n')
   assert.is(await sh(b, forks[1]!, 'cat /root/mine'), 'mem-b\n')
