@@ -29,6 +29,12 @@ export interface SandboxSpec {
   /** The hostname inside (backends with `snapshots`); default the sandbox's id. */
   hostname?: string
   /**
+   * Start from a memory snapshot (backends with `memorySnapshots`): the saved state's digest and
+   * the machine it was saved from, on the same `layers`; its processes run on. Others refuse it
+   * (UNSUPPORTED naming `memory`).
+   */
+  memory?: MemoryState
+  /**
    * Opaque data the backend keeps with a durable sandbox and hands back from `adopt` after a
    * node restart (the node stores the tenant and spec there).
    */
@@ -65,6 +71,14 @@ export interface EgressEvent {
   at: number
 }
 
+/** A memory snapshot: the saved machine state and what a sandbox restored from it must be. */
+export interface MemoryState {
+  /** `sha256:<hex>` of the state file (a `snapshot` blob). */
+  state: string
+  vcpus: number
+  memoryMiB: number
+}
+
 /** A sandbox's file system cut into a read-only layer (`Backend.snapshot`). */
 export interface SnapshotLayer {
   /** `sha256:<hex>` of the image file. */
@@ -72,6 +86,12 @@ export interface SnapshotLayer {
   /** The image file, in the backend's layer store (so this node can stack it at once). */
   path: string
   bytes: number
+  /**
+   * Present for a memory snapshot: the file is then not a layer but the VM's saved state (its
+   * RAM, its writable layer inside it, devices, vCPUs), restored on the sandbox's own layers
+   * by a guest of this many vCPUs and MiB.
+   */
+  memory?: { vcpus: number, memoryMiB: number }
 }
 
 /** A created sandbox, as its backend hands it out. Opaque apart from these fields. */
@@ -247,6 +267,8 @@ export interface Backend {
   readonly maxTimeoutMs?: number
   /** True when `pause`, `resume` and `snapshot` work. */
   readonly snapshots?: boolean
+  /** True when `snapshot` takes `memory` and `create` takes `spec.memory` (processes kept). */
+  readonly memorySnapshots?: boolean
   /** Makes a ready sandbox. */
   create (spec?: SandboxSpec): Promise<SandboxHandle>
   /**
@@ -290,9 +312,11 @@ export interface Backend {
    * Cuts the sandbox's writable layer into a read-only EROFS layer, in the backend's layer
    * store: its processes are frozen while it is cut (so it is consistent) and thawed after,
    * unless the sandbox was paused. With `flatten`, the whole file system the sandbox sees (its
-   * layers and its writes) becomes one layer that stands alone.
+   * layers and its writes) becomes one layer that stands alone. With `memory` (backends with
+   * `memorySnapshots`), the sandbox's whole state instead, its processes' memory included
+   * (`SnapshotLayer.memory`); `flatten` is then moot.
    */
-  snapshot? (handle: SandboxHandle, opts?: { flatten?: boolean }): Promise<SnapshotLayer>
+  snapshot? (handle: SandboxHandle, opts?: { flatten?: boolean, memory?: boolean }): Promise<SnapshotLayer>
   /**
    * Backends with egress: calls `listener` for each connection the sandbox's proxy is asked
    * for. Returns the unsubscribe.

@@ -9,11 +9,11 @@ import { parseLabels } from './sandbox-flags.js'
 
 const std: Out = { stdout: process.stdout, stderr: process.stderr }
 
-/** `warren snapshot ID [--name N:T]`: prints the new snapshot's id. */
-export async function snapshot (id: string, flags: { name?: string }, out: Out = std): Promise<number> {
+/** `warren snapshot ID [--name N:T] [--memory]`: prints the new snapshot's id. */
+export async function snapshot (id: string, flags: { name?: string, memory?: boolean }, out: Out = std): Promise<number> {
   return await withClient(async (client) => {
     const sb = await client.attach(id)
-    const snap = await sb.snapshot(flags.name !== undefined ? { name: flags.name } : {})
+    const snap = await sb.snapshot({ ...(flags.name !== undefined ? { name: flags.name } : {}), ...(flags.memory === true ? { memory: true } : {}) })
     out.stdout.write(`${snap.id}\n`)
     return 0
   })
@@ -41,14 +41,14 @@ export async function snapshotRm (ref: string, out: Out = std): Promise<number> 
   })
 }
 
-/** `warren fork ID N [--label K=V]`: prints each new sandbox's id, a line each; a fork that failed goes to stderr (exit 1). */
-export async function fork (id: string, n: string, flags: { label?: string[] }, out: Out = std): Promise<number> {
+/** `warren fork ID N [--label K=V] [--memory]`: prints each new sandbox's id, a line each; a fork that failed goes to stderr (exit 1). */
+export async function fork (id: string, n: string, flags: { label?: string[], memory?: boolean }, out: Out = std): Promise<number> {
   const count = Number(n)
   if (!/^\d+$/.test(n) || !Number.isSafeInteger(count)) throw createError(ErrorCodes.INVALID_ARGUMENT, `N must be a whole number, not ${JSON.stringify(n)}`, { field: 'count' })
   const labels = parseLabels(flags.label)
   return await withClient(async (client) => {
     const sb = await client.attach(id)
-    const r = await sb.fork(count, labels !== undefined ? { labels } : undefined)
+    const r = await sb.fork(count, labels !== undefined ? { labels } : undefined, flags.memory === true ? { memory: true } : {})
     let failed = 0
     for (const o of r.outcomes) {
       if (o.ok) { out.stdout.write(`${o.sandbox.id}\n`); continue }

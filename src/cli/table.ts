@@ -175,7 +175,10 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: 'cut a snapshot of a sandbox\'s files and print its id (create from it: warren create --snapshot ID)',
     args: 'ID',
     positionals: { min: 1, max: 1 },
-    flags: { name: { type: 'string', value: 'N:T', help: 'a name to create from it by (moved from the snapshot that had it)' } },
+    flags: {
+      name: { type: 'string', value: 'N:T', help: 'a name to create from it by (moved from the snapshot that had it)' },
+      memory: { type: 'boolean', help: 'save the whole VM (microvm): memory and running processes, not only files' }
+    },
     run: async ({ positionals, values }) => await snapshots.snapshot(positionals[0]!, values)
   }),
   command({
@@ -197,7 +200,10 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: 'snapshot a sandbox once and create N sandboxes from it; prints their ids',
     args: 'ID N',
     positionals: { min: 2, max: 2 },
-    flags: { label: { type: 'string', multiple: true, value: 'K=V', help: 'a label for the forks (beside the sandbox\'s own)' } },
+    flags: {
+      label: { type: 'string', multiple: true, value: 'K=V', help: 'a label for the forks (beside the sandbox\'s own)' },
+      memory: { type: 'boolean', help: 'fork the whole VM (microvm): each fork goes on with its running processes' }
+    },
     run: async ({ positionals, values }) => await snapshots.fork(positionals[0]!, positionals[1]!, values)
   }),
   command({

@@ -2,7 +2,7 @@
  * The sandbox spec a trainer sends, and its validation. Everything that crosses the wire from
  * a client is checked here once; a bad field is refused with `WARREN_ERR_BAD_SPEC` naming it.
  */
-import type { BackendKind } from '../backends/types.js'
+import type { BackendKind, MemoryState } from '../backends/types.js'
 import { parseEgressRules } from '../backends/container/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import type { PlacementRequest } from './placement/index.js'
@@ -41,6 +41,12 @@ export interface SandboxSpec {
    * resolves it to the snapshot's id and lays its layers into `image`.
    */
   snapshot?: string
+  /**
+   * A memory snapshot's saved machine state (microvm), set by the control plane from `snapshot`
+   * beside its layers; a client cannot send it. The sandbox goes on from that instant, its
+   * processes running.
+   */
+  memory?: MemoryState
   /**
    * The way out (container backend): hosts reachable through the sandbox's egress proxy
    * (`pypi.org`, `*.pythonhosted.org`, `host:port`). Without it, loopback only.

@@ -74,6 +74,29 @@ export class LayerStore {
     return work
   }
 
+  /**
+   * A blob that is not a layer (a VM's saved state), as the file `<hex>.<suffix>` here: kept
+   * whole (it is read whole), pulled from the blob store when absent, digest checked.
+   * @throws WARREN_ERR_BAD_SPEC naming `field` for a malformed digest; NOT_FOUND when no one has it
+   */
+  blobFile (digest: string, suffix: string, field: string): Promise<string> {
+    if (!isDigest(digest)) return Promise.reject(createError(ErrorCodes.BAD_SPEC, `bad blob digest ${String(digest).slice(0, 80)}`, { field }))
+    const key = `${digest}.${suffix}`
+    const known = this.building.get(key)
+    if (known !== undefined) return known
+    const work = (async () => {
+      const path = join(this.dir, `${digest.slice(7)}.${suffix}`)
+      if (existsSync(path)) return path
+      if (this.source === undefined) throw createError(ErrorCodes.NOT_FOUND, `blob ${digest} is not on this node`, { field })
+      await pullLayer(this.source, digest.slice(7), path)
+      return path
+    })()
+    this.building.set(key, work)
+    // Remembered only while it runs: the file is the memo, and it may be removed.
+    void work.finally(() => this.building.delete(key)).catch(() => {})
+    return work
+  }
+
   private async build (ref: string): Promise<string> {
     if (ref === 'busybox') return await buildBusyboxLayer(this.dir)
     if (ref.startsWith('sha256:')) {

@@ -14,7 +14,7 @@ import { SandboxFiles } from './files.js'
 import { openSession, type SessionOptions, type ShellSession } from './session.js'
 import type { CreateSpec } from './client.js'
 import { worthRetrying } from './request-errors.js'
-import { forkOf, hibernateOf, resumeOf, snapshotOf, type ForkResult, type SnapshotOptions, type SnapshotView } from './snapshots.js'
+import { forkOf, hibernateOf, resumeOf, snapshotOf, type ForkOptions, type ForkResult, type SnapshotOptions, type SnapshotView } from './snapshots.js'
 import { StdinWriter } from './stdin.js'
 
 export interface ExecOptions {
@@ -228,8 +228,10 @@ export class Sandbox {
   /**
    * Cuts a snapshot of the sandbox's file system (container sandboxes; processes are frozen
    * while it is cut, and go on after). Create from it with `client.create({ snapshot: id or name })`.
+   * With `memory` (microvm sandboxes), the whole VM instead: sandboxes made from it go on running
+   * its processes.
    * @returns the snapshot: its id, and its whole layer stack
-   * @throws WARREN_ERR_INVALID_ARGUMENT naming `name`; WARREN_ERR_UNSUPPORTED naming `backend`; WARREN_ERR_QUOTA past the tenant's snapshots
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming `name` or `memory`; WARREN_ERR_UNSUPPORTED naming `backend` or `memory`; WARREN_ERR_QUOTA past the tenant's snapshots
    */
   async snapshot (opts: SnapshotOptions = {}): Promise<SnapshotView> {
     return await snapshotOf(this.t, this.id, opts)
@@ -238,11 +240,13 @@ export class Sandbox {
   /**
    * One snapshot of the sandbox, then `count` (1–1000) sandboxes from it in one request, `spec`
    * laid over this sandbox's (labels, env and limits merged key by key, the rest replaced). Each
-   * fork has its own outcome: when some find no room, the others are still made.
+   * fork has its own outcome: when some find no room, the others are still made. With
+   * `opts.memory` (microvm), the forks go on running this sandbox's processes (limits and
+   * backend cannot then change).
    * @throws WARREN_ERR_INVALID_ARGUMENT naming `count`; BAD_SPEC naming a field of `spec`; QUOTA when the tenant cannot hold `count` more
    */
-  async fork (count: number, spec?: Omit<CreateSpec, 'snapshot' | 'image'>): Promise<ForkResult<Sandbox>> {
-    return await forkOf(this.t, this.id, count, spec as Record<string, unknown> | undefined, this.handleOf)
+  async fork (count: number, spec?: Omit<CreateSpec, 'snapshot' | 'image'>, opts: ForkOptions = {}): Promise<ForkResult<Sandbox>> {
+    return await forkOf(this.t, this.id, count, spec as Record<string, unknown> | undefined, this.handleOf, opts)
   }
 
   /**

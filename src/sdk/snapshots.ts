@@ -13,6 +13,17 @@ export type { SnapshotView } from '../cluster/index.js'
 export interface SnapshotOptions {
   /** A name (`name:tag`) to create from later (`client.create({ snapshot: name })`); moved from the tenant's snapshot that had it. */
   name?: string
+  /**
+   * Save the whole VM (microvm sandboxes): its memory and running processes with its files, so
+   * sandboxes made from it go on from that instant. Other backends refuse it (UNSUPPORTED naming `memory`).
+   */
+  memory?: boolean
+}
+
+/** What `sb.fork()` takes beside the spec. */
+export interface ForkOptions {
+  /** Fork from a memory snapshot (microvm): each fork goes on with the sandbox's running processes. */
+  memory?: boolean
 }
 
 /** Which snapshots `client.snapshots()` lists: the tenant's, newest first. */
@@ -47,15 +58,15 @@ export const SnapshotClientDefaults = {
 
 /** Cuts a snapshot of sandbox `id`. */
 export async function snapshotOf (t: ExecTransport, id: string, opts: SnapshotOptions): Promise<SnapshotView> {
-  return await t.request<SnapshotView>({ type: 'snapshot', id, ...(opts.name !== undefined ? { name: opts.name } : {}) }, SnapshotClientDefaults.snapshotTimeoutMs)
+  return await t.request<SnapshotView>({ type: 'snapshot', id, ...(opts.name !== undefined ? { name: opts.name } : {}), ...(opts.memory === true ? { memory: true } : {}) }, SnapshotClientDefaults.snapshotTimeoutMs)
 }
 
 /** Forks sandbox `id` into `count`; `handle` turns each view into the client's handle. */
-export async function forkOf<S> (t: ExecTransport, id: string, count: number, spec: Record<string, unknown> | undefined, handle: (view: SandboxView) => S): Promise<ForkResult<S>> {
+export async function forkOf<S> (t: ExecTransport, id: string, count: number, spec: Record<string, unknown> | undefined, handle: (view: SandboxView) => S, opts: ForkOptions = {}): Promise<ForkResult<S>> {
   const { deadlineMs, ...rest } = spec ?? {}
   const wait = typeof deadlineMs === 'number' ? deadlineMs : 10_000
   const answer = await t.request<{ snapshot: SnapshotView, outcomes: ForkOutcome[] }>({
-    type: 'fork', id, count, ...(spec !== undefined ? { spec: rest } : {}), ...(deadlineMs !== undefined ? { deadlineMs } : {})
+    type: 'fork', id, count, ...(spec !== undefined ? { spec: rest } : {}), ...(deadlineMs !== undefined ? { deadlineMs } : {}), ...(opts.memory === true ? { memory: true } : {})
   }, SnapshotClientDefaults.snapshotTimeoutMs + wait + SnapshotClientDefaults.createTimeoutMs)
   const outcomes = answer.outcomes.map((o): ForkItem<S> => o.ok ? { ok: true, sandbox: handle(o.sandbox) } : { ok: false, error: fromWireError(o.error) })
   return { snapshot: answer.snapshot, outcomes, sandboxes: outcomes.flatMap((o) => o.ok ? [o.sandbox] : []) }

@@ -179,23 +179,25 @@ class Sandbox:
         self.view = await resume_of(self._link, self.id)
         return self.view
 
-    async def snapshot(self, name: str | None = None) -> SnapshotView:
+    async def snapshot(self, name: str | None = None, *, memory: bool = False) -> SnapshotView:
         """Cuts a snapshot of the sandbox's file system (its processes are frozen while it is cut).
 
         Create from it with ``client.create(snapshot=view.id)`` (or by ``name``, ``name:tag``, which
         moves from the tenant's snapshot that had it). Not sent again after a lost socket: find one
-        that may have been cut with ``client.snapshots(sandbox_id=sb.id)``."""
-        return await snapshot_of(self._link, self.id, name)
+        that may have been cut with ``client.snapshots(sandbox_id=sb.id)``. With ``memory`` (microvm
+        sandboxes), the whole VM: sandboxes made from it go on running its processes."""
+        return await snapshot_of(self._link, self.id, name, memory=memory)
 
     async def fork(self, n: int, spec: Mapping[str, Any] | None = None, *, deadline_ms: int | None = None,
-                   **fields: Any) -> ForkResult["Sandbox"]:
+                   memory: bool = False, **fields: Any) -> ForkResult["Sandbox"]:
         """One snapshot of the sandbox, then ``n`` (1-1000) sandboxes from it in one request.
 
         ``spec`` (and keyword fields, as ``create`` takes them: ``labels``, ``env``, ``limits``,
         ``ttl_ms``...) is laid over this sandbox's spec: labels, env and limits key by key, the rest
-        replaced. Each fork has its own outcome: when some find no room, the others are still made."""
+        replaced. Each fork has its own outcome: when some find no room, the others are still made.
+        With ``memory`` (microvm), each fork goes on running this sandbox's processes."""
         merged = {**(spec or {}), **fields}
-        return await fork_of(self._link, self.id, n, merged, deadline_ms, self._handle_of)
+        return await fork_of(self._link, self.id, n, merged, deadline_ms, self._handle_of, memory=memory)
 
     async def hibernate(self) -> SandboxView:
         """Snapshots the sandbox and ends it on its node, keeping its record (state ``hibernated``, no node,

@@ -66,17 +66,21 @@ class ForkResult(Generic[H]):
                                           for o in self.outcomes])
 
 
-async def snapshot_of(link: Link, sid: str, name: str | None, d: SnapshotDefaults = SNAPSHOT_DEFAULTS) -> SnapshotView:
-    """Cuts a snapshot of sandbox ``sid`` (named ``name:tag`` when ``name`` is given)."""
+async def snapshot_of(link: Link, sid: str, name: str | None, d: SnapshotDefaults = SNAPSHOT_DEFAULTS,
+                      memory: bool = False) -> SnapshotView:
+    """Cuts a snapshot of sandbox ``sid`` (named ``name:tag`` when ``name`` is given; the whole VM with ``memory``)."""
     msg: dict[str, Any] = {"type": "snapshot", "id": sid}
     if name is not None:
         msg["name"] = name
+    if memory:
+        msg["memory"] = True
     # Not idempotent (a second one would cut another snapshot): never sent again by itself.
     return SnapshotView.from_wire(await link.request(msg, d.snapshot_timeout_s))
 
 
 async def fork_of(link: Link, sid: str, count: int, spec: Mapping[str, Any] | None, deadline_ms: int | None,
-                  handle: Callable[[SandboxView], H], d: SnapshotDefaults = SNAPSHOT_DEFAULTS) -> ForkResult[H]:
+                  handle: Callable[[SandboxView], H], d: SnapshotDefaults = SNAPSHOT_DEFAULTS,
+                  memory: bool = False) -> ForkResult[H]:
     """Forks sandbox ``sid`` into ``count`` sandboxes, ``spec`` (snake_case, as ``create``'s) laid over its own."""
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= d.max_fork:
         raise invalid("count", f"count must be an integer from 1 to {d.max_fork}")
@@ -85,6 +89,8 @@ async def fork_of(link: Link, sid: str, count: int, spec: Mapping[str, Any] | No
         msg["spec"] = camel_spec(spec)
     if deadline_ms is not None:
         msg["deadlineMs"] = deadline_ms
+    if memory:
+        msg["memory"] = True
     wait = deadline_ms if isinstance(deadline_ms, int) and deadline_ms >= 0 else d.deadline_ms
     answer = await link.request(msg, d.snapshot_timeout_s + wait / 1000 + d.create_timeout_s)
     outcomes: list[ForkItem[H]] = []

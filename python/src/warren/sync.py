@@ -193,9 +193,9 @@ class SyncSandbox:
         """As ``Sandbox.resume`` (a hibernated sandbox too)."""
         return self._lt.run(self._sb.resume())
 
-    def snapshot(self, name: str | None = None) -> SnapshotView:
+    def snapshot(self, name: str | None = None, *, memory: bool = False) -> SnapshotView:
         """As ``Sandbox.snapshot``."""
-        return self._lt.run(self._sb.snapshot(name))
+        return self._lt.run(self._sb.snapshot(name, memory=memory))
 
     def fork(self, n: int, spec: Mapping[str, Any] | None = None, **opts: Any) -> "ForkResult[SyncSandbox]":
         """As ``Sandbox.fork``; the forks are sync handles."""

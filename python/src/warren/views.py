@@ -85,12 +85,15 @@ class SnapshotView:
     name: str | None = None
     #: The snapshot the sandbox was made from.
     parent: str | None = None
+    #: True for a memory snapshot (microvm): its last entry is the VM's saved state, and
+    #: sandboxes made from it go on running its processes.
+    memory: bool = False
 
     @staticmethod
     def from_wire(v: Mapping[str, Any]) -> "SnapshotView":
         return SnapshotView(str(v.get("id")), str(v.get("sandboxId")), str(v.get("backend", "")),
                             [str(x) for x in v.get("layers") or []], int(v.get("bytes") or 0), int(v.get("createdAt") or 0),
-                            v.get("name"), v.get("parent"))
+                            v.get("name"), v.get("parent"), v.get("memory") is True)
 
 
 @dataclass(frozen=True)

@@ -205,6 +205,8 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
 
     async create (spec = {}) {
       if (closed) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, 'the container backend is closed', { reason: 'closed' })
+      // A container has no machine state to restore: a memory snapshot is a VM's alone.
+      if (spec.memory !== undefined) throw createError(ErrorCodes.UNSUPPORTED, 'the container backend cannot start from a memory snapshot', { field: 'memory', backend: 'container' })
       if (spec.hostname !== undefined) checkHostname(spec.hostname)
       const shape = await shapeOf(spec)
       const key = JSON.stringify(shape)
@@ -303,6 +305,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
 
     async snapshot (handle, opts = {}) {
       const entry = find(handle)
+      if (opts.memory === true) throw createError(ErrorCodes.UNSUPPORTED, 'the container backend cannot snapshot memory', { field: 'memory', backend: 'container' })
       if (entry.cgroup?.freeze === undefined) throw noFreezer(handle.id)
       try {
         return await cutSnapshot(entry.launched, store.dir, { flatten: opts.flatten === true, whileFrozen: entry.freezer.whileFrozen })

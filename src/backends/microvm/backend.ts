@@ -23,18 +23,18 @@ import { connectAgent, type AgentClient } from '../container/agent-client.js'
 import { agentSandboxFiles } from '../container/agent-files.js'
 import { createSandboxEvents } from '../sandbox-events.js'
 import { createEgressRouting, EGRESS_ENV } from '../container/egress.js'
-import type { FreezeControl } from '../container/freeze-control.js'
 import { Journal } from '../container/journal.js'
 import { isAlive } from '../container/proc.js'
 import { WarmPool } from '../container/warm-pool.js'
-import type { AdoptedSandbox, SandboxHandle, SandboxSpec } from '../types.js'
+import type { AdoptedSandbox, MemoryState, SandboxHandle, SandboxSpec } from '../types.js'
 import type { MicrovmBackend, MicrovmBackendOptions } from './backend-types.js'
 import { MicrovmDefaults } from './defaults.js'
 import { openVmEgress, startEgressMux, type EgressMux, type VmEgress } from './egress-mux.js'
 import { guestOomKills, runInVm, type VmExecTarget } from './exec.js'
 import { prepareGuest, type GuestImage } from './guest/index.js'
 import { destroyVm, type LaunchedVm } from './launcher.js'
-import { createVmPause, freezeCommands } from './pause.js'
+import { saveMemorySnapshot, STATE_SUFFIX } from './memory-snapshot.js'
+import { createVmPause, freezeCommands, type VmPauseControl } from './pause.js'
 import { detectAccel, hostTscKhz } from './qemu-args.js'
 import { poolKey, vmLimits, type VmShape } from './shape.js'
 import { cutVmSnapshot } from './snapshot.js'
@@ -48,7 +48,7 @@ interface Live extends VmExecTarget {
   vm: LaunchedVm
   refs: string[]
   cgroup: SandboxCgroup | undefined
-  pause: FreezeControl
+  pause: VmPauseControl
   /** The host's end of its egress port: connected for every VM (see egress-mux.ts). */
   mux: EgressMux
   /** Its proxy, when its spec allows egress. */
@@ -175,6 +175,17 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     onError: (err) => options.onProgress?.(`a pooled VM failed to start: ${(err as Error).message}`)
   })
 
+  /**
+   * The state file of a memory snapshot, from this node's store or the blob store, once the
+   * shape is the machine it was saved from (QEMU would refuse another).
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming the limit that differs
+   */
+  async function memoryState (m: MemoryState, shape: VmShape): Promise<string> {
+    if (shape.vcpus !== m.vcpus) throw createError(ErrorCodes.INVALID_ARGUMENT, `a memory snapshot of a ${m.vcpus}-vCPU VM restores with ${m.vcpus} vCPUs, not ${shape.vcpus}`, { field: 'limits.cpus' })
+    if (shape.memoryMiB !== m.memoryMiB) throw createError(ErrorCodes.INVALID_ARGUMENT, `a memory snapshot of a ${m.memoryMiB} MiB VM restores with ${m.memoryMiB} MiB, not ${shape.memoryMiB}`, { field: 'limits.memoryMiB' })
+    return await store.blobFile(m.state, STATE_SUFFIX, 'memory')
+  }
+
   function find (handle: SandboxHandle): Live {
     const entry = live.get(handle.id)
     if (entry === undefined) throw createError(ErrorCodes.SANDBOX_GONE, `VM ${handle.id} is gone`, { id: handle.id })
@@ -191,7 +202,9 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     live.has(handle.id) ? err : createError(ErrorCodes.SANDBOX_GONE, `VM ${handle.id} is gone`, { id: handle.id })
 
   async function adoptOne (entry: JournalEntry): Promise<Live> {
-    const state = await vmRunState(entry.vm.qmpSocket)
+    // A paused VM whose memory was saved is stopped as 'postmigrate'.
+    const raw = await vmRunState(entry.vm.qmpSocket)
+    const state = raw === 'postmigrate' ? 'paused' : raw
     // Stopped and journaled paused: a pause. Any other mix is a pause or resume a crash cut short: it runs.
     const paused = state === 'paused' && entry.paused === true
     if (state === 'paused' && !paused) await setVcpus(entry.vm.qmpSocket, true)
@@ -223,6 +236,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     commandIdentity: true,
     terminal: true,
     snapshots: true,
+    memorySnapshots: true,
 
     async create (spec = {}) {
       if (closed) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, 'the microvm backend is closed', { reason: 'closed' })
@@ -232,7 +246,8 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       let entry: Live | undefined
       let warm = false
       try {
-        entry = pool.claim(key)
+        // A memory snapshot's VM goes on from its saved instant: never a pooled one.
+        if (spec.memory === undefined) entry = pool.claim(key)
         warm = entry !== undefined
         if (entry !== undefined) {
           // A claimed VM already counts as a user of its layers: this create's count goes back.
@@ -241,7 +256,9 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
           await entry.agent.setIdentity({ ...(name !== undefined ? { name } : {}), seed: randomBytes(MicrovmDefaults.seedBytes), timeMs: Date.now() })
         } else {
           const id = spec.id ?? `v${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`
-          const made = await launcher.make(id, shape, name ?? id)
+          const made = spec.memory !== undefined
+            ? await launcher.fromMemory(id, shape, name ?? id, await memoryState(spec.memory, shape))
+            : await launcher.make(id, shape, name ?? id)
           entry = await entryOf(made, shape.refs, { vm: made.vm, meta: undefined, claimed: false, refs: shape.refs }, false)
           entry.oomSeen = await guestOomKills(entry.agent)
         }
@@ -285,7 +302,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       }
       // Staging copies and half-built images of snapshots the old agent was cutting.
       for (const name of await readdir(store.dir).catch(() => [] as string[])) {
-        if (name.startsWith('.stage-') || name.startsWith('.build-')) await rm(join(store.dir, name), { recursive: true, force: true }).catch(() => {})
+        if (name.startsWith('.stage-') || name.startsWith('.build-') || name.startsWith('.mem-')) await rm(join(store.dir, name), { recursive: true, force: true }).catch(() => {})
       }
       // Templates of the old agent: this one makes its own (adopted VMs keep the pages they map).
       await templateStore.clear().catch(() => {})
@@ -315,7 +332,12 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     async snapshot (handle, opts = {}) {
       const entry = find(handle)
       try {
-        return await cutVmSnapshot(entry.agent, handle.id, store.dir, { flatten: opts.flatten === true, whileFrozen: entry.pause.whileFrozen })
+        if (opts.memory === true) {
+          return await saveMemorySnapshot({ id: handle.id, qmpSocket: entry.vm.qmpSocket, vcpus: entry.vm.vcpus, memoryMiB: entry.vm.memoryMiB }, store.dir, { whileStopped: entry.pause.whileStopped })
+        }
+        const g = await guest()
+        const mountPoints = g.modulesDisk !== undefined ? [`lib/modules/${g.release}`] : []
+        return await cutVmSnapshot(entry.agent, handle.id, store.dir, { flatten: opts.flatten === true, whileFrozen: entry.pause.whileFrozen, mountPoints })
       } catch (err) {
         throw goneOr(handle, err)
       }

@@ -44,6 +44,12 @@ export const MicrovmDefaults = {
   consoleTailBytes: 8192,
   /** Saving a VM's machine state to a file, or loading it (the RAM is not in it: ~70 KB). */
   stateTimeoutMs: 20_000,
+  /** Saving or loading a memory snapshot (the RAM in the stream): this long, plus `memoryStateMsPerMiB` per MiB of guest memory. */
+  memoryStateMsPerMiB: 200,
+  /** Migration bandwidth for memory snapshots (QEMU's default, 32 MiB/s, would make a 512 MiB guest's save take 16 s). */
+  migrationBytesPerSecond: 8 * 1024 * 1024 * 1024,
+  /** How long a VM restored from a memory snapshot is given to see its old host connection end (its agent then opens its port again). */
+  hangupTimeoutMs: 10_000,
   /** Saved VMs (templates) kept per backend, the least recently used dropped past it. */
   maxTemplates: 4,
   /** Templates that failed to be made or restored from this many times running are given up (VMs boot). */

@@ -15,7 +15,7 @@ import { MicrovmDefaults } from './defaults.js'
 import type { GuestImage } from './guest/index.js'
 import { connectQmp } from './qmp.js'
 import { qemuArgs, type VmPlan } from './qemu-args.js'
-import { loadVmState } from './vm-state.js'
+import { loadVmState, stateTimeoutMs } from './vm-state.js'
 
 /** What `launchVm` needs. */
 export interface LaunchVmOptions {
@@ -43,7 +43,10 @@ export interface LaunchVmOptions {
   onStarted?: (vm: LaunchedVm) => void
   /** Guest RAM as a file (see `VmPlan.memoryFile`). */
   memoryFile?: { path: string, share: boolean }
-  /** Start from this saved state (vm-state.ts) instead of booting; `memoryFile` is then the saved RAM, private. */
+  /**
+   * Start from this saved state (vm-state.ts) instead of booting: a template's, `memoryFile`
+   * then the saved RAM, private; without `memoryFile`, a memory snapshot's (the RAM in the stream).
+   */
   restoreFrom?: string
 }
 
@@ -107,7 +110,7 @@ export async function launchVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm
     ...(opts.memoryFile !== undefined ? { memoryFile: opts.memoryFile } : {}),
     ...(opts.restoreFrom !== undefined ? { incoming: true } : {})
   }
-  if (opts.restoreFrom !== undefined && opts.memoryFile?.share !== false) {
+  if (opts.restoreFrom !== undefined && opts.memoryFile?.share === true) {
     throw createError(ErrorCodes.INVALID_ARGUMENT, 'a restored VM maps its saved RAM private', { field: 'memoryFile' })
   }
   for (const s of [plan.agentSocket, plan.egressSocket, plan.qmpSocket, plan.consoleSocket]) {
@@ -123,7 +126,10 @@ export async function launchVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm
     if (info === undefined) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `QEMU of VM ${opts.id} died right after start`, { reason: 'launch-failed' })
     vm = { id: opts.id, pid, startTime: info.startTime, dir, agentSocket: plan.agentSocket, egressSocket: plan.egressSocket, qmpSocket: plan.qmpSocket, accel: opts.accel, vcpus: opts.vcpus, memoryMiB: opts.memoryMiB, bootMs: 0 }
     opts.onStarted?.(vm)
-    if (opts.restoreFrom !== undefined) await loadVmState(plan.qmpSocket, opts.restoreFrom)
+    if (opts.restoreFrom !== undefined) {
+      const ram = opts.memoryFile === undefined ? 'in-stream' : 'shared-file'
+      await loadVmState(plan.qmpSocket, opts.restoreFrom, { ram, timeoutMs: stateTimeoutMs(ram, opts.memoryMiB) })
+    }
     const console = readConsole(plan.consoleSocket)
     try {
       const agent = await waitForAgent(vm, opts.bootTimeoutMs ?? MicrovmDefaults.bootTimeoutMs, console.tail)

@@ -46,12 +46,22 @@ export interface VmPauseTarget {
   agent: AgentClient
 }
 
+/** A VM's pause control: the container's, and the stop a memory snapshot takes. */
+export interface VmPauseControl extends FreezeControl {
+  /**
+   * Runs `work` with the vCPUs stopped and the commands as they are (a memory snapshot: what is
+   * saved goes on running where it is restored), then runs them again and gives the guest the
+   * host's time, unless the VM was paused (it stays so).
+   */
+  whileStopped<T> (work: () => Promise<T>): Promise<T>
+}
+
 /**
  * The pause control of one VM.
  * @param paused whether it starts paused (adopted stopped after a node restart)
  * @param onPaused records the flag (the backend's journal); called before a pause, after a resume
  */
-export function createVmPause (vm: VmPauseTarget, paused: boolean, onPaused: (paused: boolean) => void): FreezeControl {
+export function createVmPause (vm: VmPauseTarget, paused: boolean, onPaused: (paused: boolean) => void): VmPauseControl {
   let turn: Promise<unknown> = Promise.resolve()
   /** Whether the pause froze the commands too (a guest that did not answer was only stopped). */
   let commandsFrozen = paused
@@ -92,6 +102,20 @@ export function createVmPause (vm: VmPauseTarget, paused: boolean, onPaused: (pa
         if (commandsFrozen) await freezeCommands(vm.agent, false)
         commandsFrozen = false
         onPaused(false)
+      })
+    },
+
+    whileStopped: async <T>(work: () => Promise<T>): Promise<T> => {
+      return await serial(async () => {
+        if (paused) return await work()
+        await setVcpus(vm.qmpSocket, false)
+        try {
+          return await work()
+        } finally {
+          await setVcpus(vm.qmpSocket, true).catch(() => {})
+          // Its clock stood still while it was saved.
+          await vm.agent.setIdentity({ timeMs: Date.now() }).catch(() => {})
+        }
       })
     },
 

@@ -8,7 +8,7 @@
  *   agent    virtio-serial port `warren.agent` on a chardev socket the node connects to
  *   egress   a second port, `warren.egress`: the guest's relay of 127.0.0.1:3128, multiplexed
  *            (relay-mux.c); every VM has it, used only when its sandbox is given egress
- *   memory   anonymous, or a file: a template's RAM (shared: the file is the RAM) or a restored
+ *   memory   the backend `mem`: anonymous, or a file: a template's RAM (shared: the file is the RAM) or a restored
  *            VM's (private: the file's pages shared until the guest writes them), `-incoming`
  *   control  QMP on a second socket; the console (ttyS0) on a third, read during boot only
  *   network  none (`-nic none`): the guest has loopback only
@@ -69,7 +69,9 @@ export function kernelCmdline (plan: VmPlan): string {
 export function qemuArgs (plan: VmPlan): string[] {
   const args = [
     '-name', `warren-${plan.id}`,
-    '-M', `microvm,x-option-roms=off${plan.memoryFile !== undefined ? ',memory-backend=mem' : ''}`,
+    // Every VM's RAM is the memory backend `mem`: a memory snapshot names its RAM block, and a
+    // VM restored from it must have one of that name, whether its source booted or was restored.
+    '-M', 'microvm,x-option-roms=off,memory-backend=mem',
     '-accel', plan.accel === 'tcg' ? `tcg,tb-size=${MicrovmDefaults.tcgCacheMiB}` : 'kvm',
     '-cpu', plan.accel === 'kvm' ? 'host' : 'max',
     '-smp', String(plan.vcpus),
@@ -84,6 +86,8 @@ export function qemuArgs (plan: VmPlan): string[] {
   ]
   if (plan.memoryFile !== undefined) {
     args.push('-object', `memory-backend-file,id=mem,size=${plan.memoryMiB}M,mem-path=${opt(plan.memoryFile.path)},share=${plan.memoryFile.share ? 'on' : 'off'}`)
+  } else {
+    args.push('-object', `memory-backend-ram,id=mem,size=${plan.memoryMiB}M`)
   }
   const disk = (file: string, id: string, serial: string): void => {
     args.push('-drive', `file=${opt(file)},format=raw,readonly=on,if=none,id=${id}`, '-device', `virtio-blk-device,drive=${id},serial=${serial}`)

@@ -12,6 +12,8 @@ import { MicrovmDefaults } from './defaults.js'
 export interface QmpClient {
   /** Runs a command; resolves with its `return` value. */
   execute (command: string, args?: Record<string, unknown>, timeoutMs?: number): Promise<unknown>
+  /** Calls `listener` with each asynchronous event QEMU sends from now on; returns the unsubscribe. */
+  onEvent (listener: (event: { event: string, data?: Record<string, unknown> }) => void): () => void
   /** Resolves when the connection ends (QEMU exited, or `close`). */
   readonly ended: Promise<void>
   close (): void
@@ -28,6 +30,7 @@ export async function connectQmp (path: string, timeoutMs: number = MicrovmDefau
   const socket = createConnection({ path })
   let buffered = ''
   let closed = false
+  const listeners = new Set<(event: { event: string, data?: Record<string, unknown> }) => void>()
   const waiting: Array<{ resolve: (m: Record<string, unknown>) => void, reject: (e: Error) => void }> = []
   let markEnded!: () => void
   const ended = new Promise<void>((resolve) => { markEnded = resolve })
@@ -50,7 +53,10 @@ export async function connectQmp (path: string, timeoutMs: number = MicrovmDefau
       if (line === '') continue
       let msg: Record<string, unknown>
       try { msg = JSON.parse(line) as Record<string, unknown> } catch { fail(createError(ErrorCodes.PROTOCOL_VIOLATION, `QMP at ${path} sent non-JSON`)); return }
-      if ('event' in msg) continue // asynchronous events: nothing here waits for them
+      if ('event' in msg) {
+        for (const l of [...listeners]) l(msg as { event: string, data?: Record<string, unknown> })
+        continue
+      }
       waiting.shift()?.resolve(msg)
     }
   })
@@ -94,6 +100,7 @@ export async function connectQmp (path: string, timeoutMs: number = MicrovmDefau
   await execute('qmp_capabilities')
   return {
     execute,
+    onEvent: (listener) => { listeners.add(listener); return () => { listeners.delete(listener) } },
     ended,
     close: () => { fail(createError(ErrorCodes.CONNECTION_CLOSED, 'QMP connection closed by the client')) }
   }

@@ -11,6 +11,8 @@
  * such as overlay's opaque marks, whiteout devices, hardlinks), the commands frozen meanwhile.
  */
 import { spawn } from 'node:child_process'
+import { rmdir } from 'node:fs/promises'
+import { dirname, join } from 'node:path'
 import { createError, ErrorCodes } from '../../errors.js'
 import type { AgentClient } from '../container/agent-client.js'
 import { ContainerDefaults } from '../container/defaults.js'
@@ -27,6 +29,12 @@ export interface VmCutOptions {
   /** Runs the stream with the guest's commands frozen (pause.ts). */
   whileFrozen: <T>(work: () => Promise<T>) => Promise<T>
   maxBytes?: number
+  /**
+   * Mount points the guest made in its writable layer for the host's disks (the module tree's
+   * `lib/modules/<release>`): left out of the layer when empty, and so are the parents they
+   * alone filled, so a snapshot holds only what the sandbox wrote.
+   */
+  mountPoints?: readonly string[]
 }
 
 /**
@@ -37,9 +45,18 @@ export async function cutVmSnapshot (agent: AgentClient, id: string, storeDir: s
   const maxBytes = opts.maxBytes ?? ContainerDefaults.snapshotMaxBytes
   return await buildStagedLayer(storeDir, id, async (stage) => {
     await opts.whileFrozen(async () => await streamTree(agent, id, stage, opts.flatten === true, maxBytes))
+    for (const point of opts.mountPoints ?? []) await dropEmpty(stage, point)
     // The guest left the other mounts' contents out itself.
     return []
   }, maxBytes)
+}
+
+/** Removes `stage/<path>` when it is an empty directory, then each parent it leaves empty. */
+async function dropEmpty (stage: string, path: string): Promise<void> {
+  for (let p = path.replace(/^\/+|\/+$/g, ''); p !== '' && p !== '.'; p = dirname(p)) {
+    // rmdir removes only an empty directory: a parent holding anything else stays, and so does the rest.
+    if (!await rmdir(join(stage, p)).then(() => true, () => false)) return
+  }
 }
 
 /** The guest's tar, unpacked into `stage` as it comes. */

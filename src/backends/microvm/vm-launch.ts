@@ -48,6 +48,12 @@ const TEMPLATE_NAME = 'warren-template'
 export interface VmLauncher {
   /** Makes a VM of `shape` named `name` (its hostname) with id `id`. */
   make (id: string, shape: VmShape, name: string): Promise<MadeVm>
+  /**
+   * Makes a VM of `shape` from a memory snapshot's state (saved by `saveVmState` with the RAM in
+   * the stream): the guest goes on from that instant, its processes with it, under a name and
+   * randomness of its own.
+   */
+  fromMemory (id: string, shape: VmShape, name: string, stateFile: string): Promise<MadeVm>
   /** Templates are off from now on (they failed here `MicrovmDefaults.templateFailures` times running). */
   readonly templatesBroken: boolean
 }
@@ -103,7 +109,7 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
       // The guest hears the hang-up and opens its port again, as it will be found when restored.
       await made.agent.close()
       await new Promise((resolve) => setTimeout(resolve, 200))
-      await saveVmState(made.vm.qmpSocket, files.stateFile)
+      await saveVmState(made.vm.qmpSocket, files.stateFile, { ram: 'shared-file' })
     } finally {
       await destroyVm(made.vm).catch(() => {})
       await made.cgroup?.remove().catch(() => {})
@@ -122,8 +128,9 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
     }
   }
 
-  async function restore (id: string, shape: VmShape, name: string, t: VmTemplate): Promise<MadeVm> {
-    const made = await start(id, shape, TEMPLATE_NAME, { memoryFile: { path: t.memoryFile, share: false }, restoreFrom: t.stateFile })
+  /** A VM from a saved state: a template's (its RAM file mapped private) or a memory snapshot's (RAM in the stream). */
+  async function restore (id: string, shape: VmShape, name: string, from: { stateFile: string, memoryFile?: string }): Promise<MadeVm> {
+    const made = await start(id, shape, TEMPLATE_NAME, { ...(from.memoryFile !== undefined ? { memoryFile: { path: from.memoryFile, share: false } } : {}), restoreFrom: from.stateFile })
     try {
       // Its own name, randomness of its own (else every VM restored from this state draws the
       // same numbers), and the time (its clock stopped when the template was saved).
@@ -153,6 +160,8 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
         }
       }
       return await start(id, shape, name, {})
-    }
+    },
+
+    fromMemory: async (id, shape, name, stateFile) => await restore(id, shape, name, { stateFile })
   }
 }

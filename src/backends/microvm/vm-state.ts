@@ -7,12 +7,27 @@
  * which then holds the devices' and vCPUs' state alone (~70 KB). A restored VM maps the RAM file
  * private: it reads the template's pages, shared with every other VM restored from it, and gets
  * a copy of a page only when it writes it.
+ *
+ * A memory snapshot of a live VM (`ram: 'in-stream'`) is the same save with the RAM in the
+ * stream (its RAM is anonymous, or a template's file mapped private: nothing to leave out), the
+ * writable layer with it (a tmpfs in guest memory, so disk and memory are cut at one instant).
+ * The VM it came from goes on (`cont`); a VM loaded from it sees its old host connection end
+ * (it was saved connected, and nobody is connected yet) and opens its port again, as a
+ * template's guest does, so the node's new agent client starts on a clean stream.
  */
 import { createError, ErrorCodes } from '../../errors.js'
 import { MicrovmDefaults } from './defaults.js'
 import { connectQmp, type QmpClient } from './qmp.js'
 
-const IGNORE_SHARED = { capabilities: [{ capability: 'x-ignore-shared', state: true }] }
+const ignoreShared = (state: boolean): Record<string, unknown> => ({ capabilities: [{ capability: 'x-ignore-shared', state }] })
+
+/** Where the guest's RAM goes: left out (a shared file: templates), or in the stream (memory snapshots). */
+export type StateRam = 'shared-file' | 'in-stream'
+
+/** How long saving or loading the state of a guest of `memoryMiB` may take. */
+export function stateTimeoutMs (ram: StateRam, memoryMiB: number): number {
+  return MicrovmDefaults.stateTimeoutMs + (ram === 'in-stream' ? memoryMiB * MicrovmDefaults.memoryStateMsPerMiB : 0)
+}
 
 /** A path QEMU's `exec:` migration runs through /bin/sh: only characters the shell takes as they are. */
 function shellSafe (path: string): string {
@@ -35,14 +50,18 @@ async function migrated (qmp: QmpClient, timeoutMs: number, what: string): Promi
 }
 
 /**
- * Stops the VM's vCPUs and saves its machine state (not its RAM: see above) to `file`. The VM
- * stays stopped; the caller ends it.
+ * Stops the VM's vCPUs and saves its machine state to `file`: without its RAM (a template's,
+ * see above) or with it (`ram: 'in-stream'`, a memory snapshot). The VM stays stopped; the
+ * caller ends it, or runs it again (`setVcpus`).
  */
-export async function saveVmState (qmpSocket: string, file: string, timeoutMs: number = MicrovmDefaults.stateTimeoutMs): Promise<void> {
+export async function saveVmState (qmpSocket: string, file: string, opts: { ram?: StateRam, timeoutMs?: number } = {}): Promise<void> {
+  const ram = opts.ram ?? 'shared-file'
+  const timeoutMs = opts.timeoutMs ?? MicrovmDefaults.stateTimeoutMs
   const qmp = await connectQmp(qmpSocket)
   try {
     await qmp.execute('stop')
-    await qmp.execute('migrate-set-capabilities', IGNORE_SHARED)
+    await qmp.execute('migrate-set-capabilities', ignoreShared(ram === 'shared-file'))
+    if (ram === 'in-stream') await qmp.execute('migrate-set-parameters', { 'max-bandwidth': MicrovmDefaults.migrationBytesPerSecond })
     await qmp.execute('migrate', { uri: `exec:cat > ${shellSafe(file)}` })
     await migrated(qmp, timeoutMs, 'saving the VM\'s state')
   } finally {
@@ -52,17 +71,36 @@ export async function saveVmState (qmpSocket: string, file: string, timeoutMs: n
 
 /**
  * Loads the state saved in `file` into a QEMU started with `-incoming defer` (and the same
- * devices, and the RAM file mapped private), then runs its vCPUs: the guest goes on from the
- * instant it was saved.
+ * devices; for a template's state the RAM file mapped private), then runs its vCPUs: the guest
+ * goes on from the instant it was saved. A memory snapshot's (`ram: 'in-stream'`) was saved with
+ * its host connected: this waits until the guest has closed its agent port on hearing that
+ * connection end (QMP's VSERPORT_CHANGE), so the node's connection is the guest's next, never
+ * the old one's stream carried on (after `hangupTimeoutMs` it goes on all the same).
  */
-export async function loadVmState (qmpSocket: string, file: string, timeoutMs: number = MicrovmDefaults.stateTimeoutMs): Promise<void> {
+export async function loadVmState (qmpSocket: string, file: string, opts: { ram?: StateRam, timeoutMs?: number } = {}): Promise<void> {
+  const timeoutMs = opts.timeoutMs ?? MicrovmDefaults.stateTimeoutMs
   const qmp = await connectQmp(qmpSocket)
   try {
-    await qmp.execute('migrate-set-capabilities', IGNORE_SHARED)
+    // As it was saved: with x-ignore-shared the stream carries each RAM block's address too.
+    await qmp.execute('migrate-set-capabilities', ignoreShared(opts.ram !== 'in-stream'))
     await qmp.execute('migrate-incoming', { uri: `exec:cat ${shellSafe(file)}` })
     await migrated(qmp, timeoutMs, 'loading the VM\'s state')
-    // Saved stopped, it arrives stopped.
-    await qmp.execute('cont')
+    let stop: () => void = () => {}
+    const hungUp = opts.ram === 'in-stream'
+      ? new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, MicrovmDefaults.hangupTimeoutMs)
+        const off = qmp.onEvent((e) => { if (e.event === 'VSERPORT_CHANGE' && e.data?.id === 'agent0' && e.data.open === false) resolve() })
+        stop = () => { clearTimeout(timer); off() }
+        void qmp.ended.then(resolve)
+      })
+      : Promise.resolve()
+    try {
+      // Saved stopped, it arrives stopped.
+      await qmp.execute('cont')
+      await hungUp
+    } finally {
+      stop()
+    }
   } finally {
     qmp.close()
   }

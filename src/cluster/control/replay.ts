@@ -77,6 +77,8 @@ export function recordedSpec (header: TrajectoryHeader): SandboxSpec {
   const diffs = image?.diffs ?? []
   try {
     if (!diffs.every(isLayerDigest)) throw new Error('a snapshot layer is not a digest')
+    // Its start was a VM's saved memory, which no step reproduces.
+    if ((rest as { memory?: unknown }).memory !== undefined) throw new Error('it started from a memory snapshot')
     const { diffs: _diffs, ...refs } = image ?? { base: '' }
     const spec = parseSandboxSpec({ ...rest, ...(image !== undefined ? { image: refs } : {}) })
     return {

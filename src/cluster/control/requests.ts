@@ -60,12 +60,12 @@ export type ClientRequest =
   | { type: 'image-tag', name: string, digest: string, kind: LayerKind }
   | { type: 'image-list' }
   /** Cuts a snapshot of the sandbox, named `name` (`name:tag`, moved from another snapshot of the tenant that had it). */
-  | { type: 'snapshot', id: string, name?: string }
+  | { type: 'snapshot', id: string, name?: string, memory?: boolean }
   | { type: 'snapshots', sandboxId?: string, limit?: number }
   /** `id` is a snapshot's id or name. */
   | { type: 'snapshot-delete', id: string }
   /** One snapshot of the sandbox, then `count` sandboxes from it (`spec` laid over the sandbox's). */
-  | { type: 'fork', id: string, count: number, spec?: unknown, deadlineMs?: number }
+  | { type: 'fork', id: string, count: number, spec?: unknown, deadlineMs?: number, memory?: boolean }
   | { type: 'hibernate', id: string }
   /**
    * A fresh sandbox from the trajectory of sandbox `id`, its steps applied up to `upTo` and each
@@ -293,12 +293,12 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
   'cluster-stats': (r) => ({ type: 'cluster-stats', ...opt(r, 'windowSec', windowSec) }),
   'image-tag': (r) => ({ type: 'image-tag', name: text(r.name, 'name', RequestLimits.maxNameLength), digest: text(r.digest, 'digest', RequestLimits.maxNameLength), kind: oneOf(r.kind, 'kind', LAYER_KINDS) }),
   'image-list': () => ({ type: 'image-list' }),
-  snapshot: (r) => ({ type: 'snapshot', id: id(r), ...opt(r, 'name', (v) => checkImageName(v)) }),
+  snapshot: (r) => ({ type: 'snapshot', id: id(r), ...opt(r, 'name', (v) => checkImageName(v)), ...opt(r, 'memory', flag) }),
   snapshots: (r) => ({ type: 'snapshots', ...opt(r, 'sandboxId', (v, f) => text(v, f, RequestLimits.maxIdLength)), ...opt(r, 'limit', positive) }),
   'snapshot-delete': (r) => ({ type: 'snapshot-delete', id: text(r.id, 'id', RequestLimits.maxNameLength) }),
   fork: (r) => {
     if (positive(r.count, 'count') > RequestLimits.maxFork) invalid('count', `must be an integer from 1 to ${RequestLimits.maxFork}`)
-    return { type: 'fork', id: id(r), count: r.count as number, ...(r.spec !== undefined ? { spec: r.spec } : {}), ...opt(r, 'deadlineMs', count) }
+    return { type: 'fork', id: id(r), count: r.count as number, ...(r.spec !== undefined ? { spec: r.spec } : {}), ...opt(r, 'deadlineMs', count), ...opt(r, 'memory', flag) }
   },
   hibernate: (r) => ({ type: 'hibernate', id: id(r) }),
   replay: (r) => ({

@@ -11,7 +11,7 @@ import { authorize, type IamMessage, type Principal, type Scope } from '../iam/i
 import type { ShardMessage } from '../placement/index.js'
 import { DATA_FILE_OPS, FilesDefaults, READ_ONLY_FILE_OPS, SandboxDefaults, type FileRequest, type OutputPage, type SandboxMessage } from '../sandbox/index.js'
 import { isPlainObject } from '../spec-fields.js'
-import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.js'
+import { parseSandboxSpec, type SandboxSpec } from '../spec.js'
 import { resolveDeterminism } from '../spec-determinism.js'
 import { ImageRefDefaults, specLayers } from '../spec-image.js'
 import { createRecords, newSandboxIds } from './create.js'
@@ -25,7 +25,7 @@ import { isClientRequestType, parseClientRequest, type ClientRequest } from './r
 import type { NodeStatus, RegistryMessage } from './registry.js'
 import type { SnapshotIndexMessage } from './snapshot-index.js'
 import { toSnapshotView } from './snapshot-store.js'
-import { fork, hibernate, hibernatedError, resumeHibernated, specFromSnapshot, takeSnapshot, type SnapshotDeps } from './snapshots.js'
+import { fork, hibernate, hibernatedError, leasedLayers, resumeHibernated, specFromSnapshot, takeSnapshot, type SnapshotDeps } from './snapshots.js'
 import { toView, type SandboxView } from './views.js'
 
 export { toView, type SandboxView } from './views.js'
@@ -233,7 +233,7 @@ export class Session extends Actor<SessionMessage> {
         return await this.o.images().ask({ type: 'list' })
       case 'snapshot':
         this.authorize('sandbox:exec')
-        return toSnapshotView(await takeSnapshot(this.deps(), await this.record(m.id), m.name))
+        return toSnapshotView(await takeSnapshot(this.deps(), await this.record(m.id), m.name, m.memory === true))
       case 'snapshots':
         this.authorize('sandbox:read')
         return await this.o.snapshots().ask({ ...m, type: 'list', tenant: this.tenant })
@@ -374,7 +374,7 @@ export class Session extends Actor<SessionMessage> {
       outcomes = await createRecords(this.deps(), spec, newSandboxIds(count), deadline)
     } finally {
       // Its sandboxes are in the directory now (or were not made): the collector may look again.
-      if (spec.snapshot !== undefined) this.o.snapshots().tell({ type: 'unlease', layers: placementRequestOf(spec).layers })
+      if (spec.snapshot !== undefined) this.o.snapshots().tell({ type: 'unlease', layers: leasedLayers(spec) })
     }
     const records = outcomes.filter((o): o is SandboxRecord => !(o instanceof Error))
     const firstError = outcomes.find((o): o is Error => o instanceof Error)

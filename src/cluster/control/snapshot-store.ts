@@ -23,6 +23,8 @@ export interface SnapshotView {
   createdAt: number
   /** The snapshot the sandbox was created from, when it was. */
   parent?: string
+  /** True for a memory snapshot (its last layer is the VM's saved state: sandboxes from it go on running). */
+  memory?: boolean
 }
 
 /** A snapshot as the control plane keeps it. */
@@ -97,7 +99,8 @@ export function toSnapshotView (r: SnapshotRecord): SnapshotView {
   return {
     id: r.id, sandboxId: r.sandboxId, backend: r.backend, layers: r.layers, bytes: r.bytes, createdAt: r.createdAt,
     ...(r.name !== undefined ? { name: r.name } : {}),
-    ...(r.parent !== undefined ? { parent: r.parent } : {})
+    ...(r.parent !== undefined ? { parent: r.parent } : {}),
+    ...(r.spec.memory !== undefined ? { memory: true } : {})
   }
 }
 

@@ -5,6 +5,12 @@
  * sandbox's layers, then the new one), so a sandbox made from it is an ordinary create with a
  * longer stack, placed, cached and loaded on demand like an image. Fork is "snapshot once,
  * create n"; hibernate is "snapshot, then end it on its node, keeping its record".
+ *
+ * A memory snapshot (microvm, `memory: true`) adds no layer: its blob is the VM's saved state
+ * (RAM, the writable layer inside it, devices), kept in the record's spec as `memory` beside the
+ * sandbox's own stack and listed with its layers (so leases and the collector cover it). A
+ * sandbox made from it goes on from that instant, its processes running; its machine (backend,
+ * vCPUs, memory) is the saved one's and cannot be changed.
  */
 import type { Ref } from '../../actors/index.js'
 import { createError, ErrorCodes, toWireError, type WireError } from '../../errors.js'
@@ -32,6 +38,9 @@ export interface SnapshotDeps extends CreateDeps {
 /** One sandbox of a fork: made, or why not. */
 export type ForkOutcome = { ok: true, sandbox: SandboxView } | { ok: false, error: WireError }
 
+/** Backends whose file system snapshots are EROFS layers the other stacks too (both mount the same layers). */
+const LAYERED_BACKENDS: readonly string[] = ['container', 'microvm']
+
 /** Spec fields that are maps: a create from a snapshot merges them key by key; any other field it gives replaces the snapshot's. */
 const MERGED_FIELDS = ['labels', 'env', 'limits']
 
@@ -46,12 +55,17 @@ export function hibernatedError (r: SandboxRecord): Error {
  * @returns the spec, without image and snapshot (the caller sets them from the snapshot)
  * @throws WARREN_ERR_BAD_SPEC naming the field; `image` beside a snapshot, another `backend`
  */
-export function overlaySpec (base: SandboxSpec, raw: unknown): SandboxSpec {
+export function overlaySpec (base: SandboxSpec, raw: unknown, memory = base.memory !== undefined): SandboxSpec {
   if (raw === undefined || raw === null) raw = {}
   if (!isPlainObject(raw)) bad('', 'must be an object')
   if (raw.image !== undefined) bad('image', 'cannot be given beside snapshot: the snapshot holds the layers')
-  if (raw.backend !== undefined && raw.backend !== base.backend) bad('backend', `must be the snapshot's backend (${base.backend})`)
-  const { image: _image, snapshot: _snapshot, ...merged } = base as SandboxSpec & Record<string, unknown>
+  if (raw.backend !== undefined && raw.backend !== base.backend) {
+    // A file system snapshot is an EROFS layer either backend stacks; a memory snapshot is a VM's machine state.
+    if (memory) bad('backend', `must be the memory snapshot's backend (${base.backend}): its machine state restores in a VM alone`)
+    if (!LAYERED_BACKENDS.includes(base.backend) || !LAYERED_BACKENDS.includes(raw.backend as string)) bad('backend', `must be the snapshot's backend (${base.backend})${LAYERED_BACKENDS.includes(base.backend) ? ` or another of ${LAYERED_BACKENDS.join(', ')}` : ''}`)
+  }
+  if (memory && raw.limits !== undefined) bad('limits', 'cannot be given beside a memory snapshot: the VM goes on with the machine it was saved from')
+  const { image: _image, snapshot: _snapshot, memory: _memory, ...merged } = base as SandboxSpec & Record<string, unknown>
   for (const [k, v] of Object.entries(raw)) {
     const was = merged[k]
     merged[k] = MERGED_FIELDS.includes(k) && isPlainObject(v) && isPlainObject(was) ? { ...was, ...v } : v
@@ -59,10 +73,19 @@ export function overlaySpec (base: SandboxSpec, raw: unknown): SandboxSpec {
   return parseSandboxSpec(merged)
 }
 
-/** A spec over a snapshot: its stack as the image, its id as `snapshot`. */
+/** A spec over a snapshot: its stack as the image, its saved machine state (a memory snapshot's), its id as `snapshot`. */
 export function onSnapshot (spec: SandboxSpec, snap: SnapshotRecord): SandboxSpec {
-  const { snapshot: _ref, ...rest } = spec
-  return { ...rest, ...(snap.spec.image !== undefined ? { image: snap.spec.image } : {}), snapshot: snap.id }
+  const { snapshot: _ref, memory: _memory, ...rest } = spec
+  return {
+    ...rest, ...(snap.spec.image !== undefined ? { image: snap.spec.image } : {}),
+    ...(snap.spec.memory !== undefined ? { memory: snap.spec.memory } : {}), snapshot: snap.id
+  }
+}
+
+/** The layers a create from a spec leases from the collector: its stack, and a memory snapshot's state. */
+export function leasedLayers (spec: SandboxSpec): string[] {
+  const layers = placementRequestOf(spec).layers
+  return spec.memory !== undefined ? [...layers, spec.memory.state] : layers
 }
 
 /**
@@ -80,22 +103,28 @@ export async function specFromSnapshot (d: SnapshotDeps, raw: Record<string, unk
 
 /**
  * Cuts a snapshot of a sandbox: its stack (`busybox` for a container with no image), then the
- * new layer; a stack at `maxDiffs` diffs is flattened into one layer instead.
- * @throws WARREN_ERR_UNSUPPORTED naming `backend` for a function sandbox; QUOTA when the tenant has its most snapshots
+ * new layer; a stack at `maxDiffs` diffs is flattened into one layer instead. With `memory`
+ * (microvm), its saved machine state on its own stack instead (see the file's head).
+ * @throws WARREN_ERR_UNSUPPORTED naming `backend` for a function sandbox, naming `memory` for a backend that cannot save memory; QUOTA when the tenant has its most snapshots
  */
-export async function takeSnapshot (d: SnapshotDeps, r: SandboxRecord, name?: string): Promise<SnapshotRecord> {
+export async function takeSnapshot (d: SnapshotDeps, r: SandboxRecord, name?: string, memory = false): Promise<SnapshotRecord> {
   if (r.backend === 'function') throw createError(ErrorCodes.UNSUPPORTED, 'a function sandbox has no file system to snapshot', { field: 'backend', backend: r.backend })
+  if (memory && r.backend !== 'microvm') throw createError(ErrorCodes.UNSUPPORTED, `a ${r.backend} sandbox has no machine state to snapshot: memory snapshots are microvm's`, { field: 'memory', backend: r.backend })
   const { flatten } = await d.snapshots().ask<{ flatten: boolean }>({ type: 'plan', tenant: d.tenant, spec: r.spec })
   // Named before it is cut, so the sandbox's trajectory records the snapshot by its id.
   const id = newSnapshotId()
-  const cut = await d.forward<SnapshotResult>(r.id, { type: 'snapshot', snapshot: id, ...(flatten ? { flatten } : {}) }, SnapshotDefaults.snapshotTimeoutMs)
+  const cut = await d.forward<SnapshotResult>(r.id, { type: 'snapshot', snapshot: id, ...(memory ? { memory } : flatten ? { flatten } : {}) }, SnapshotDefaults.snapshotTimeoutMs)
   const image = r.spec.image ?? { base: ImageRefDefaults.builtinBase }
   const stacked = { ...image, diffs: [...(image.diffs ?? []), cut.layer] }
-  const stack = cut.flattened ? { base: cut.layer } : stacked
-  const { snapshot: parent, ...source } = r.spec
+  // A memory snapshot keeps the sandbox's own stack: the VM restored from it reads the same disks.
+  const stack = cut.memory !== undefined ? image : cut.flattened ? { base: cut.layer } : stacked
+  // A sandbox made from a memory snapshot has its own state now: its snapshots do not carry the old one.
+  const { snapshot: parent, memory: _was, ...source } = r.spec
+  const state = cut.memory !== undefined ? { memory: { state: cut.layer, ...cut.memory } } : {}
+  const spec: SandboxSpec = { ...source, image: stack, ...state }
   const record: SnapshotRecord = {
     id, tenant: d.tenant, sandboxId: r.id, backend: r.backend, bytes: cut.bytes, createdAt: Date.now(),
-    spec: { ...source, image: stack }, layers: placementRequestOf({ ...source, image: stack }).layers,
+    spec, layers: leasedLayers(spec),
     ...(name !== undefined ? { name } : {}),
     ...(parent !== undefined ? { parent } : {})
   }
@@ -110,15 +139,15 @@ export async function takeSnapshot (d: SnapshotDeps, r: SandboxRecord, name?: st
  * any snapshot is cut.
  * @throws WARREN_ERR_INVALID_ARGUMENT naming `count`; BAD_SPEC naming a field of `spec`
  */
-export async function fork (d: SnapshotDeps, m: { id: string, count: number, spec?: unknown }, deadline: number): Promise<{ snapshot: SnapshotView, outcomes: ForkOutcome[] }> {
+export async function fork (d: SnapshotDeps, m: { id: string, count: number, spec?: unknown, memory?: boolean }, deadline: number): Promise<{ snapshot: SnapshotView, outcomes: ForkOutcome[] }> {
   const r = await d.record(m.id)
   if (m.spec !== undefined && isPlainObject(m.spec) && m.spec.snapshot !== undefined) bad('snapshot', 'cannot be given to a fork: it forks from its own snapshot')
-  // The spec is checked against the sandbox's before anything is cut or admitted.
-  const spec = overlaySpec(r.spec, m.spec)
+  // The spec is checked against the sandbox's before anything is cut or admitted (as over a memory snapshot, when it is one).
+  const spec = overlaySpec(r.spec, m.spec, m.memory === true)
   await d.iam().ask({ type: 'admit', tenant: d.tenant, n: m.count })
   let snap: SnapshotRecord
   try {
-    snap = await takeSnapshot(d, r)
+    snap = await takeSnapshot(d, r, undefined, m.memory === true)
   } catch (err) {
     d.iam().tell({ type: 'release', tenant: d.tenant, n: m.count })
     throw err

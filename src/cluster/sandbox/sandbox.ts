@@ -106,7 +106,7 @@ export type SandboxMessage =
   /** Thaws it; answers with its info (a new `expiresAt` when paused time does not count). */
   | { type: 'resume' }
   /** Cuts its file system into a layer and pushes it (snapshot.ts); answers with a SnapshotResult. `snapshot`: the id it is made for, for the trajectory's step. */
-  | { type: 'snapshot', flatten?: boolean, snapshot?: string }
+  | { type: 'snapshot', flatten?: boolean, snapshot?: string, memory?: boolean }
 
 export const SandboxDefaults = {
   maxConcurrentExecs: 64,
@@ -187,7 +187,8 @@ export class Sandbox extends Actor<SandboxMessage> {
       const meta: SandboxMeta = { id: this.args.id, tenant: this.args.tenant, spec, createdAt: this.createdAt }
       this.handle = this.args.adopted?.handle ?? await this.args.backend.create({
         id: this.args.id, tenant: this.args.tenant, ...sandboxEnvironment(spec), limits: spec.limits, layers: placementRequestOf(spec).layers, meta,
-        ...(spec.network !== undefined ? { egress: spec.network.egress } : {})
+        ...(spec.network !== undefined ? { egress: spec.network.egress } : {}),
+        ...(spec.memory !== undefined ? { memory: spec.memory } : {})
       })
     } catch (err) {
       this.endReason = 'failed'
@@ -268,7 +269,7 @@ export class Sandbox extends Actor<SandboxMessage> {
         return undefined
       case 'snapshot':
         this.requireLive()
-        this.ctx.answerLater(snapshotSandbox({ id: this.args.id, backend: this.args.backend, handle: this.handle!, pushBlob: this.args.pushBlob, serial: (w) => this.freeze.serial(w) }, m.flatten === true)
+        this.ctx.answerLater(snapshotSandbox({ id: this.args.id, backend: this.args.backend, handle: this.handle!, pushBlob: this.args.pushBlob, serial: (w) => this.freeze.serial(w) }, m.flatten === true, m.memory === true)
           .then((cut) => { if (m.snapshot !== undefined) this.args.trajectory.snapshot(m.snapshot, cut.layer); return cut }))
         return undefined
     }

@@ -15,6 +15,8 @@ export interface SnapshotResult {
   bytes: number
   /** True when the layer holds the whole file system (it stands alone), not only what the sandbox wrote. */
   flattened: boolean
+  /** A memory snapshot: `layer` is then the VM's saved state (not a layer), restored by a guest of this shape. */
+  memory?: { vcpus: number, memoryMiB: number }
 }
 
 export interface SnapshotDeps {
@@ -27,10 +29,10 @@ export interface SnapshotDeps {
 }
 
 /**
- * Cuts and pushes a snapshot of a ready or paused sandbox.
- * @throws WARREN_ERR_UNSUPPORTED naming `backend` when the backend cannot snapshot, or the node cannot push
+ * Cuts and pushes a snapshot of a ready or paused sandbox; with `memory`, its whole state.
+ * @throws WARREN_ERR_UNSUPPORTED naming `backend` when the backend cannot snapshot, or the node cannot push; naming `memory` when it cannot save memory
  */
-export async function snapshotSandbox (d: SnapshotDeps, flatten: boolean): Promise<SnapshotResult> {
+export async function snapshotSandbox (d: SnapshotDeps, flatten: boolean, memory = false): Promise<SnapshotResult> {
   const { backend } = d
   if (backend.snapshots !== true || backend.snapshot === undefined) {
     throw createError(ErrorCodes.UNSUPPORTED, `the ${backend.kind} backend cannot snapshot sandboxes`, { field: 'backend', backend: backend.kind })
@@ -38,10 +40,14 @@ export async function snapshotSandbox (d: SnapshotDeps, flatten: boolean): Promi
   if (d.pushBlob === undefined) {
     throw createError(ErrorCodes.UNSUPPORTED, `the node of sandbox ${d.id} has no blob store to push snapshots to`, { field: 'backend', backend: backend.kind })
   }
-  const layer: SnapshotLayer = await d.serial(() => backend.snapshot!(d.handle, { flatten }))
+  if (memory && backend.memorySnapshots !== true) {
+    throw createError(ErrorCodes.UNSUPPORTED, `the ${backend.kind} backend cannot snapshot memory (microvm can)`, { field: 'memory', backend: backend.kind })
+  }
+  const layer: SnapshotLayer = await d.serial(() => backend.snapshot!(d.handle, memory ? { memory } : { flatten }))
   const pushed = await d.pushBlob(layer.path, 'snapshot')
   if (pushed.digest !== layer.digest) {
     throw createError(ErrorCodes.INTERNAL, `snapshot layer of sandbox ${d.id} was pushed as ${pushed.digest}, not ${layer.digest}`)
   }
+  if (layer.memory !== undefined) return { layer: pushed.digest, bytes: pushed.bytes, flattened: false, memory: layer.memory }
   return { layer: pushed.digest, bytes: pushed.bytes, flattened: flatten }
 }

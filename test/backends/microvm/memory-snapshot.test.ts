@@ -1,0 +1,116 @@
+/**
+ * Memory snapshots of a VM: a counter started in the background and a file written before the
+ * snapshot; two VMs restored from the saved state each have the counter running (the same pid,
+ * still counting) and the file, under a name and randomness of their own, and diverge after;
+ * the source runs on. Refusals: a shape that differs from the saved machine, a malformed state
+ * digest, a guest past the snapshot bound, a container asked for memory.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { createContainerBackend } from '../../../src/backends/container/index.js'
+import { saveMemorySnapshot } from '../../../src/backends/microvm/memory-snapshot.js'
+import { isWarrenError, type WarrenError } from '../../../src/errors.js'
+import { timed } from '../../support/index.js'
+import { assertGone, newBackend, registerLeftoverCheck, sh, vmTest } from './helpers.js'
+
+const LIMITS = { cpus: 1, memoryMiB: 192, diskMiB: 32, pids: 64 }
+
+/** A counter in the background writing /tmp/count every 0.1 s (renamed into place: never read half written); prints its pid. */
+const COUNTER = '(i=0; while true; do i=$((i+1)); echo $i > /tmp/count.t; mv /tmp/count.t /tmp/count; sleep 0.1; done) >/dev/null 2>&1 </dev/null & echo $!'
+
+/** Waits (inside the guest, bounded by the exec's timeout) until the counter moves, then prints it. */
+const COUNTS = 'a=$(cat /tmp/count); while [ "$(cat /tmp/count)" = "$a" ]; do sleep 0.05; done; cat /tmp/count'
+
+const fieldOf = (err: unknown): unknown => (err as WarrenError).details?.field
+
+vmTest('a memory snapshot restores in two VMs with the process still counting (same pid), the files, fresh identity; they diverge; the source runs on', timed(240_000, async (defer) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'warren-vmmem-'))
+  defer(() => rmSync(dataDir, { recursive: true, force: true }))
+  // Templates on: the source is restored from its shape's template (its RAM a private file mapping).
+  const b = await newBackend(dataDir, { templates: true, onProgress: (l) => console.log(l) })
+  defer(() => b.close())
+  const src = await b.create({ id: 'mem-src', limits: LIMITS })
+  const pid = (await sh(b, src, COUNTER)).trim()
+  assert.match(pid, /^\d+$/)
+  await sh(b, src, 'echo before > /root/f && ' + COUNTS)
+
+  const started = performance.now()
+  const snap = await b.snapshot!(src, { memory: true })
+  console.log(`microvm memory snapshot of a ${LIMITS.memoryMiB} MiB guest (${b.status().accel}): ${(performance.now() - started).toFixed(0)} ms, ${snap.bytes} bytes`)
+  assert.match(snap.digest, /^sha256:[0-9a-f]{64}$/)
+  assert.equal(snap.memory, { vcpus: 1, memoryMiB: LIMITS.memoryMiB })
+  assert.ok(snap.bytes < (LIMITS.memoryMiB + 64) * 1024 * 1024, 'bounded by the guest\'s memory')
+  // The source goes on: counting, answering.
+  assert.match(await sh(b, src, `kill -0 ${pid} && ${COUNTS}`), /^\d+\n$/)
+
+  const memory = { state: snap.digest, vcpus: 1, memoryMiB: LIMITS.memoryMiB }
+  const forks = []
+  for (const id of ['mem-a', 'mem-b']) {
+    const t0 = performance.now()
+    forks.push(await b.create({ id, limits: LIMITS, memory }))
+    console.log(`microvm create from a memory snapshot: ${(performance.now() - t0).toFixed(0)} ms`)
+  }
+  const seeds = new Set<string>()
+  for (const [i, f] of forks.entries()) {
+    const name = i === 0 ? 'mem-a' : 'mem-b'
+    assert.is(await sh(b, f, 'hostname'), `${name}\n`)
+    assert.is(await sh(b, f, 'cat /root/f'), 'before\n', 'the file written before the snapshot')
+    // The same process, still counting.
+    assert.is(await sh(b, f, `kill -0 ${pid} && echo alive`), 'alive\n')
+    const first = Number(await sh(b, f, COUNTS))
+    const later = Number(await sh(b, f, COUNTS))
+    assert.ok(later > first, `counting on in ${name}: ${first} then ${later}`)
+    seeds.add(await sh(b, f, 'head -c 16 /dev/urandom | od -An -tx1'))
+    await sh(b, f, `echo ${name} > /root/mine`)
+  }
+  assert.is(seeds.size, 2, 'each restored VM draws its own random numbers')
+  assert.is(b.status().templates, 1, 'the shape\'s template (the source came from it); forks load the snapshot\'s stream')
+  // Diverged: each has only its own write; the source neither.
+  assert.is(await sh(b, forks[0]!, 'cat /root/mine'), 'mem-a\n')
+  assert.is(await sh(b, forks[1]!, 'cat /root/mine'), 'mem-b\n')
+  assert.is(await sh(b, src, 'ls /root'), 'f\n')
+
+  // The machine must be the one saved.
+  await b.create({ id: 'mem-bad', limits: { ...LIMITS, memoryMiB: 256 }, memory }).then(() => assert.unreachable('another memory size restores'), (err: unknown) => {
+    assert.ok(isWarrenError(err, 'WARREN_ERR_INVALID_ARGUMENT'), String(err))
+    assert.is(fieldOf(err), 'limits.memoryMiB')
+  })
+  await b.create({ id: 'mem-bad', limits: LIMITS, memory: { ...memory, state: 'sha256:nothex' } }).then(() => assert.unreachable('a malformed digest restores'), (err: unknown) => {
+    assert.ok(isWarrenError(err, 'WARREN_ERR_BAD_SPEC'), String(err))
+    assert.is(fieldOf(err), 'memory')
+  })
+
+  for (const h of [src, ...forks]) {
+    const vm = b.vm(h)!
+    await b.kill(h)
+    await assertGone(vm)
+  }
+}))
+
+test('a guest past the snapshot bound is refused before anything is saved (QUOTA naming memory)', async () => {
+  const never = async (): Promise<never> => { throw new Error('nothing is saved') }
+  await saveMemorySnapshot({ id: 'x', qmpSocket: '/nonexistent', vcpus: 1, memoryMiB: 512 }, tmpdir(), { whileStopped: never, maxBytes: 256 * 1024 * 1024 }).then(() => assert.unreachable(), (err: unknown) => {
+    assert.ok(isWarrenError(err, 'WARREN_ERR_QUOTA'), String(err))
+    assert.is(fieldOf(err), 'memory')
+  })
+})
+
+test('a container cannot start from a memory snapshot (UNSUPPORTED naming memory)', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'warren-vmmem-c-'))
+  const c = createContainerBackend({ dataDir, runDir: join(dataDir, 'run'), pool: { max: 0 } })
+  try {
+    await c.create({ memory: { state: `sha256:${'0'.repeat(64)}`, vcpus: 1, memoryMiB: 128 } }).then(() => assert.unreachable(), (err: unknown) => {
+      assert.ok(isWarrenError(err, 'WARREN_ERR_UNSUPPORTED'), String(err))
+      assert.is(fieldOf(err), 'memory')
+    })
+  } finally {
+    await c.close()
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+})
+
+registerLeftoverCheck()
+test.run()
