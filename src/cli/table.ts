@@ -267,7 +267,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   command({
     name: 'token rotate-admin',
     summary: 'a new admin key, printed (and written to the config that held the old one); the old one stops working (admin)',
-    details: 'warren up keeps the admin key across restarts (in its data dir, admin.key). Lost it? On the\n' +
+    details: 'warren up keeps the admin key across restarts (the one its config file holds). Lost it? On the\n' +
       'control plane\'s machine, warren up --rotate-admin-key makes a new one from the data dir.',
     flags: {},
     run: async () => await admin.tokenRotateAdmin()
