@@ -129,7 +129,9 @@ test('seen from the host, the process running tenant code is jailed: no root, no
   const { client, node, dataDir } = await cluster(defer)
   const sb = await client.create({ backend: 'function' })
   const spinning = sb.exec(['js', 'console.log("spinning"); for (;;) {}'], { timeoutMs: 30_000, onStdout: () => {} })
-  defer(async () => { await sb.kill(); await spinning.catch(() => {}) })
+  // Its rejection is handled from the start: the kill ends it before the defer could await it.
+  const settled = spinning.catch(() => {})
+  defer(async () => { await sb.kill(); await settled })
   const children = await waitFor(() => { const c = jsChildrenBelow(node.proc.pid!); return c.length > 0 ? c : undefined }, 15_000, 'a js process')
   for (const pid of children) {
     const uids = statusField(pid, 'Uid').split(/\s+/).map(Number)
