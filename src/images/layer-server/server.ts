@@ -16,7 +16,7 @@ import { isDigest } from '../blob/index.js'
 import { createLinkServer, type Link } from '../../transport/index.js'
 import { clearStaleLayerFs } from '../fuse/index.js'
 import { createLazyLayers, type LazyLayers } from '../lazy.js'
-import { LAYERS_ADDRESS, LayerServerDefaults, NODE_ADDRESS, type LayerReadFailure, type LayerServerConfig, type LayerServerRequest } from './protocol.js'
+import { LAYERS_ADDRESS, NODE_ADDRESS, type LayerReadFailure, type LayerServerConfig, type LayerServerRequest } from './protocol.js'
 
 export interface LayerServer {
   /** Resolves when the server has stopped (asked to, or idle with no user). */
@@ -96,15 +96,10 @@ export async function startLayerServer (config: LayerServerConfig, log: Logger =
     http.listen(config.socketPath, () => { http.off('error', reject); resolve() })
   })
 
-  // An orphan (its node never came back) ends once nothing uses its layers. Not before its
-  // first client had the time it is given to connect (a node on a busy machine may be slow to
-  // dial, and a server that left first would only be started again).
+  // An orphan (its node never came back) ends once nothing uses its layers.
   let idleSince = Date.now()
-  let everConnected = false
-  const firstClientBy = Date.now() + LayerServerDefaults.startTimeoutMs
   const idle = setInterval(() => {
-    if (links.size > 0 || lazy.inUse() > 0) { idleSince = Date.now(); everConnected ||= links.size > 0; return }
-    if (!everConnected && Date.now() < firstClientBy) return
+    if (links.size > 0 || lazy.inUse() > 0) { idleSince = Date.now(); return }
     if (Date.now() - idleSince >= config.idleExitMs) void close()
   }, Math.min(10_000, Math.max(100, config.idleExitMs / 4)))
 
