@@ -2,7 +2,6 @@
  * Upgrades and crashes lose nothing: a command that outlives its node agent (kill -9) goes on
  * running in the sandbox, and the client's output stream resumes from its last seq, byte-exact.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -12,7 +11,8 @@ import * as assert from 'uvu/assert'
 import { containerUnavailable } from '../../src/cluster/index.js'
 import { connect } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
-import { ALL_SCOPES, repoRoot, spawnNode, startTestControlPlane } from './harness.js'
+import { ALL_SCOPES, spawnNode, startTestControlPlane } from './harness.js'
+import { mustBeUp, startUpWith, type UpProcess } from '../security/warren-up.js'
 
 const why = containerUnavailable()
 if (why !== undefined) console.log(`resume tests skipped: ${why}`)
@@ -40,31 +40,9 @@ async function freePort (): Promise<number> {
   return port
 }
 
-interface Up { proc: ChildProcess, url: string, token: string, kill (signal?: NodeJS.Signals): Promise<void> }
-
 /** `warren up` (control plane and its local node in one process) on `port` with `dataDir`, once it says it is up. */
-function startUp (dir: string, port: number): Promise<Up> {
-  const proc = spawn(process.execPath, [join(repoRoot, 'bin', 'warren.js'), 'up', '--port', String(port), '--data-dir', join(dir, 'up')], {
-    env: { ...process.env, WARREN_CONFIG: join(dir, 'config.json') },
-    stdio: ['ignore', 'pipe', 'pipe']
-  })
-  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()))
-  const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
-    if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal)
-    await exited
-  }
-  return new Promise((resolve, reject) => {
-    let out = ''
-    const timer = setTimeout(() => { void kill(); reject(new Error(`warren up did not come up: ${out}`)) }, 60_000)
-    proc.stdout!.on('data', (b: Buffer) => {
-      out += b.toString()
-      const url = /url:\s+(ws:\/\/\S+)/.exec(out)?.[1]
-      const token = /token:\s+(wrn_\S+)/.exec(out)?.[1]
-      if (url !== undefined && token !== undefined && out.includes('Ctrl-C')) { clearTimeout(timer); resolve({ proc, url, token, kill }) }
-    })
-    proc.stderr!.on('data', (b: Buffer) => { out += b.toString() })
-    proc.once('exit', (code) => { clearTimeout(timer); reject(new Error(`warren up exited ${String(code)}: ${out}`)) })
-  })
+async function startUp (dir: string, port: number): Promise<UpProcess> {
+  return mustBeUp(await startUpWith(['--port', String(port), '--data-dir', join(dir, 'up')], join(dir, 'config.json'), 60_000))
 }
 
 ctest('kill -9 the node agent mid-command, restart it: every line arrives once, in order', timed(180_000, async (defer) => {

@@ -27,7 +27,12 @@ export interface UpFailure { exitCode: number | null, output: string }
  * @param extraArgs more flags of `warren up` (`--rotate-admin-key`)
  */
 export function startUp (dataDir: string, configFile: string, timeoutMs = 20_000, extraArgs: string[] = []): Promise<UpProcess | UpFailure> {
-  const proc = spawn(process.execPath, [cli, 'up', '--no-local-node', '--port', '0', '--data-dir', dataDir, ...extraArgs], {
+  return startUpWith(['--no-local-node', '--port', '0', '--data-dir', dataDir, ...extraArgs], configFile, timeoutMs)
+}
+
+/** As `startUp`, with every flag of `warren up` given (a local node, a fixed port to come back on). */
+export function startUpWith (args: string[], configFile: string, timeoutMs = 20_000): Promise<UpProcess | UpFailure> {
+  const proc = spawn(process.execPath, [cli, 'up', ...args], {
     env: { ...process.env, WARREN_CONFIG: configFile },
     stdio: ['ignore', 'pipe', 'pipe']
   })
