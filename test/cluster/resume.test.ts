@@ -31,6 +31,15 @@ function firstWrong (text: string, n: number): string | undefined {
   return lines.length === n ? undefined : `${lines.length} lines, not ${n}`
 }
 
+/** Reads a running command's output to its end, as it comes: what has come, and why it stopped if it failed. */
+function follow (run: AsyncIterable<{ data: Uint8Array }>): { text: string, failed: unknown, done: Promise<void> } {
+  const out: { text: string, failed: unknown, done: Promise<void> } = { text: '', failed: undefined, done: Promise.resolve() }
+  out.done = (async () => {
+    for await (const chunk of run) out.text += new TextDecoder().decode(chunk.data)
+  })().catch((err: unknown) => { out.failed = err })
+  return out
+}
+
 /** A port nothing listens on now. */
 async function freePort (): Promise<number> {
   const server = createServer()
@@ -59,23 +68,19 @@ ctest('kill -9 the node agent mid-command, restart it: every line arrives once, 
 
   const n = 2000 // 20 s at one line per 10 ms (more, with the shell's own cost)
   const run = sb.spawn(['sh', '-c', numbered(n)])
-  let text = ''
-  let failed: unknown
-  const reading = (async () => {
-    for await (const chunk of run) text += new TextDecoder().decode(chunk.data)
-  })().catch((err: unknown) => { failed = err })
-  await waitFor(() => failed ?? text.includes('line 200\n'), 30_000, 'the command under way')
+  const out = follow(run)
+  await waitFor(() => out.failed ?? out.text.includes('line 200\n'), 30_000, 'the command under way')
   await first.kill('SIGKILL')
-  const cut = text.split('\n').length
+  const cut = out.text.split('\n').length
   assert.ok(cut < n / 2, `the node was killed at line ${cut} of ${n}: mid-command`)
   await waitFor(() => sb.state === 'lost', 10_000, 'lost with its node')
   const second = await spawnNode(cp, 'rs1', join(dir, 'node'))
   defer(() => second.kill())
   await waitFor(() => sb.state === 'ready', 20_000, 'ready again')
-  await reading
-  assert.is(failed, undefined, 'the stream went on')
+  await out.done
+  assert.is(out.failed, undefined, 'the stream went on')
   const result = await run.wait()
-  assert.is(firstWrong(text, n), undefined, `cut at about line ${cut}`)
+  assert.is(firstWrong(out.text, n), undefined, `cut at about line ${cut}`)
   assert.is(result.exitCode, 0)
   // The trajectory went on with the command's step instead of closing it as lost.
   const step = await waitFor(async () => (await sb.trajectory()).steps.find((st) => st.kind === 'exec' && st.execId === run.execId && st.endedAt !== undefined), 10_000, 'the step final')
@@ -95,20 +100,16 @@ ctest('kill -9 the whole warren up mid-command, start it again on its data dir: 
 
   const n = 2000
   const run = sb.spawn(['sh', '-c', numbered(n)])
-  let text = ''
-  let failed: unknown
-  const reading = (async () => {
-    for await (const chunk of run) text += new TextDecoder().decode(chunk.data)
-  })().catch((err: unknown) => { failed = err })
-  await waitFor(() => failed ?? text.includes('line 200\n'), 30_000, 'the command under way')
+  const out = follow(run)
+  await waitFor(() => out.failed ?? out.text.includes('line 200\n'), 30_000, 'the command under way')
   await first.kill('SIGKILL')
-  const cut = text.split('\n').length
+  const cut = out.text.split('\n').length
   assert.ok(cut < n / 2, `warren up was killed at line ${cut} of ${n}: mid-command`)
   const second = await startUp(dir, port)
   defer(() => second.kill())
-  await reading
-  assert.is(failed, undefined, 'the stream went on')
-  assert.is(firstWrong(text, n), undefined, `cut at about line ${cut}`)
+  await out.done
+  assert.is(out.failed, undefined, 'the stream went on')
+  assert.is(firstWrong(out.text, n), undefined, `cut at about line ${cut}`)
   assert.is((await run.wait()).exitCode, 0)
   // The key, the sandbox and its trajectory outlived the restart too.
   const again = await client.attach(sb.id)
