@@ -40,7 +40,7 @@ export interface Admission {
 }
 
 /** The key a source address is bounded by: IPv4-mapped IPv6 is the IPv4 address it maps. */
-function addressKey (socket: Socket): string {
+export function addressKey (socket: Socket): string {
   const a = socket.remoteAddress ?? 'unknown'
   return a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a
 }
@@ -70,7 +70,8 @@ export function createAdmission (o: AdmissionOptions): Admission {
 
   return {
     admit (socket) {
-      if (all.has(socket)) return
+      // Refused already (socket-bounds.ts): it must not crowd out a waiting one.
+      if (all.has(socket) || socket.destroyed) return
       const key = addressKey(socket)
       let same = byAddress.get(key)
       if (same === undefined) { same = new Set(); byAddress.set(key, same) }

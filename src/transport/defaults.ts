@@ -72,6 +72,15 @@ export interface LinkOptions {
   maxUnauthenticated: number
   /** Server: the same bound per source address, the oldest of that address dropped first. */
   maxUnauthenticatedPerAddress: number
+  /**
+   * Server: sockets open at once from one source address, whatever they became (links, plain
+   * HTTP, TLS handshakes); past it the newcomer is refused (socket-bounds.ts).
+   */
+  maxSocketsPerAddress: number
+  /** Server: sockets open at once in all (keep it below the process's open-file limit). */
+  maxSockets: number
+  /** Server: a plain HTTP exchange on a link server's port idle this long is ended (a reader that stopped reading). */
+  httpIdleMs: number
   /** Server: how long a session whose socket dropped waits for its client to resume it. */
   sessionLingerMs: number
   /** Client: backoff between reconnect attempts. */
@@ -102,6 +111,9 @@ export const transportDefaults: Readonly<LinkOptions> = Object.freeze({
   authTimeoutMs: 3000,
   maxUnauthenticated: 1024,
   maxUnauthenticatedPerAddress: 64,
+  maxSocketsPerAddress: 1024,
+  maxSockets: 16_384,
+  httpIdleMs: 60_000,
   sessionLingerMs: 30_000,
   reconnect: Object.freeze({ minDelayMs: 100, maxDelayMs: 10_000, factor: 2, jitter: 0.5, maxAttempts: Infinity })
 })
@@ -130,6 +142,9 @@ export function resolveLinkOptions (input: LinkOptionsInput = {}): LinkOptions {
   if (o.reconnect.minDelayMs > o.reconnect.maxDelayMs) problems.push('reconnect.minDelayMs > reconnect.maxDelayMs')
   if (!(Number.isInteger(o.maxUnauthenticated) && o.maxUnauthenticated > 0)) problems.push('maxUnauthenticated is not a positive integer')
   if (!(Number.isInteger(o.maxUnauthenticatedPerAddress) && o.maxUnauthenticatedPerAddress > 0)) problems.push('maxUnauthenticatedPerAddress is not a positive integer')
+  for (const k of ['maxSocketsPerAddress', 'maxSockets', 'httpIdleMs'] as const) {
+    if (!(Number.isInteger(o[k]) && o[k] > 0)) problems.push(`${k} is not a positive integer`)
+  }
   if (!(o.authTimeoutMs > 0)) problems.push('authTimeoutMs <= 0')
   if (problems.length > 0) {
     throw createError(ErrorCodes.INVALID_ARGUMENT, `inconsistent link options: ${problems.join('; ')}`, { problems })

@@ -19,6 +19,7 @@ import { nanoid } from 'nanoid'
 import { WebSocket, WebSocketServer } from 'ws'
 import { createError, ErrorCodes, toWireError, type WarrenError } from '../errors.js'
 import { createAdmission, type Admission, type DropReason } from './admission.js'
+import { boundSockets } from './socket-bounds.js'
 import { createCodec, type Codec } from './codec.js'
 import { resolveLinkOptions, type LinkOptions, type LinkOptionsInput } from './defaults.js'
 import { FrameProblem, parseFrame, PROTOCOL_VERSION } from './frames.js'
@@ -55,6 +56,8 @@ export interface LinkServerEvents {
   link: [link: Link]
   /** A handshake was refused. */
   refused: [reason: WarrenError]
+  /** A new socket was refused: its address had `maxSocketsPerAddress` open, or the server `maxSockets`. */
+  socketRefused: [address: string, why: 'address' | 'total']
 }
 
 export interface LinkServer extends EventEmitter<LinkServerEvents> {
@@ -111,6 +114,13 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
       perAddress: this.o.maxUnauthenticatedPerAddress,
       timeoutMs: this.o.authTimeoutMs,
       drop: (socket, why) => this.drop(socket, why)
+    })
+    // Every socket, first: one refused here is never admitted.
+    boundSockets(this.http, {
+      perAddress: this.o.maxSocketsPerAddress,
+      max: this.o.maxSockets,
+      httpIdleMs: this.o.httpIdleMs,
+      onRefused: (address, why) => this.emit('socketRefused', address, why)
     })
     // Counted from the TCP accept, so a connection that never finishes its upgrade (or its TLS
     // handshake) is bounded too. Keyed by the TCP socket: under TLS, requests come on the TLS one.

@@ -55,6 +55,8 @@ export interface ControlPlaneOptions {
   shards?: number
   heartbeatTimeoutMs?: number
   link?: LinkOptionsInput
+  /** Sessions one key may hold open at once (`GatewayDefaults.maxSessionsPerKey`). */
+  maxSessionsPerKey?: number
   /** Bounds of layer uploads to the blob store (largest layer, uploads per tenant…; UploadDefaults). */
   upload?: Partial<UploadTunables>
   /** How long trajectories are kept after their sandbox ended (`TrajectoryDefaults.retentionMs`, 7 days). */
@@ -202,6 +204,7 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
         metrics, ...(options.metricsToken !== undefined ? { metricsToken: options.metricsToken } : {}),
         ...(blobRoot !== undefined ? { blobRoot } : {}),
         ...(options.link !== undefined ? { link: options.link } : {}),
+        ...(options.maxSessionsPerKey !== undefined ? { maxSessionsPerKey: options.maxSessionsPerKey } : {}),
         ...(options.upload !== undefined ? { upload: options.upload } : {}),
         ...(tlsNow !== undefined ? { tls: tlsNow } : {}),
         onListening: (u) => { url = u },

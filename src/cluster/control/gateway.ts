@@ -62,9 +62,22 @@ export interface GatewayOptions {
   metrics?: ControlMetrics
   /** Set: /metrics wants `Authorization: Bearer <token>`. */
   metricsToken?: string
+  /** Sessions one key may hold open at once (`GatewayDefaults.maxSessionsPerKey`). */
+  maxSessionsPerKey?: number
 }
 
 type Peer = { kind: 'user', principal: Principal } | { kind: 'node' }
+
+export const GatewayDefaults = {
+  /**
+   * Sessions one key may hold open at once. Each may buffer up to the link's `maxBufferedBytes`
+   * for a client that does not read, so the count is what bounds a key's memory on the gateway;
+   * a trainer with a client per worker process stays well below it.
+   */
+  maxSessionsPerKey: 512,
+  /** Refused sockets are logged at most once this often (with how many since the last line). */
+  refusedLogEveryMs: 60_000
+}
 
 export type GatewayMessage = { type: 'url' } | { type: 'links' } | { type: 'tls', tls: TlsServerConfig }
   /** Keys revoked: their sessions are closed (WARREN_ERR_UNAUTHENTICATED, reason `revoked`). */
@@ -81,9 +94,12 @@ export class Gateway extends Actor<GatewayMessage> {
   private readonly nodeLinks = new Map<string, Link>()
   private unroute: (() => void) | undefined
   /** User links by key, so a revoked or expired key's sessions end at once. */
-  private readonly keys = new KeySessions()
+  private readonly keys: KeySessions
 
-  constructor (private readonly o: GatewayOptions) { super() }
+  constructor (private readonly o: GatewayOptions) {
+    super()
+    this.keys = new KeySessions({ maxPerKey: o.maxSessionsPerKey ?? GatewayDefaults.maxSessionsPerKey })
+  }
 
   async preStart (): Promise<void> {
     const system = this.ctx.system
@@ -108,6 +124,17 @@ export class Gateway extends Actor<GatewayMessage> {
       server: this.http,
       authenticate: (token) => this.authenticate(token),
       handler: (link) => (link.principal as Peer).kind === 'node' ? this.nodeHandler(link) : this.userHandler(link)
+    })
+    // A crowd of sockets is one line a minute, not one per socket.
+    let refusedSince = 0
+    let refusedCount = 0
+    this.server.on('socketRefused', (address, why) => {
+      refusedCount++
+      const now = Date.now()
+      if (now - refusedSince < GatewayDefaults.refusedLogEveryMs) return
+      this.o.log?.warn({ code: ErrorCodes.OVERLOADED, address, bound: why === 'address' ? 'maxSocketsPerAddress' : 'maxSockets', refused: refusedCount }, 'sockets refused: too many open')
+      refusedSince = now
+      refusedCount = 0
     })
     await new Promise<void>((resolve, reject) => {
       this.http!.once('error', (err) => { this.o.onListenError?.(err); reject(err) })
@@ -153,6 +180,12 @@ export class Gateway extends Actor<GatewayMessage> {
 
   private userHandler (link: Link): LinkHandler {
     const principal = (link.principal as Extract<Peer, { kind: 'user' }>).principal
+    const run = this.keys.track(link, principal)
+    if (typeof run !== 'function') {
+      // Over the key's session bound: the link is closing with the refusal; no session is made.
+      this.o.log?.warn({ code: run.code, tenant: principal.tenant, keyId: principal.keyId }, 'session refused: the key holds the most sessions a key may')
+      return { request: () => { throw run }, tell: () => {} }
+    }
     const session = this.ctx.spawn(createSession({
       principal,
       iam: this.o.iam,
@@ -169,7 +202,6 @@ export class Gateway extends Actor<GatewayMessage> {
       notify: (notice) => { if (link.state !== 'closed') { try { link.tell(CLIENT_ADDRESS, notice) } catch { /* bounded buffer full: notices are best effort */ } } }
     }), { mailbox: { capacity: 10_000 } })
     link.on('close', () => { void this.ctx.system.stop(session) })
-    const run = this.keys.track(link, principal)
     return {
       // What the client sent goes to its session as it came: the session checks it.
       request: (_to, body, _from, _link, timeoutMs) => run(() => session.ask({ type: 'client', body, answer: true }, { timeoutMs: timeoutMs ?? 120_000 }))

@@ -16,6 +16,8 @@ import type { Principal } from '../iam/index.js'
 export const KeySessionDefaults = {
   /** How long the requests in flight of an ended key's link may take before it is closed anyway. */
   graceMs: 1000,
+  /** Links one key may hold open at once; the next is closed at once with WARREN_ERR_QUOTA. */
+  maxPerKey: 512,
   /** The longest a timer may be set for (setTimeout's bound); a longer expiry is waited for in steps. */
   maxTimerMs: 2 ** 31 - 1
 }
@@ -33,18 +35,46 @@ export function keyEnded (keyId: string, reason: 'revoked' | 'expired'): WarrenE
   return createError(ErrorCodes.UNAUTHENTICATED, `key ${keyId} ${reason === 'revoked' ? 'was revoked' : 'has expired'}`, { reason, keyId })
 }
 
+export interface KeySessionOptions {
+  graceMs?: number
+  maxPerKey?: number
+  now?: () => number
+}
+
+/** What wraps each request of a tracked link. */
+export type RunRequest = <T>(request: () => Promise<T>) => Promise<T>
+
+/** Why a key's new link is refused: it holds the most links a key may. */
+export function tooManySessions (keyId: string, max: number): WarrenError {
+  return createError(ErrorCodes.QUOTA, `key ${keyId} has ${max} sessions open, the most a key may: close some (each client is one session)`, { keyId, limit: max })
+}
+
 export class KeySessions {
   private readonly byKey = new Map<string, Set<Tracked>>()
+  private readonly graceMs: number
+  private readonly maxPerKey: number
+  private readonly now: () => number
 
-  constructor (private readonly graceMs = KeySessionDefaults.graceMs, private readonly now: () => number = Date.now) {}
+  constructor (o: KeySessionOptions = {}) {
+    this.graceMs = o.graceMs ?? KeySessionDefaults.graceMs
+    this.maxPerKey = o.maxPerKey ?? KeySessionDefaults.maxPerKey
+    this.now = o.now ?? Date.now
+  }
 
   /**
    * Follows a user link until it closes (the entry goes with it, so this holds only live links).
-   * @returns `run`, which wraps each of the link's requests
+   * A key that holds `maxPerKey` links already gets the error instead, and the link is closed
+   * with it (a resumed session is the same link, so it never counts twice).
+   * @returns `run`, which wraps each of the link's requests, or the refusal
    */
-  track (link: Link, principal: Principal): <T>(request: () => Promise<T>) => Promise<T> {
+  track (link: Link, principal: Principal): RunRequest | WarrenError {
     const t: Tracked = { link, keyId: principal.keyId, inflight: 0, ending: undefined, timer: undefined }
     let set = this.byKey.get(t.keyId)
+    if (set !== undefined && set.size >= this.maxPerKey) {
+      const refusal = tooManySessions(t.keyId, this.maxPerKey)
+      link.close(refusal)
+      return refusal
+    }
     if (set === undefined) { set = new Set(); this.byKey.set(t.keyId, set) }
     set.add(t)
     link.once('close', () => {

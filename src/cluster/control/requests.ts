@@ -124,6 +124,14 @@ function positive (v: unknown, field: string): number {
   return v as number
 }
 
+/** A checker of an integer from 1 to `max`, with one message for every way to miss it. */
+function upTo (max: number): (v: unknown, field: string) => number {
+  return (v, field) => {
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) invalid(field, `must be an integer from 1 to ${max}`)
+    return v
+  }
+}
+
 function flag (v: unknown, field: string): boolean {
   if (typeof v !== 'boolean') invalid(field, 'must be true or false')
   return v
@@ -199,10 +207,7 @@ function replaySpec (v: unknown): ReplaySpec {
   return out
 }
 
-function windowSec (v: unknown, field: string): number {
-  if (positive(v, field) > CreationSeriesDefaults.windowSec) invalid(field, `must be an integer from 1 to ${CreationSeriesDefaults.windowSec}`)
-  return v as number
-}
+const windowSec = upTo(CreationSeriesDefaults.windowSec)
 
 function digest (v: unknown): string {
   if (!isDigest(v)) invalid('digest', 'must be a sha256:<64 hex> digest')
@@ -242,10 +247,7 @@ function keyIdField (v: unknown, field: string): string {
   return v
 }
 
-function listLimit (v: unknown, field: string): number {
-  if (positive(v, field) > IamDefaults.maxListKeys) invalid(field, `must be an integer from 1 to ${IamDefaults.maxListKeys}`)
-  return v as number
-}
+const listLimit = upTo(IamDefaults.maxListKeys)
 
 const execId = (r: Obj): string => text(r.execId, 'execId', RequestLimits.maxExecIdLength)
 /** An optional field: checked when present, left out when not. */
@@ -297,8 +299,7 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
   snapshots: (r) => ({ type: 'snapshots', ...opt(r, 'sandboxId', (v, f) => text(v, f, RequestLimits.maxIdLength)), ...opt(r, 'limit', positive) }),
   'snapshot-delete': (r) => ({ type: 'snapshot-delete', id: text(r.id, 'id', RequestLimits.maxNameLength) }),
   fork: (r) => {
-    if (positive(r.count, 'count') > RequestLimits.maxFork) invalid('count', `must be an integer from 1 to ${RequestLimits.maxFork}`)
-    return { type: 'fork', id: id(r), count: r.count as number, ...(r.spec !== undefined ? { spec: r.spec } : {}), ...opt(r, 'deadlineMs', count), ...opt(r, 'memory', flag) }
+    return { type: 'fork', id: id(r), count: upTo(RequestLimits.maxFork)(r.count, 'count'), ...(r.spec !== undefined ? { spec: r.spec } : {}), ...opt(r, 'deadlineMs', count), ...opt(r, 'memory', flag) }
   },
   hibernate: (r) => ({ type: 'hibernate', id: id(r) }),
   replay: (r) => ({
@@ -313,7 +314,7 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
       ...opt(r, 'action', (v, f) => text(v, f, 64)),
       ...opt(r, 'since', count),
       ...opt(r, 'until', count),
-      ...opt(r, 'limit', (v, f) => { if (positive(v, f) > AuditDefaults.maxQueryLimit) invalid(f, `must be an integer from 1 to ${AuditDefaults.maxQueryLimit}`); return v as number })
+      ...opt(r, 'limit', upTo(AuditDefaults.maxQueryLimit))
     }
   })
 }

@@ -6,7 +6,7 @@
 import { EventEmitter } from 'node:events'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { KeySessions } from '../../../src/cluster/control/key-sessions.js'
+import { KeySessions, type RunRequest } from '../../../src/cluster/control/key-sessions.js'
 import { ErrorCodes, isWarrenError, type WarrenError } from '../../../src/errors.js'
 import type { Link } from '../../../src/transport/index.js'
 import { timed } from '../../support/index.js'
@@ -25,9 +25,13 @@ class FakeLink extends EventEmitter {
 
 const principal = (keyId: string, expiresAt?: number) => ({ tenant: 't', keyId, scopes: ['sandbox:read' as const], ...(expiresAt !== undefined ? { expiresAt } : {}) })
 const asLink = (l: FakeLink): Link => l as unknown as Link
+const tracked = (r: RunRequest | WarrenError): RunRequest => {
+  if (typeof r !== 'function') throw r
+  return r
+}
 
 test('an idle link of a revoked key closes at once; other keys\' links are left alone; closed links are forgotten', timed(5000, async () => {
-  const keys = new KeySessions(50)
+  const keys = new KeySessions({ graceMs: 50 })
   const a = new FakeLink()
   const b = new FakeLink()
   keys.track(asLink(a), principal('aaaaaaaaaaaa'))
@@ -43,9 +47,9 @@ test('an idle link of a revoked key closes at once; other keys\' links are left 
 }))
 
 test('a request in flight is answered before the link closes; a new one is refused meanwhile', timed(5000, async () => {
-  const keys = new KeySessions(10_000)
+  const keys = new KeySessions({ graceMs: 10_000 })
   const l = new FakeLink()
-  const run = keys.track(asLink(l), principal('aaaaaaaaaaaa'))
+  const run = tracked(keys.track(asLink(l), principal('aaaaaaaaaaaa')))
   let finish!: (v: string) => void
   const inFlight = run(() => new Promise<string>((resolve) => { finish = resolve }))
   keys.endKeys(['aaaaaaaaaaaa'])
@@ -60,9 +64,9 @@ test('a request in flight is answered before the link closes; a new one is refus
 }))
 
 test('a request that outlives the grace does not keep the link open', timed(5000, async () => {
-  const keys = new KeySessions(50)
+  const keys = new KeySessions({ graceMs: 50 })
   const l = new FakeLink()
-  const run = keys.track(asLink(l), principal('aaaaaaaaaaaa'))
+  const run = tracked(keys.track(asLink(l), principal('aaaaaaaaaaaa')))
   void run(() => new Promise(() => {})).catch(() => {})
   keys.endKeys(['aaaaaaaaaaaa'])
   assert.is((await l.done)?.details?.reason, 'revoked')
@@ -80,3 +84,19 @@ test('a link closes at its key\'s expiry (reason expired); one already past it a
 }))
 
 test.run()
+
+test('a key holding maxPerKey links has its next one closed with WARREN_ERR_QUOTA; once one closes, a new one is let in', timed(5000, async () => {
+  const keys = new KeySessions({ maxPerKey: 2 })
+  const [a, b, c, d] = [new FakeLink(), new FakeLink(), new FakeLink(), new FakeLink()]
+  tracked(keys.track(asLink(a), principal('aaaaaaaaaaaa')))
+  tracked(keys.track(asLink(b), principal('aaaaaaaaaaaa')))
+  tracked(keys.track(asLink(d), principal('dddddddddddd')))
+  const refused = keys.track(asLink(c), principal('aaaaaaaaaaaa'))
+  assert.ok(isWarrenError(refused, ErrorCodes.QUOTA), String(refused))
+  assert.equal([c.state, c.reason?.code, c.reason?.details?.limit], ['closed', ErrorCodes.QUOTA, 2])
+  assert.is(keys.size, 3, 'the refused link is not counted')
+  a.close()
+  const e = new FakeLink()
+  tracked(keys.track(asLink(e), principal('aaaaaaaaaaaa')))
+  assert.is(e.state, 'open')
+}))
