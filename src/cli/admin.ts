@@ -7,6 +7,7 @@ import { isScope, type KeyView, type Quotas } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { configPath, resolveConfig, writeConfig } from '../sdk/index.js'
 import { withClient } from './client.js'
+import { writeTable } from './columns.js'
 import type { Out } from './commands.js'
 import { parseDuration } from './units.js'
 
@@ -62,8 +63,7 @@ export async function tokenList (flags: { tenant?: string, json?: boolean }, out
       const expires = when(k.expiresAt, 'never') + (k.expiresAt !== undefined && k.expiresAt <= now ? ' (expired)' : '')
       rows.push([k.id + (k.admin === true ? ' (admin)' : ''), k.tenant, k.scopes.join(','), when(k.createdAt, '-'), expires, when(k.lastUsedAt, '-')])
     }
-    const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
-    for (const r of rows) out.stdout.write(r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd() + '\n')
+    writeTable(out.stdout, rows)
     return 0
   })
 }

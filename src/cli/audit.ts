@@ -5,6 +5,7 @@
 import type { AuditQuery, AuditRecord } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { withClient } from './client.js'
+import { writeTable } from './columns.js'
 import type { Out } from './commands.js'
 import { parseMilliseconds } from './units.js'
 
@@ -58,9 +59,7 @@ export async function audit (flags: AuditFlags, out: Out = { stdout: process.std
     } else {
       const rows = [['TIME', 'ACTION', 'TENANT', 'KEY', 'OUTCOME', 'MS', 'DETAILS']]
       for (const r of page.records) rows.push([new Date(r.at).toISOString(), r.action, r.tenant, r.keyId, r.outcome, String(r.ms), detailsOf(r)])
-      const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)))
-      // The last column is not padded: it is as long as it is.
-      for (const row of rows) out.stdout.write(row.map((c, i) => i === row.length - 1 ? c : c.padEnd(widths[i]!)).join('  ').trimEnd() + '\n')
+      writeTable(out.stdout, rows)
     }
     if (page.truncated) out.stderr.write(`warren: older records matched too; narrow --since or raise --limit to see them\n`)
     return 0

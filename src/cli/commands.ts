@@ -5,6 +5,7 @@
 import { RECORD_STATES, type RecordState } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { withClient } from './client.js'
+import { writeTable } from './columns.js'
 import { parseLabels } from './sandbox-flags.js'
 import { headerLine, jsonLine, stepLines } from './trajectory-log.js'
 
@@ -60,8 +61,7 @@ export async function ps (flags: { label?: string[], state?: string, all?: boole
       rows.push([s.id, s.state + (s.reason !== undefined ? `(${s.reason})` : ''), s.backend, s.nodeId, `${Math.round((Date.now() - s.createdAt) / 1000)}s`,
         Object.entries(s.labels).map(([k, v]) => `${k}=${v}`).join(',')])
     }
-    const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
-    for (const r of rows) out.stdout.write(r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd() + '\n')
+    writeTable(out.stdout, rows)
     return 0
   })
 }

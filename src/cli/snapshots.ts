@@ -4,6 +4,7 @@
  */
 import { createError, ErrorCodes } from '../errors.js'
 import { withClient } from './client.js'
+import { writeTable } from './columns.js'
 import type { Out } from './commands.js'
 import { parseLabels } from './sandbox-flags.js'
 
@@ -27,8 +28,7 @@ export async function snapshots (flags: { sandbox?: string }, out: Out = std): P
     for (const s of list) {
       rows.push([s.id, s.name ?? '-', s.sandboxId, String(s.layers.length), String(s.bytes), `${Math.round((Date.now() - s.createdAt) / 1000)}s`, s.parent ?? '-'])
     }
-    const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
-    for (const r of rows) out.stdout.write(r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd() + '\n')
+    writeTable(out.stdout, rows)
     return 0
   })
 }

@@ -35,6 +35,21 @@ test('warren create prints only the new sandbox\'s id, with its --ttl given as a
   assert.equal(await listed(env, 'made=by-create', false), [], 'without --all, ps lists live sandboxes')
 }))
 
+test('warren ps shows a label\'s control characters escaped: a tenant\'s label cannot drive the terminal of whoever lists it', timed(60_000, async (defer) => {
+  const { env } = await warrenUp(defer)
+  const sdk = await connect(JSON.parse(readFileSync(env.WARREN_CONFIG!, 'utf8')) as { url: string, token: string })
+  defer(() => sdk.close())
+  const sb = await sdk.create({ labels: { term: 'a\u001b]0;owned\u0007\u001b[2Jb', row: 'x\ny' } })
+  const ps = await warren(['ps'], { env })
+  assert.is(ps.status, 0, ps.stderr)
+  // eslint-disable-next-line no-control-regex
+  assert.not.match(ps.stdout, /[\u0000-\u0009\u000b-\u001f\u007f]/, 'no control character but the line ends')
+  const line = ps.stdout.split('\n').find((l) => l.startsWith(sb.id))
+  assert.ok(line !== undefined, ps.stdout)
+  assert.match(line, /term=a\\x1b\]0;owned\\x07\\x1b\[2Jb/)
+  assert.match(line, /row=x\\ny/)
+}))
+
 test('warren run gives the function backend its stdin up front, and refuses more than it can carry, naming stdin', timed(60_000, async (defer) => {
   const { env } = await warrenUp(defer)
   const echoed = await warren(['run', '--', 'js', 'console.log(stdin.toUpperCase())'], { env, input: 'hi from stdin\n' })
