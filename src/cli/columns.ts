@@ -8,7 +8,6 @@ import type { Writable } from 'node:stream'
 
 /** A cell as a terminal may show it: control characters (C0, DEL, C1) as `\xNN`, `\n`, `\t`, `\r`. */
 export function printable (cell: string): string {
-  // eslint-disable-next-line no-control-regex
   return cell.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => {
     if (c === '\n') return '\\n'
     if (c === '\t') return '\\t'

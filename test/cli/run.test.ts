@@ -42,7 +42,6 @@ test('warren ps shows a label\'s control characters escaped: a tenant\'s label c
   const sb = await sdk.create({ labels: { term: 'a\u001b]0;owned\u0007\u001b[2Jb', row: 'x\ny' } })
   const ps = await warren(['ps'], { env })
   assert.is(ps.status, 0, ps.stderr)
-  // eslint-disable-next-line no-control-regex
   assert.not.match(ps.stdout, /[\u0000-\u0009\u000b-\u001f\u007f]/, 'no control character but the line ends')
   const line = ps.stdout.split('\n').find((l) => l.startsWith(sb.id))
   assert.ok(line !== undefined, ps.stdout)
