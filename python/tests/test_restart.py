@@ -90,6 +90,17 @@ def test_exec_stream_outlives_a_kill_9_of_warren_up() -> None:
             assert r.stdout == expected  # type: ignore[attr-defined]
             assert "".join(seen) == expected
             assert r.exit_code == 0  # type: ignore[attr-defined]
+            # The trajectory took the command up again instead of closing it as lost.
+            deadline = time.monotonic() + 30
+            step = None
+            while time.monotonic() < deadline:
+                step = next((st for st in sb.trajectory().steps if isinstance(st, warren.ExecStep) and st.ended), None)
+                if step is not None:
+                    break
+                time.sleep(0.2)
+            assert step is not None, "the command's step never ended"
+            assert step.exit_code == 0 and step.reason is None, repr(step)
+            assert isinstance(step.resumed_at, int) and step.resumed_at >= step.at, repr(step.resumed_at)
             sb.kill()
     finally:
         for p in procs:

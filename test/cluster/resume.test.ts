@@ -116,6 +116,8 @@ ctest('kill -9 the whole warren up mid-command, start it again on its data dir: 
   assert.is((await again.info()).state, 'ready')
   const steps = (await again.trajectory()).steps
   assert.ok(steps.some((st) => st.kind === 'exec' && st.execId === run.execId), 'the command is in the trajectory')
+  const step = await waitFor(async () => (await again.trajectory()).steps.find((st) => st.kind === 'exec' && st.execId === run.execId && st.endedAt !== undefined), 30_000, 'the step final')
+  assert.equal(step.kind === 'exec' ? [step.exitCode, step.reason, typeof step.resumedAt] : undefined, [0, undefined, 'number'], 'taken up, not closed as lost')
   await again.kill()
   await second.kill('SIGTERM')
 }))

@@ -60,6 +60,11 @@ class RecordedBytes:
                              _opt_bytes(v.get("head")), _opt_bytes(v.get("tail")))
 
 
+def _opt_int(v: Any) -> int | None:
+    """A number that may be absent; msgpack carries times past 2**32 ms as floats."""
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def _recorded(v: Any) -> RecordedBytes:
     return RecordedBytes.from_wire(v) or RecordedBytes(0, "")
 
@@ -105,6 +110,9 @@ class ExecStep:
     duration_ms: int | None = None
     stdout: RecordedBytes | None = None
     stderr: RecordedBytes | None = None
+    #: Set when the node agent restarted while the command ran and took it up again: ``stdout``
+    #: and ``stderr`` then hold what it wrote from the first chunk the client had not acknowledged.
+    resumed_at: int | None = None
 
     @property
     def ended(self) -> bool:
@@ -235,7 +243,7 @@ def step_from_wire(v: Mapping[str, Any]) -> Step:
                         dict(v["env"]) if isinstance(v.get("env"), Mapping) else None, v.get("cwd"), v.get("user"),
                         _pty(v.get("pty")), RecordedBytes.from_wire(v.get("stdin")), int(ended) if ended is not None else None,
                         v.get("exitCode"), v.get("reason"), v.get("durationMs"), RecordedBytes.from_wire(v.get("stdout")),
-                        RecordedBytes.from_wire(v.get("stderr")))
+                        RecordedBytes.from_wire(v.get("stderr")), _opt_int(v.get("resumedAt")))
     if kind == "write":
         return WriteStep(seq, at, str(v.get("path")), _recorded(v.get("content")), v.get("mode"))
     if kind == "upload":
