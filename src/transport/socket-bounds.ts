@@ -26,18 +26,11 @@ export interface SocketBoundsOptions {
   onRefused?: (address: string, why: 'address' | 'total') => void
 }
 
-export interface SocketBounds {
-  /** Sockets open now. */
-  readonly open: number
-  /** Sockets open now from `address`. */
-  openFrom (address: string): number
-}
-
 /**
  * Bounds the sockets `server` accepts (call before it listens).
  * @param server the HTTP(S) server; for HTTPS, `connection` is the raw TCP socket, so a TLS handshake counts from its first byte
  */
-export function boundSockets (server: Server, o: SocketBoundsOptions): SocketBounds {
+export function boundSockets (server: Server, o: SocketBoundsOptions): void {
   const byAddress = new Map<string, number>()
   let open = 0
   server.on('connection', (socket: Socket) => {
@@ -67,10 +60,6 @@ export function boundSockets (server: Server, o: SocketBoundsOptions): SocketBou
       socket.on('timeout', () => socket.destroy())
     }
   })
-  return {
-    get open () { return open },
-    openFrom: (address) => byAddress.get(address) ?? 0
-  }
 }
 
 /** Sockets that already have the idle listener (a keep-alive socket carries many requests). */

@@ -55,7 +55,7 @@ export interface ControlPlaneOptions {
   shards?: number
   heartbeatTimeoutMs?: number
   link?: LinkOptionsInput
-  /** Sessions one key may hold open at once (`GatewayDefaults.maxSessionsPerKey`). */
+  /** Sessions one key may hold open at once (`KeySessionDefaults.maxPerKey`). */
   maxSessionsPerKey?: number
   /** Bounds of layer uploads to the blob store (largest layer, uploads per tenant…; UploadDefaults). */
   upload?: Partial<UploadTunables>

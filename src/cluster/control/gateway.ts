@@ -62,19 +62,13 @@ export interface GatewayOptions {
   metrics?: ControlMetrics
   /** Set: /metrics wants `Authorization: Bearer <token>`. */
   metricsToken?: string
-  /** Sessions one key may hold open at once (`GatewayDefaults.maxSessionsPerKey`). */
+  /** Sessions one key may hold open at once (`KeySessionDefaults.maxPerKey`). */
   maxSessionsPerKey?: number
 }
 
 type Peer = { kind: 'user', principal: Principal } | { kind: 'node' }
 
 export const GatewayDefaults = {
-  /**
-   * Sessions one key may hold open at once. Each may buffer up to the link's `maxBufferedBytes`
-   * for a client that does not read, so the count is what bounds a key's memory on the gateway;
-   * a trainer with a client per worker process stays well below it.
-   */
-  maxSessionsPerKey: 512,
   /** Refused sockets are logged at most once this often (with how many since the last line). */
   refusedLogEveryMs: 60_000
 }
@@ -98,7 +92,7 @@ export class Gateway extends Actor<GatewayMessage> {
 
   constructor (private readonly o: GatewayOptions) {
     super()
-    this.keys = new KeySessions({ maxPerKey: o.maxSessionsPerKey ?? GatewayDefaults.maxSessionsPerKey })
+    this.keys = new KeySessions(o.maxSessionsPerKey !== undefined ? { maxPerKey: o.maxSessionsPerKey } : {})
   }
 
   async preStart (): Promise<void> {

@@ -16,7 +16,12 @@ import type { Principal } from '../iam/index.js'
 export const KeySessionDefaults = {
   /** How long the requests in flight of an ended key's link may take before it is closed anyway. */
   graceMs: 1000,
-  /** Links one key may hold open at once; the next is closed at once with WARREN_ERR_QUOTA. */
+  /**
+   * Links one key may hold open at once; the next is closed at once with WARREN_ERR_QUOTA. Each
+   * may buffer up to the link's `maxBufferedBytes` for a client that does not read, so the count
+   * is what bounds a key's memory on the gateway; a trainer with a client per worker process
+   * stays well below it.
+   */
   maxPerKey: 512,
   /** The longest a timer may be set for (setTimeout's bound); a longer expiry is waited for in steps. */
   maxTimerMs: 2 ** 31 - 1

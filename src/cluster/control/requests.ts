@@ -248,6 +248,7 @@ function keyIdField (v: unknown, field: string): string {
 }
 
 const listLimit = upTo(IamDefaults.maxListKeys)
+const forkCount = upTo(RequestLimits.maxFork)
 
 const execId = (r: Obj): string => text(r.execId, 'execId', RequestLimits.maxExecIdLength)
 /** An optional field: checked when present, left out when not. */
@@ -298,9 +299,7 @@ const parsers: { [T in ClientRequest['type']]: (r: Obj) => Extract<ClientRequest
   snapshot: (r) => ({ type: 'snapshot', id: id(r), ...opt(r, 'name', (v) => checkImageName(v)), ...opt(r, 'memory', flag) }),
   snapshots: (r) => ({ type: 'snapshots', ...opt(r, 'sandboxId', (v, f) => text(v, f, RequestLimits.maxIdLength)), ...opt(r, 'limit', positive) }),
   'snapshot-delete': (r) => ({ type: 'snapshot-delete', id: text(r.id, 'id', RequestLimits.maxNameLength) }),
-  fork: (r) => {
-    return { type: 'fork', id: id(r), count: upTo(RequestLimits.maxFork)(r.count, 'count'), ...(r.spec !== undefined ? { spec: r.spec } : {}), ...opt(r, 'deadlineMs', count), ...opt(r, 'memory', flag) }
-  },
+  fork: (r) => ({ type: 'fork', id: id(r), count: forkCount(r.count, 'count'), ...(r.spec !== undefined ? { spec: r.spec } : {}), ...opt(r, 'deadlineMs', count), ...opt(r, 'memory', flag) }),
   hibernate: (r) => ({ type: 'hibernate', id: id(r) }),
   replay: (r) => ({
     type: 'replay', id: id(r), ...opt(r, 'upTo', count), ...opt(r, 'compare', (v, f) => oneOf(v, f, REPLAY_COMPARE)), ...opt(r, 'spec', (v) => replaySpec(v))
