@@ -26,7 +26,7 @@ export interface MicrovmBackendOptions {
   kernelModules?: string
   /** Default layer stack when a spec names none. */
   defaultLayers?: string[]
-  /** Default: KVM when /dev/kvm opens, else TCG. */
+  /** Default: KVM when /dev/kvm opens and QEMU can set up a vCPU with it (accel.ts), else TCG. */
   accel?: 'kvm' | 'tcg'
   /** Kernel parameters added to every VM (`warren.debug=1` writes the guest's set-up steps to its console). */
   extraCmdline?: string

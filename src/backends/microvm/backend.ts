@@ -26,16 +26,17 @@ import { createEgressRouting, EGRESS_ENV } from '../container/egress.js'
 import { Journal } from '../container/journal.js'
 import { isAlive } from '../container/proc.js'
 import { WarmPool } from '../container/warm-pool.js'
-import type { AdoptedSandbox, MemoryState, SandboxHandle, SandboxSpec } from '../types.js'
+import type { AdoptedExec, AdoptedSandbox, MemoryState, SandboxHandle, SandboxSpec } from '../types.js'
 import type { MicrovmBackend, MicrovmBackendOptions } from './backend-types.js'
 import { MicrovmDefaults } from './defaults.js'
 import { openVmEgress, startEgressMux, type EgressMux, type VmEgress } from './egress-mux.js'
-import { guestOomKills, runInVm, type VmExecTarget } from './exec.js'
+import { guestOomKills, reattachInVm, runInVm, type VmExecTarget } from './exec.js'
 import { prepareGuest, type GuestImage } from './guest/index.js'
 import { destroyVm, type LaunchedVm } from './launcher.js'
 import { saveMemorySnapshot, STATE_SUFFIX } from './memory-snapshot.js'
 import { createVmPause, freezeCommands, type VmPauseControl } from './pause.js'
-import { detectAccel, hostTscKhz } from './qemu-args.js'
+import { chooseAccel, defaultCpu } from './accel.js'
+import { hostTscKhz } from './qemu-args.js'
 import { poolKey, vmLimits, type VmShape } from './shape.js'
 import { cutVmSnapshot } from './snapshot.js'
 import { createTemplateStore } from './templates.js'
@@ -64,7 +65,9 @@ export type { MicrovmBackend, MicrovmBackendOptions } from './backend-types.js'
 /** A microvm backend (see the file's head); nothing starts until the first create or adopt. */
 export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBackend {
   const runDir = options.runDir ?? MicrovmDefaults.runDir
-  const accel = options.accel ?? detectAccel()
+  // Probed once per process: /dev/kvm may be there and KVM still refuse the host's CPU model (accel.ts).
+  const { accel, cpu, kvmRefused } = options.accel !== undefined ? { accel: options.accel, cpu: defaultCpu(options.accel), kvmRefused: undefined } : chooseAccel()
+  if (kvmRefused !== undefined) options.onProgress?.(`KVM is there but QEMU cannot use it (${kvmRefused}): VMs run under TCG`)
   const store = new LayerStore(options.layersDir ?? join(options.dataDir, 'layers'), options.layerSource, options.lazy)
   const journal = new Journal<JournalEntry>(join(options.dataDir, 'journal'))
   const egressRouting = createEgressRouting(options.egress)
@@ -92,7 +95,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
   }
 
   const launcher = createVmLauncher({
-    runDir, accel, tscKhz: accel === 'tcg' ? hostTscKhz() : undefined, extraCmdline: options.extraCmdline, cgroups: options.cgroups, guest, templates,
+    runDir, accel, cpu, tscKhz: accel === 'tcg' ? hostTscKhz() : undefined, extraCmdline: options.extraCmdline, cgroups: options.cgroups, guest, templates,
     journal: (vm, refs) => journal.write(vm.id, { vm, meta: undefined, claimed: false, refs }),
     unjournal: (id) => journal.remove(id),
     onTemplateFailure: (err) => options.onProgress?.(`a VM template failed, booting instead: ${(err as Error).message}`)
@@ -201,7 +204,8 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
   const goneOr = (handle: SandboxHandle, err: unknown): unknown =>
     live.has(handle.id) ? err : createError(ErrorCodes.SANDBOX_GONE, `VM ${handle.id} is gone`, { id: handle.id })
 
-  async function adoptOne (entry: JournalEntry): Promise<Live> {
+  /** A VM the old agent left running, its agent connected again, and its resumable commands (none when adopted paused). */
+  async function adoptOne (entry: JournalEntry): Promise<{ live: Live, execs: AdoptedExec[] }> {
     // A paused VM whose memory was saved is stopped as 'postmigrate'.
     const raw = await vmRunState(entry.vm.qmpSocket)
     const state = raw === 'postmigrate' ? 'paused' : raw
@@ -218,11 +222,13 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       if (entry.paused === true && !paused) journal.write(entry.vm.id, record)
       const e = await entryOf({ vm: entry.vm, agent, cgroup: options.cgroups?.open?.(entry.vm.id) }, entry.refs, record, paused)
       if (!paused) e.oomSeen = await guestOomKills(agent)
+      // Its resumable commands ran on in the guest without us: the node takes them up (`reattach`).
+      const execs = paused ? [] : (await agent.listExecs()).map((x) => ({ tag: x.tag, fromSeq: x.acked, ended: x.ended }))
       if (entry.egress !== undefined && entry.egress.length > 0) {
         e.egress = await openVmEgress(entry.vm, e.mux, entry.egress, egressRouting, egressOf(entry.vm.id))
         e.env = { ...EGRESS_ENV }
       }
-      return e
+      return { live: e, execs }
     } catch (err) {
       await agent?.close().catch(() => {})
       throw err
@@ -235,6 +241,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     outputCredit: true,
     commandIdentity: true,
     terminal: true,
+    resumableExecs: true,
     snapshots: true,
     memorySnapshots: true,
 
@@ -286,10 +293,10 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       for (const entry of journal.readAll()) {
         if (entry.claimed && await isAlive(entry.vm.pid, entry.vm.startTime)) {
           try {
-            const e = await adoptOne(entry)
+            const { live: e, execs } = await adoptOne(entry)
             live.set(entry.vm.id, e)
             watch(entry.vm.id, e)
-            adopted.push({ handle: { id: entry.vm.id, kind: 'microvm' }, meta: entry.meta, ...(e.pause.paused ? { paused: true } : {}) })
+            adopted.push({ handle: { id: entry.vm.id, kind: 'microvm' }, meta: entry.meta, ...(e.pause.paused ? { paused: true } : {}), ...(execs.length > 0 ? { execs } : {}) })
             keep.add(entry.vm.id)
             continue
           } catch { /* no monitor or no agent answering: reclaimed below */ }
@@ -319,6 +326,8 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
 
     exec: async (handle, argv, opts) => await runInVm(running(handle), argv, opts),
 
+    reattach: async (handle, tag, opts) => await reattachInVm(running(handle), tag, opts),
+
     files: agentSandboxFiles((handle) => running(handle).agent),
 
     async pause (handle) {
@@ -326,7 +335,11 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     },
 
     async resume (handle) {
-      await find(handle).pause.resume().catch((err: unknown) => { throw goneOr(handle, err) })
+      const entry = find(handle)
+      await entry.pause.resume().catch((err: unknown) => { throw goneOr(handle, err) })
+      // Adopted paused, its agent could not be asked for its resumable commands: new exec ids
+      // must stay clear of theirs (they are not taken up: docs/design.md).
+      await entry.agent.listExecs().catch(() => {})
     },
 
     async snapshot (handle, opts = {}) {

@@ -5,7 +5,7 @@
  */
 import { ErrorCodes, isWarrenError } from '../../errors.js'
 import type { AgentClient } from '../container/agent-client.js'
-import { runAgentCommand } from '../container/exec.js'
+import { reattachAgentCommand, runAgentCommand, type CommandEnds } from '../container/exec.js'
 import type { ExecOptions, ExecResult } from '../types.js'
 
 /** /proc/vmstat is a few KiB; more than this is not the kernel's. */
@@ -32,12 +32,9 @@ export async function guestOomKills (agent: AgentClient): Promise<number> {
   }
 }
 
-/**
- * Runs `argv` to its end in the VM, streaming through the callbacks in `opts`.
- * @throws what the agent refused the command with (e.g. WARREN_ERR_NOT_FOUND for a missing program)
- */
-export async function runInVm (vm: VmExecTarget, argv: readonly string[], opts: ExecOptions = {}): Promise<ExecResult> {
-  return await runAgentCommand(vm.agent, vm.env, argv, opts, {
+/** How a command in a VM ended when the agent alone cannot tell: the guest's count, or QEMU's cgroup. */
+function vmEnds (vm: VmExecTarget): CommandEnds {
+  return {
     // The guest kernel counts its OOM kills: one more than last seen is this command's.
     killedByOom: async () => {
       const kills = await guestOomKills(vm.agent)
@@ -50,5 +47,21 @@ export async function runInVm (vm: VmExecTarget, argv: readonly string[], opts: 
     // A refusal, or what a handler threw, is the caller's to see.
     isLoss: (err) => isWarrenError(err, ErrorCodes.CONNECTION_CLOSED),
     lostMessage: 'the VM ended during the command'
-  })
+  }
+}
+
+/**
+ * Runs `argv` to its end in the VM, streaming through the callbacks in `opts`.
+ * @throws what the agent refused the command with (e.g. WARREN_ERR_NOT_FOUND for a missing program)
+ */
+export async function runInVm (vm: VmExecTarget, argv: readonly string[], opts: ExecOptions = {}): Promise<ExecResult> {
+  return await runAgentCommand(vm.agent, vm.env, argv, opts, vmEnds(vm))
+}
+
+/**
+ * Takes up a resumable command of a VM whose guest agent outlived the node (`Backend.reattach`).
+ * @throws WARREN_ERR_NOT_FOUND when the guest's agent no longer has it
+ */
+export async function reattachInVm (vm: VmExecTarget, tag: string, opts: ExecOptions & { fromSeq: number }): Promise<ExecResult> {
+  return await reattachAgentCommand(vm.agent, tag, opts, vmEnds(vm))
 }

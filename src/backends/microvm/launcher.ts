@@ -31,6 +31,8 @@ export interface LaunchVmOptions {
   diskMiB: number
   pids: number
   accel: 'kvm' | 'tcg'
+  /** QEMU's `-cpu` (see `VmPlan.cpu`). */
+  cpu?: string
   tscKhz?: number
   /** Cgroup directories QEMU runs in, one per hierarchy. */
   cgroups?: readonly string[]
@@ -100,6 +102,7 @@ export async function launchVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm
     diskMiB: opts.diskMiB,
     pids: opts.pids,
     accel: opts.accel,
+    ...(opts.cpu !== undefined ? { cpu: opts.cpu } : {}),
     ...(opts.tscKhz !== undefined ? { tscKhz: opts.tscKhz } : {}),
     agentSocket: join(dir, 'agent.sock'),
     egressSocket: join(dir, 'egress.sock'),

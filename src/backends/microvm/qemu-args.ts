@@ -13,7 +13,8 @@
  *   control  QMP on a second socket; the console (ttyS0) on a third, read during boot only
  *   network  none (`-nic none`): the guest has loopback only
  */
-import { accessSync, constants, existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
+import { defaultCpu } from './accel.js'
 import { MicrovmDefaults } from './defaults.js'
 
 /** What one VM is made of. */
@@ -33,6 +34,8 @@ export interface VmPlan {
   /** Processes the guest may have; 0: unbounded. */
   pids: number
   accel: 'kvm' | 'tcg'
+  /** QEMU's `-cpu` (default `defaultCpu(accel)`; under KVM what `chooseAccel` found to work). */
+  cpu?: string
   /** Under TCG: the host's TSC rate, so the guest need not calibrate it (that fails on a busy host). */
   tscKhz?: number
   agentSocket: string
@@ -73,7 +76,7 @@ export function qemuArgs (plan: VmPlan): string[] {
     // VM restored from it must have one of that name, whether its source booted or was restored.
     '-M', 'microvm,x-option-roms=off,memory-backend=mem',
     '-accel', plan.accel === 'tcg' ? `tcg,tb-size=${MicrovmDefaults.tcgCacheMiB}` : 'kvm',
-    '-cpu', plan.accel === 'kvm' ? 'host' : 'max',
+    '-cpu', plan.cpu ?? defaultCpu(plan.accel),
     '-smp', String(plan.vcpus),
     '-m', `${plan.memoryMiB}M`,
     '-nodefaults', '-no-user-config', '-display', 'none', '-nic', 'none', '-no-reboot',
@@ -112,16 +115,6 @@ export function qemuArgs (plan: VmPlan): string[] {
   )
   if (plan.incoming === true) args.push('-incoming', 'defer')
   return args
-}
-
-/** KVM when /dev/kvm can be opened, else TCG (slower, but needs nothing of the host). */
-export function detectAccel (): 'kvm' | 'tcg' {
-  try {
-    accessSync('/dev/kvm', constants.R_OK | constants.W_OK)
-    return 'kvm'
-  } catch {
-    return 'tcg'
-  }
 }
 
 /**

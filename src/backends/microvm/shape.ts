@@ -58,7 +58,7 @@ export function poolKey (shape: Omit<VmShape, 'layers'>): string {
  * content (a digest names it; a file built here, such as busybox, by size and time), and all
  * the kernel was booted with. The cgroup's CPU quota is the host's business and not in it.
  */
-export function templateKeyOf (shape: VmShape, guest: GuestImage, accel: 'kvm' | 'tcg', extraCmdline: string | undefined): string {
+export function templateKeyOf (shape: VmShape, guest: GuestImage, accel: string, extraCmdline: string | undefined): string {
   const layers = shape.refs.map((ref, i) => {
     if (ref.startsWith('sha256:')) return ref
     const st = statSync(shape.layers[i]!)

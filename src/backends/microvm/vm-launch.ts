@@ -7,6 +7,7 @@
  */
 import { nanoid } from 'nanoid'
 import { randomBytes } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { CgroupProvider, SandboxCgroup } from '../container/cgroup-types.js'
 import type { AgentClient } from '../container/agent-client.js'
 import { MicrovmDefaults } from './defaults.js'
@@ -20,6 +21,8 @@ import { saveVmState } from './vm-state.js'
 export interface VmLaunchDeps {
   runDir: string
   accel: 'kvm' | 'tcg'
+  /** QEMU's `-cpu` for that accelerator (accel.ts). */
+  cpu: string
   tscKhz: number | undefined
   extraCmdline: string | undefined
   cgroups: CgroupProvider | undefined
@@ -85,6 +88,7 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
         diskMiB: shape.diskMiB,
         pids: shape.pids,
         accel: d.accel,
+        cpu: d.cpu,
         ...(d.tscKhz !== undefined ? { tscKhz: d.tscKhz } : {}),
         ...(group !== undefined ? { cgroups: group.dirs } : {}),
         runDir: d.runDir,
@@ -119,7 +123,7 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
 
   async function template (shape: VmShape): Promise<VmTemplate | undefined> {
     if (broken || d.templates === undefined) return undefined
-    const key = templateKeyOf(shape, await d.guest(), d.accel, d.extraCmdline)
+    const key = templateKeyOf(shape, await d.guest(), `${d.accel}:${d.cpu}`, d.extraCmdline)
     try {
       return await d.templates.get(key, async (files) => await buildTemplate(shape, files))
     } catch (err) {
@@ -162,6 +166,39 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
       return await start(id, shape, name, {})
     },
 
-    fromMemory: async (id, shape, name, stateFile) => await restore(id, shape, name, { stateFile })
+    async fromMemory (id, shape, name, stateFile) {
+      const made = await restore(id, shape, name, { stateFile })
+      try {
+        await endSourceCommands(made.agent)
+        return made
+      } catch (err) {
+        await made.agent.close().catch(() => {})
+        await destroyVm(made.vm).catch(() => {})
+        await made.cgroup?.remove().catch(() => {})
+        d.unjournal(id)
+        throw err
+      }
+    }
+  }
+}
+
+/** How long a fork waits for one of its source's commands to end once killed. */
+const SOURCE_COMMAND_END_MS = 5_000
+
+/**
+ * The commands a memory snapshot's source was streaming when it was saved are resumable ones
+ * (the guest's agent keeps them for the next host): they belong to the source's node, which
+ * still follows them there. In a fork they are killed and their records released, so nobody
+ * takes them up after a restart and new exec ids stay clear of theirs (processes started in
+ * the background run on, as saved).
+ */
+async function endSourceCommands (agent: AgentClient): Promise<void> {
+  for (const x of await agent.listExecs()) {
+    // A window past anything kept: what it had is sent at once and dropped here.
+    const run = agent.attachExec(x.id, { fromSeq: x.acked, windowBytes: Number.MAX_SAFE_INTEGER })
+    if (!x.ended) await run.kill().catch(() => {})
+    await Promise.race([run.result.catch(() => {}), sleep(SOURCE_COMMAND_END_MS, undefined, { ref: false })])
+    // Past its exit's seq: the agent forgets it.
+    run.ack(Number.MAX_SAFE_INTEGER)
   }
 }

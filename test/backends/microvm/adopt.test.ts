@@ -13,7 +13,7 @@ import { assertGone, CGROUP_PARENT, GUEST_DIR, leftoverCgroups, newBackend, regi
 
 const here = dirname(fileURLToPath(import.meta.url))
 
-vmTest('kill -9 of the node agent, then a new backend on the same data dir re-adopts the running VM and reclaims the rest', timed(120_000, async (defer) => {
+vmTest('kill -9 of the node agent, then a new backend on the same data dir re-adopts the running VM, takes up its resumable command byte-exact, and reclaims the rest', timed(120_000, async (defer) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'warren-adopt-'))
   defer(() => rmSync(dataDir, { recursive: true, force: true }))
   const dir = await runDir()
@@ -48,6 +48,12 @@ vmTest('kill -9 of the node agent, then a new backend on the same data dir re-ad
   assert.is(first.paused, undefined)
   assert.is(second.paused, true, 'the paused VM is adopted paused')
   const h = first.handle
+  // The resumable command ran on in the guest: taken up from its first chunk (none was acknowledged), every line once.
+  assert.equal(first.execs?.map((x) => [x.tag, x.fromSeq]), [['numbers', 0]])
+  let taken = ''
+  const r = await b.reattach!(h, 'numbers', { fromSeq: 0, onStdout: (c) => { taken += new TextDecoder().decode(c) } })
+  assert.is(r.exitCode, 0)
+  assert.is(taken, Array.from({ length: 400 }, (_, i) => `line ${i}\n`).join(''), 'the whole output, byte-exact')
   // The paused one still refuses commands, and resumes.
   const sleeper = second.handle
   const refused = await b.exec(sleeper, ['true']).catch((e: unknown) => e)

@@ -1,11 +1,11 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { ContainerDefaults } from '../../../src/backends/container/index.js'
 import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
-import { kernelCmdline, qemuArgs, type VmPlan } from '../../../src/backends/microvm/index.js'
+import { chooseAccel, kernelCmdline, qemuArgs, type VmPlan } from '../../../src/backends/microvm/index.js'
 import { buildInitramfs, bzImageRelease, loadOrder, operatorKernel, parseModuleIndex, prepareGuest, writeCpio } from '../../../src/backends/microvm/guest/index.js'
 import { timed } from '../../support/index.js'
 import { GUEST_DIR, vmTest } from './helpers.js'
@@ -113,6 +113,25 @@ test('qemu args: a template\'s RAM is a shared file, a restored VM maps it priva
   const restored = qemuArgs({ ...plan, memoryFile: { path: '/t/ram', share: false }, incoming: true })
   assert.equal(after(restored, '-object'), ['memory-backend-file,id=mem,size=256M,mem-path=/t/ram,share=off'])
   assert.equal(after(restored, '-incoming'), ['defer'])
+})
+
+test('qemu args: the CPU model is max under TCG, host under KVM, or the one the probe found to work', () => {
+  const cpuOf = (p: VmPlan): string | undefined => { const a = qemuArgs(p); return a[a.indexOf('-cpu') + 1] }
+  assert.is(cpuOf(plan), 'max')
+  assert.is(cpuOf({ ...plan, accel: 'kvm' }), 'host')
+  assert.is(cpuOf({ ...plan, accel: 'kvm', cpu: 'host,-arch-capabilities' }), 'host,-arch-capabilities')
+  assert.equal(qemuArgs({ ...plan, accel: 'kvm' }).filter((a, i, all) => all[i - 1] === '-accel'), ['kvm'])
+})
+
+test('the accelerator this host is given boots: KVM only where /dev/kvm opens, and never PVM\'s for a stock kernel', () => {
+  const choice = chooseAccel()
+  if (!existsSync('/dev/kvm')) assert.equal([choice.accel, choice.kvmRefused], ['tcg', undefined])
+  if (existsSync('/sys/module/kvm_pvm') && !existsSync('/sys/module/kvm_intel') && !existsSync('/sys/module/kvm_amd')) {
+    assert.is(choice.accel, 'tcg')
+    assert.match(choice.kvmRefused ?? '', /PVM/)
+  }
+  if (choice.accel === 'tcg') assert.is(choice.cpu, 'max')
+  assert.ok(chooseAccel() === choice, 'probed once')
 })
 
 test('kernel command line: the agent\'s parameters; the TSC rate only under TCG', () => {
