@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
+import { microvmUnavailable } from '../../src/backends/microvm/index.js'
 import { containerUnavailable } from '../../src/cluster/index.js'
 import { connect } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
@@ -17,6 +18,11 @@ import { mustBeUp, startUpWith, type UpProcess } from '../security/warren-up.js'
 const why = containerUnavailable()
 if (why !== undefined) console.log(`resume tests skipped: ${why}`)
 const ctest = why === undefined ? test : test.skip
+// The guest kernel is kept between runs, shared with the backend's own tests (the spawned nodes inherit it).
+process.env.WARREN_GUEST_DIR = '/var/tmp/warren-test-guest'
+const vmWhy = microvmUnavailable(process.env.WARREN_GUEST_DIR)
+if (vmWhy !== undefined) console.log(`microvm resume test skipped: ${vmWhy}`)
+const vtest = vmWhy === undefined ? test : test.skip
 
 /** A numbered line every 10 ms, `n` of them (busybox sh: no seq). */
 function numbered (n: number): string {
@@ -86,6 +92,38 @@ ctest('kill -9 the node agent mid-command, restart it: every line arrives once, 
   const step = await waitFor(async () => (await sb.trajectory()).steps.find((st) => st.kind === 'exec' && st.execId === run.execId && st.endedAt !== undefined), 10_000, 'the step final')
   assert.equal(step.kind === "exec" ? [step.exitCode, step.reason] : undefined, [0, undefined], JSON.stringify({ ...step, stdout: undefined, stderr: undefined }))
   assert.type((step as { resumedAt?: number }).resumedAt, 'number')
+}))
+
+vtest('a microVM: kill -9 the node agent mid-command, restart it: the guest kept the command and its output, every line arrives once, in order', timed(240_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-rsv-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const cp = await startTestControlPlane()
+  defer(() => cp.close())
+  const first = await spawnNode(cp, 'rsv1', join(dir, 'node'))
+  defer(() => first.kill())
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]), requestTimeoutMs: 90_000 })
+  defer(() => client.close())
+  const sb = await client.create({ backend: 'microvm', limits: { cpus: 1, memoryMiB: 192, diskMiB: 32 } })
+  defer(() => sb.kill().catch(() => {}))
+
+  const n = 2000
+  const run = sb.spawn(['sh', '-c', numbered(n)])
+  const out = follow(run)
+  await waitFor(() => out.failed ?? out.text.includes('line 200\n'), 60_000, 'the command under way')
+  await first.kill('SIGKILL')
+  const cut = out.text.split('\n').length
+  assert.ok(cut < n / 2, `the node was killed at line ${cut} of ${n}: mid-command`)
+  await waitFor(() => sb.state === 'lost', 10_000, 'lost with its node')
+  const second = await spawnNode(cp, 'rsv1', join(dir, 'node'))
+  defer(() => second.kill())
+  await waitFor(() => sb.state === 'ready', 60_000, 'ready again')
+  await out.done
+  assert.is(out.failed, undefined, 'the stream went on')
+  assert.is(firstWrong(out.text, n), undefined, `cut at about line ${cut}`)
+  assert.is((await run.wait()).exitCode, 0)
+  const step = await waitFor(async () => (await sb.trajectory()).steps.find((st) => st.kind === 'exec' && st.execId === run.execId && st.endedAt !== undefined), 10_000, 'the step final')
+  assert.equal(step.kind === 'exec' ? [step.exitCode, typeof step.resumedAt] : undefined, [0, 'number'], 'taken up, not closed as lost')
+  assert.match((await sb.exec(['uname', '-r'])).stdout, /-cloud-amd64\n$/, 'the same guest')
 }))
 
 ctest('kill -9 the whole warren up mid-command, start it again on its data dir: the stream completes, every line once', timed(240_000, async (defer) => {

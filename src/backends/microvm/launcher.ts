@@ -15,7 +15,7 @@ import { MicrovmDefaults } from './defaults.js'
 import type { GuestImage } from './guest/index.js'
 import { connectQmp } from './qmp.js'
 import { qemuArgs, type VmPlan } from './qemu-args.js'
-import { loadVmState, stateTimeoutMs } from './vm-state.js'
+import { loadVmState, saveVmState, stateTimeoutMs } from './vm-state.js'
 
 /** What `launchVm` needs. */
 export interface LaunchVmOptions {
@@ -50,6 +50,13 @@ export interface LaunchVmOptions {
    * then the saved RAM, private; without `memoryFile`, a memory snapshot's (the RAM in the stream).
    */
   restoreFrom?: string
+  /**
+   * The saved state is a running guest's that had its host connected (a memory snapshot's made
+   * shareable): once it runs, it is made to hear that host hang up (vm-state.ts), and that is
+   * waited for, so the node's connection starts a fresh stream. (A memory snapshot's own stream,
+   * RAM in it, hears it without help.)
+   */
+  restoreHangsUp?: boolean
 }
 
 /** A running VM, as plain data (journal it as JSON). */
@@ -85,6 +92,48 @@ const JOIN_AND_EXEC = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || ex
  */
 export async function launchVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, agent: AgentClient }> {
   const started = performance.now()
+  if (opts.restoreFrom !== undefined && opts.memoryFile?.share === true) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, 'a restored VM maps its saved RAM private', { field: 'memoryFile' })
+  }
+  const { vm, plan } = await startVm(opts)
+  try {
+    if (opts.restoreFrom !== undefined) {
+      const ram = opts.memoryFile === undefined ? 'in-stream' : 'shared-file'
+      await loadVmState(plan.qmpSocket, opts.restoreFrom, { ram, timeoutMs: stateTimeoutMs(ram, opts.memoryMiB), ...(opts.restoreHangsUp === true ? { hangUpVia: plan.agentSocket } : {}) })
+    }
+    const console = readConsole(plan.consoleSocket)
+    try {
+      const agent = await waitForAgent(vm, opts.bootTimeoutMs ?? MicrovmDefaults.bootTimeoutMs, console.tail)
+      return { vm: { ...vm, bootMs: performance.now() - started }, agent }
+    } finally {
+      console.close()
+    }
+  } catch (err) {
+    await destroyVm(vm).catch(() => {})
+    throw err
+  }
+}
+
+/**
+ * Makes a memory snapshot's RAM shareable: a QEMU whose RAM is `memoryFile` (shared: the file
+ * is the RAM) loads `stateFile` (RAM in the stream) without running a vCPU, and saves its state
+ * again without the RAM into `savedStateFile`, then ends. VMs started from that (`restoreFrom`
+ * with `memoryFile` private and `restoreHangsUp`) share the file's pages as a template's
+ * restores do. (Seen here: the port's host state did not survive this second save, so a VM
+ * restored from it is made to hear the hang-up, see `restoreHangsUp`.)
+ */
+export async function reshareMemoryState (opts: Omit<LaunchVmOptions, 'restoreFrom' | 'memoryFile' | 'restoreHangsUp'> & { stateFile: string, memoryFile: string, savedStateFile: string }): Promise<void> {
+  const { vm, plan } = await startVm({ ...opts, memoryFile: { path: opts.memoryFile, share: true }, restoreFrom: opts.stateFile })
+  try {
+    await loadVmState(plan.qmpSocket, opts.stateFile, { ram: 'in-stream', timeoutMs: stateTimeoutMs('in-stream', opts.memoryMiB), run: false })
+    await saveVmState(plan.qmpSocket, opts.savedStateFile, { ram: 'shared-file' })
+  } finally {
+    await destroyVm(vm).catch(() => {})
+  }
+}
+
+/** Starts QEMU for `opts` (journaled through `onStarted` as soon as it runs); nothing waited for inside. */
+async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: VmPlan }> {
   if (!ID_PATTERN.test(opts.id)) throw createError(ErrorCodes.INVALID_ARGUMENT, `VM id ${JSON.stringify(opts.id)} must be 1-63 of [A-Za-z0-9._-]`, { field: 'id' })
   const hostname = opts.hostname ?? opts.id
   if (!ID_PATTERN.test(hostname)) throw createError(ErrorCodes.INVALID_ARGUMENT, `hostname ${JSON.stringify(hostname)} must be 1-63 of [A-Za-z0-9._-]`, { field: 'hostname' })
@@ -113,9 +162,6 @@ export async function launchVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm
     ...(opts.memoryFile !== undefined ? { memoryFile: opts.memoryFile } : {}),
     ...(opts.restoreFrom !== undefined ? { incoming: true } : {})
   }
-  if (opts.restoreFrom !== undefined && opts.memoryFile?.share === true) {
-    throw createError(ErrorCodes.INVALID_ARGUMENT, 'a restored VM maps its saved RAM private', { field: 'memoryFile' })
-  }
   for (const s of [plan.agentSocket, plan.egressSocket, plan.qmpSocket, plan.consoleSocket]) {
     if (Buffer.byteLength(s) > MAX_SOCKET_PATH) throw createError(ErrorCodes.INVALID_ARGUMENT, `socket path ${s} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter runDir`, { field: 'runDir' })
   }
@@ -129,17 +175,7 @@ export async function launchVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm
     if (info === undefined) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `QEMU of VM ${opts.id} died right after start`, { reason: 'launch-failed' })
     vm = { id: opts.id, pid, startTime: info.startTime, dir, agentSocket: plan.agentSocket, egressSocket: plan.egressSocket, qmpSocket: plan.qmpSocket, accel: opts.accel, vcpus: opts.vcpus, memoryMiB: opts.memoryMiB, bootMs: 0 }
     opts.onStarted?.(vm)
-    if (opts.restoreFrom !== undefined) {
-      const ram = opts.memoryFile === undefined ? 'in-stream' : 'shared-file'
-      await loadVmState(plan.qmpSocket, opts.restoreFrom, { ram, timeoutMs: stateTimeoutMs(ram, opts.memoryMiB) })
-    }
-    const console = readConsole(plan.consoleSocket)
-    try {
-      const agent = await waitForAgent(vm, opts.bootTimeoutMs ?? MicrovmDefaults.bootTimeoutMs, console.tail)
-      return { vm: { ...vm, bootMs: performance.now() - started }, agent }
-    } finally {
-      console.close()
-    }
+    return { vm, plan }
   } catch (err) {
     if (vm !== undefined) await destroyVm(vm).catch(() => {})
     else await rm(dir, { recursive: true, force: true }).catch(() => {})

@@ -7,14 +7,15 @@
  */
 import { nanoid } from 'nanoid'
 import { randomBytes } from 'node:crypto'
+import { basename } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { CgroupProvider, SandboxCgroup } from '../container/cgroup-types.js'
 import type { AgentClient } from '../container/agent-client.js'
 import { MicrovmDefaults } from './defaults.js'
 import type { GuestImage } from './guest/index.js'
-import { destroyVm, launchVm, type LaunchedVm } from './launcher.js'
+import { destroyVm, launchVm, reshareMemoryState, type LaunchedVm, type LaunchVmOptions } from './launcher.js'
 import { templateKeyOf, type VmShape } from './shape.js'
-import type { TemplateStore, VmTemplate } from './templates.js'
+import { templateKey, type TemplateStore, type VmTemplate } from './templates.js'
 import { saveVmState } from './vm-state.js'
 
 /** What the launcher needs of its backend. */
@@ -71,14 +72,13 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
   // QEMU's memory is the guest's plus its own (and TCG's code cache); its threads are its own count.
   const overheadMiB = MicrovmDefaults.qemuOverheadMiB + (d.accel === 'tcg' ? MicrovmDefaults.tcgCacheMiB : 0)
 
-  /** Starts QEMU in fresh cgroups; the VM and its groups go again if it fails to answer. */
-  async function start (id: string, shape: VmShape, hostname: string, extra: { memoryFile?: { path: string, share: boolean }, restoreFrom?: string }): Promise<MadeVm> {
+  /** Runs `work` with fresh cgroups for a VM of `shape` and what `launchVm` is given for it; the groups go again if it fails. */
+  async function inCgroups<T> (id: string, shape: VmShape, hostname: string, work: (opts: LaunchVmOptions, cgroup: SandboxCgroup | undefined) => Promise<T>): Promise<T> {
     const image = await d.guest()
     let cgroup: SandboxCgroup | undefined
     try {
       cgroup = await d.cgroups?.create(id, { cpus: shape.cpus, memoryMiB: shape.memoryMiB + overheadMiB, diskMiB: 0, pids: MicrovmDefaults.qemuPids + shape.vcpus })
-      const group = cgroup
-      const { vm, agent } = await launchVm({
+      return await work({
         id,
         hostname,
         layers: shape.layers,
@@ -90,19 +90,25 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
         accel: d.accel,
         cpu: d.cpu,
         ...(d.tscKhz !== undefined ? { tscKhz: d.tscKhz } : {}),
-        ...(group !== undefined ? { cgroups: group.dirs } : {}),
+        ...(cgroup !== undefined ? { cgroups: cgroup.dirs } : {}),
         runDir: d.runDir,
         ...(d.extraCmdline !== undefined ? { extraCmdline: d.extraCmdline } : {}),
-        ...extra,
         // Journaled while it starts: a crash from here on leaves a record to reclaim.
         onStarted: (started) => d.journal(started, shape.refs)
-      })
-      return { vm, agent, cgroup, restored: extra.restoreFrom !== undefined }
+      }, cgroup)
     } catch (err) {
       d.unjournal(id)
       await cgroup?.remove().catch(() => {})
       throw err
     }
+  }
+
+  /** Starts QEMU in fresh cgroups; the VM and its groups go again if it fails to answer. */
+  async function start (id: string, shape: VmShape, hostname: string, extra: Pick<LaunchVmOptions, 'memoryFile' | 'restoreFrom' | 'restoreHangsUp'>): Promise<MadeVm> {
+    return await inCgroups(id, shape, hostname, async (opts, cgroup) => {
+      const { vm, agent } = await launchVm({ ...opts, ...extra })
+      return { vm, agent, cgroup, restored: extra.restoreFrom !== undefined }
+    })
   }
 
   /** Boots the shape's template: RAM in the store's file, shared; its state saved; then ended. */
@@ -132,9 +138,39 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
     }
   }
 
-  /** A VM from a saved state: a template's (its RAM file mapped private) or a memory snapshot's (RAM in the stream). */
-  async function restore (id: string, shape: VmShape, name: string, from: { stateFile: string, memoryFile?: string }): Promise<MadeVm> {
-    const made = await start(id, shape, TEMPLATE_NAME, { ...(from.memoryFile !== undefined ? { memoryFile: { path: from.memoryFile, share: false } } : {}), restoreFrom: from.stateFile })
+  /**
+   * A memory snapshot's state made shareable on this node, once (launcher.ts `reshareMemoryState`):
+   * its RAM a file on the templates' ramfs, its machine state saved beside it without the RAM.
+   * Kept and bounded with the templates; undefined when templates are off or it failed.
+   */
+  async function memoryTemplate (shape: VmShape, stateFile: string): Promise<VmTemplate | undefined> {
+    if (broken || d.templates === undefined) return undefined
+    const key = templateKey({ memory: basename(stateFile), shape: templateKeyOf(shape, await d.guest(), `${d.accel}:${d.cpu}`, d.extraCmdline) })
+    try {
+      return await d.templates.get(key, async (files) => {
+        const id = `m${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`
+        await inCgroups(id, shape, TEMPLATE_NAME, async (opts, cgroup) => {
+          try {
+            await reshareMemoryState({ ...opts, stateFile, memoryFile: files.memoryFile, savedStateFile: files.stateFile })
+          } finally {
+            await cgroup?.remove().catch(() => {})
+            d.unjournal(id)
+          }
+        })
+      })
+    } catch (err) {
+      failed(err)
+      return undefined
+    }
+  }
+
+  /** A VM from a saved state: a template's (its RAM file mapped private) or a memory snapshot's (RAM in the stream, or made shareable). */
+  async function restore (id: string, shape: VmShape, name: string, from: { stateFile: string, memoryFile?: string, hangsUp?: boolean }): Promise<MadeVm> {
+    const made = await start(id, shape, TEMPLATE_NAME, {
+      ...(from.memoryFile !== undefined ? { memoryFile: { path: from.memoryFile, share: false } } : {}),
+      restoreFrom: from.stateFile,
+      ...(from.hangsUp !== undefined ? { restoreHangsUp: from.hangsUp } : {})
+    })
     try {
       // Its own name, randomness of its own (else every VM restored from this state draws the
       // same numbers), and the time (its clock stopped when the template was saved).
@@ -167,7 +203,18 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
     },
 
     async fromMemory (id, shape, name, stateFile) {
-      const made = await restore(id, shape, name, { stateFile })
+      // Shared once per node: every VM from this snapshot maps its RAM private, as a template's do.
+      const shared = await memoryTemplate(shape, stateFile)
+      let made: MadeVm | undefined
+      if (shared !== undefined) {
+        try {
+          made = await restore(id, shape, name, { stateFile: shared.stateFile, memoryFile: shared.memoryFile, hangsUp: true })
+          failures = 0
+        } catch (err) {
+          failed(err) // and it loads the whole stream below
+        }
+      }
+      made ??= await restore(id, shape, name, { stateFile })
       try {
         await endSourceCommands(made.agent)
         return made

@@ -15,6 +15,7 @@
  * (it was saved connected, and nobody is connected yet) and opens its port again, as a
  * template's guest does, so the node's new agent client starts on a clean stream.
  */
+import { createConnection } from 'node:net'
 import { createError, ErrorCodes } from '../../errors.js'
 import { MicrovmDefaults } from './defaults.js'
 import { connectQmp, type QmpClient } from './qmp.js'
@@ -71,13 +72,14 @@ export async function saveVmState (qmpSocket: string, file: string, opts: { ram?
 
 /**
  * Loads the state saved in `file` into a QEMU started with `-incoming defer` (and the same
- * devices; for a template's state the RAM file mapped private), then runs its vCPUs: the guest
- * goes on from the instant it was saved. A memory snapshot's (`ram: 'in-stream'`) was saved with
- * its host connected: this waits until the guest has closed its agent port on hearing that
- * connection end (QMP's VSERPORT_CHANGE), so the node's connection is the guest's next, never
- * the old one's stream carried on (after `hangupTimeoutMs` it goes on all the same).
+ * devices; for a template's state the RAM file mapped private), then runs its vCPUs (unless
+ * `run: false`: it stays stopped): the guest goes on from the instant it was saved. A memory
+ * snapshot's (`ram: 'in-stream'`, or `hangsUp`) was saved with its host connected: this waits
+ * until the guest has closed its agent port on hearing that connection end (QMP's
+ * VSERPORT_CHANGE), so the node's connection is the guest's next, never the old one's stream
+ * carried on (after `hangupTimeoutMs` it goes on all the same).
  */
-export async function loadVmState (qmpSocket: string, file: string, opts: { ram?: StateRam, timeoutMs?: number } = {}): Promise<void> {
+export async function loadVmState (qmpSocket: string, file: string, opts: { ram?: StateRam, timeoutMs?: number, hangsUp?: boolean, hangUpVia?: string, run?: boolean } = {}): Promise<void> {
   const timeoutMs = opts.timeoutMs ?? MicrovmDefaults.stateTimeoutMs
   const qmp = await connectQmp(qmpSocket)
   try {
@@ -85,8 +87,9 @@ export async function loadVmState (qmpSocket: string, file: string, opts: { ram?
     await qmp.execute('migrate-set-capabilities', ignoreShared(opts.ram !== 'in-stream'))
     await qmp.execute('migrate-incoming', { uri: `exec:cat ${shellSafe(file)}` })
     await migrated(qmp, timeoutMs, 'loading the VM\'s state')
+    if (opts.run === false) return
     let stop: () => void = () => {}
-    const hungUp = opts.ram === 'in-stream'
+    const hungUp = (opts.hangsUp ?? (opts.ram === 'in-stream' || opts.hangUpVia !== undefined))
       ? new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, MicrovmDefaults.hangupTimeoutMs)
         const off = qmp.onEvent((e) => { if (e.event === 'VSERPORT_CHANGE' && e.data?.id === 'agent0' && e.data.open === false) resolve() })
@@ -97,12 +100,35 @@ export async function loadVmState (qmpSocket: string, file: string, opts: { ram?
     try {
       // Saved stopped, it arrives stopped.
       await qmp.execute('cont')
+      if (opts.hangUpVia !== undefined) await hangUpOnce(qmp, opts.hangUpVia)
       await hungUp
     } finally {
       stop()
     }
   } finally {
     qmp.close()
+  }
+}
+
+/**
+ * Makes a running guest hear its agent port's host hang up, whatever state its port was saved
+ * in: a connection to the port's socket, held until QEMU has taken it (`info chardev` no longer
+ * says `disconnected`), then closed. QEMU tells the guest the host came and went; a guest that
+ * believed its old host still there hears the same hang-up (opening is nothing new to it).
+ */
+async function hangUpOnce (qmp: QmpClient, agentSocket: string): Promise<void> {
+  const socket = createConnection({ path: agentSocket })
+  socket.on('error', () => {})
+  try {
+    const deadline = Date.now() + MicrovmDefaults.hangupTimeoutMs
+    while (Date.now() < deadline) {
+      const info = await qmp.execute('human-monitor-command', { 'command-line': 'info chardev' }) as string
+      const line = info.split('\n').find((l) => l.startsWith('agent:'))
+      if (line !== undefined && !line.includes('disconnected:')) return
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+  } finally {
+    socket.destroy()
   }
 }
 

@@ -68,6 +68,25 @@ export function memoryOf (pid: number): { pssKiB: number, rssKiB: number } {
   return { pssKiB: kib('Pss'), rssKiB: kib('Rss') }
 }
 
+/**
+ * The guest RAM a VM's QEMU maps from a file named `ram` (a template's or a memory snapshot's,
+ * mapped private), in KiB: resident, and resident pages other processes map too (smaps).
+ */
+export function ramFileMapping (pid: number): { rssKiB: number, sharedKiB: number } {
+  let rssKiB = 0
+  let sharedKiB = 0
+  let inRam = false
+  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line)
+    if (head !== null) { inRam = head[1]!.endsWith('/ram'); continue }
+    if (!inRam) continue
+    const kib = /^(\w+):\s+(\d+) kB/.exec(line)
+    if (kib?.[1] === 'Rss') rssKiB += Number(kib[2])
+    if (kib?.[1] === 'Shared_Clean' || kib?.[1] === 'Shared_Dirty') sharedKiB += Number(kib[2])
+  }
+  return { rssKiB, sharedKiB }
+}
+
 /** What `run` collects: the result, both streams, and every chunk in arrival order. */
 export interface Ran extends ExecResult {
   stdout: string

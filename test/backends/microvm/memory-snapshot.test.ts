@@ -2,7 +2,8 @@
  * Memory snapshots of a VM: a counter started in the background and a file written before the
  * snapshot; two VMs restored from the saved state each have the counter running (the same pid,
  * still counting) and the file, under a name and randomness of their own, and diverge after;
- * the source runs on. Refusals: a shape that differs from the saved machine, a malformed state
+ * the source runs on; the forks share the snapshot's pages, and the command the source was streaming
+ * ends in them. Refusals: a shape that differs from the saved machine, a malformed state
  * digest, a guest past the snapshot bound, a container asked for memory.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -14,7 +15,7 @@ import { createContainerBackend } from '../../../src/backends/container/index.js
 import { saveMemorySnapshot } from '../../../src/backends/microvm/memory-snapshot.js'
 import { isWarrenError, type WarrenError } from '../../../src/errors.js'
 import { timed } from '../../support/index.js'
-import { assertGone, newBackend, registerLeftoverCheck, sh, vmTest } from './helpers.js'
+import { assertGone, newBackend, ramFileMapping, registerLeftoverCheck, sh, vmTest } from './helpers.js'
 
 const LIMITS = { cpus: 1, memoryMiB: 192, diskMiB: 32, pids: 64 }
 
@@ -36,6 +37,10 @@ vmTest('a memory snapshot restores in two VMs with the process still counting (s
   const pid = (await sh(b, src, COUNTER)).trim()
   assert.match(pid, /^\d+$/)
   await sh(b, src, 'echo before > /root/f && ' + COUNTS)
+  // A command streaming when the snapshot is cut: resumable, so the guest's agent keeps it across hang-ups.
+  let ticks = ''
+  const ticker = b.exec(src, ['sh', '-c', 'while true; do echo tick; sleep 0.2; done'], { resume: { tag: 'ticker', onAck: () => {} }, onStdout: (c) => { ticks += new TextDecoder().decode(c) } })
+  while (!ticks.includes('tick')) await new Promise((resolve) => setTimeout(resolve, 20))
 
   const started = performance.now()
   const snap = await b.snapshot!(src, { memory: true })
@@ -67,7 +72,16 @@ vmTest('a memory snapshot restores in two VMs with the process still counting (s
     await sh(b, f, `echo ${name} > /root/mine`)
   }
   assert.is(seeds.size, 2, 'each restored VM draws its own random numbers')
-  assert.is(b.status().templates, 1, 'the shape\'s template (the source came from it); forks load the snapshot\'s stream')
+  assert.is(b.status().templates, 2, 'the shape\'s template (the source came from it) and the snapshot\'s RAM made shareable, once')
+  // The forks share the snapshot's pages: each maps the one RAM file private, the pages both read are resident once.
+  for (const f of forks) {
+    const ram = ramFileMapping(b.vm(f)!.pid)
+    console.log(`microvm fork of a memory snapshot: RAM file resident ${(ram.rssKiB / 1024).toFixed(1)} MiB, shared ${(ram.sharedKiB / 1024).toFixed(1)} MiB`)
+    assert.ok(ram.sharedKiB > 16 * 1024, `pages of the snapshot shared between the forks: ${ram.sharedKiB} KiB`)
+  }
+  // The command the source was streaming belongs to the source: ended in each fork, running on in the source.
+  for (const f of forks) assert.not.match(await sh(b, f, 'ps'), /echo tick/)
+  assert.match(await sh(b, src, 'ps'), /echo tick/)
   // Diverged: each has only its own write; the source neither.
   assert.is(await sh(b, forks[0]!, 'cat /root/mine'), 'mem-a\n')
   assert.is(await sh(b, forks[1]!, 'cat /root/mine'), 'mem-b\n')
@@ -88,6 +102,7 @@ vmTest('a memory snapshot restores in two VMs with the process still counting (s
     await b.kill(h)
     await assertGone(vm)
   }
+  assert.is((await ticker).exitCode, 137, 'the source\'s command ended with its VM')
 }))
 
 test('a guest past the snapshot bound is refused before anything is saved (QUOTA naming memory)', async () => {
