@@ -12,7 +12,7 @@
  *   memory per fork      PSS and RSS of each fork's QEMU (PSS counts a page k VMs share as 1/k),
  *                        and the host's MemAvailable drop per fork, the shared RAM file included
  *
- * The source writes 64 MiB of random bytes into its /dev/shm (guest memory) before the snapshot,
+ * The source writes 64 MiB of random bytes into its writable layer (guest memory) before the snapshot,
  * so the forks have that much to share. Under TCG where KVM cannot run a stock guest (the JSON says which).
  * Its last line is one JSON object.
  */
@@ -25,10 +25,10 @@ import type { SandboxHandle } from '../src/backends/types.js'
 import { progress, progressDone } from './progress.js'
 
 const FORKS = Number(process.argv[2] ?? 8)
-const LIMITS = { cpus: 1, memoryMiB: 256, diskMiB: 32, pids: 64 }
+const LIMITS = { cpus: 1, memoryMiB: 256, diskMiB: 96, pids: 64 }
 const GUEST_DIR = process.env.WARREN_GUEST_DIR ?? '/var/tmp/warren-test-guest'
-/** 64 MiB of random bytes in the guest's /dev/shm: pages of guest memory no zero-page flag can stand for. */
-const TOUCH = 'head -c 67108864 /dev/urandom > /dev/shm/hold'
+/** 64 MiB of random bytes in the writable layer (a tmpfs in guest memory): pages no zero-page flag can stand for. */
+const TOUCH = 'head -c 67108864 /dev/urandom > /root/hold'
 
 const p50 = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN
 const round = (x: number, d = 1): number => Number(x.toFixed(d))
@@ -55,7 +55,7 @@ async function forks (b: MicrovmBackend, state: string, what: string): Promise<{
     }
     await sleep(3000)
     for (const h of handles) {
-      const r = await b.exec(h, ['sh', '-c', 'test -s /dev/shm/hold && echo ok'])
+      const r = await b.exec(h, ['sh', '-c', 'test -s /root/hold && echo ok'])
       if (r.exitCode !== 0) throw new Error(`a fork lost the source's memory (exit ${r.exitCode})`)
     }
     const mems = handles.map((h) => memKiB(b.vm(h)!.pid))

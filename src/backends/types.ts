@@ -306,8 +306,12 @@ export interface Backend {
    * and a kill still ends it. Idempotent.
    */
   pause? (handle: SandboxHandle): Promise<void>
-  /** Thaws a paused sandbox. Idempotent. */
-  resume? (handle: SandboxHandle): Promise<void>
+  /**
+   * Thaws a paused sandbox. Idempotent.
+   * @returns for a sandbox adopted paused (`AdoptedSandbox.paused`), on its first resume: its
+   *   resumable commands, which its frozen agent could not list at adopt (`reattach` takes them up)
+   */
+  resume? (handle: SandboxHandle): Promise<AdoptedExec[] | undefined>
   /**
    * Cuts the sandbox's writable layer into a read-only EROFS layer, in the backend's layer
    * store: its processes are frozen while it is cut (so it is consistent) and thawed after,

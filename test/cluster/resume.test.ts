@@ -94,6 +94,37 @@ ctest('kill -9 the node agent mid-command, restart it: every line arrives once, 
   assert.type((step as { resumedAt?: number }).resumedAt, 'number')
 }))
 
+ctest('a sandbox paused mid-command, its node agent killed -9 and restarted: adopted paused, and at resume the command is taken up, every line once', timed(180_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-rsp-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const cp = await startTestControlPlane()
+  defer(() => cp.close())
+  const first = await spawnNode(cp, 'rsp1', join(dir, 'node'))
+  defer(() => first.kill())
+  const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]) })
+  defer(() => client.close())
+  const sb = await client.create({ backend: 'container' })
+  defer(() => sb.kill().catch(() => {}))
+
+  const n = 1000
+  const run = sb.spawn(['sh', '-c', numbered(n)])
+  const out = follow(run)
+  await waitFor(() => out.failed ?? out.text.includes('line 100\n'), 30_000, 'the command under way')
+  await sb.pause()
+  await first.kill('SIGKILL')
+  await waitFor(() => sb.state === 'lost', 10_000, 'lost with its node')
+  const second = await spawnNode(cp, 'rsp1', join(dir, 'node'))
+  defer(() => second.kill())
+  await waitFor(() => sb.state === 'paused', 20_000, 'adopted paused')
+  await sb.resume()
+  await out.done
+  assert.is(out.failed, undefined, 'the stream went on')
+  assert.is(firstWrong(out.text, n), undefined)
+  assert.is((await run.wait()).exitCode, 0)
+  const step = await waitFor(async () => (await sb.trajectory()).steps.find((st) => st.kind === 'exec' && st.execId === run.execId && st.endedAt !== undefined), 10_000, 'the step final')
+  assert.equal(step.kind === 'exec' ? [step.exitCode, step.reason, typeof step.resumedAt] : undefined, [0, undefined, 'number'], 'taken up at resume, not closed as lost')
+}))
+
 vtest('a microVM: kill -9 the node agent mid-command, restart it: the guest kept the command and its output, every line arrives once, in order', timed(240_000, async (defer) => {
   const dir = mkdtempSync(join(tmpdir(), 'warren-rsv-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))

@@ -65,6 +65,8 @@ interface Live {
   freezer: FreezeControl
   /** What was journaled for it (rewritten when it pauses or resumes). */
   record: JournalEntry
+  /** Adopted paused: its resumable commands are listed at its first resume. */
+  unlisted?: boolean
 }
 
 /**
@@ -250,7 +252,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
             const record: JournalEntry = { ...entry, paused }
             if (entry.paused === true && !paused) journal.write(launched.id, record)
             const adoptedEntry: Live = {
-              refs: entry.refs ?? [], egress, launched, agent, env: egress !== undefined ? { ...EGRESS_ENV } : {}, cgroup, record,
+              refs: entry.refs ?? [], egress, launched, agent, env: egress !== undefined ? { ...EGRESS_ENV } : {}, cgroup, record, unlisted: paused,
               freezer: freezerOf(launched.id, cgroup, paused, () => adoptedEntry.record)
             }
             live.set(launched.id, adoptedEntry)
@@ -298,9 +300,11 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     async resume (handle) {
       const entry = find(handle)
       await entry.freezer.resume().catch((err: unknown) => { throw goneOr(handle, err) })
-      // Adopted paused, its agent could not be asked for its resumable commands: new exec ids
-      // must stay clear of theirs (they are not taken up: docs/design.md).
-      await entry.agent.listExecs().catch(() => {})
+      // Adopted paused, its agent could not be asked for its resumable commands: they are listed
+      // now, for the node to take up (listing also keeps new exec ids clear of theirs).
+      if (entry.unlisted !== true) return undefined
+      entry.unlisted = false
+      return (await entry.agent.listExecs().catch(() => [])).map((x) => ({ tag: x.tag, fromSeq: x.acked, ended: x.ended }))
     },
 
     async snapshot (handle, opts = {}) {

@@ -55,6 +55,8 @@ interface Live extends VmExecTarget {
   /** Its proxy, when its spec allows egress. */
   egress: VmEgress | undefined
   record: JournalEntry
+  /** Adopted paused: its resumable commands are listed at its first resume. */
+  unlisted?: boolean
 }
 
 /** `claimed`: handed out (an unclaimed record is a boot a crash interrupted, or a pooled VM). */
@@ -228,6 +230,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
         e.egress = await openVmEgress(entry.vm, e.mux, entry.egress, egressRouting, egressOf(entry.vm.id))
         e.env = { ...EGRESS_ENV }
       }
+      if (paused) e.unlisted = true
       return { live: e, execs }
     } catch (err) {
       await agent?.close().catch(() => {})
@@ -337,9 +340,11 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     async resume (handle) {
       const entry = find(handle)
       await entry.pause.resume().catch((err: unknown) => { throw goneOr(handle, err) })
-      // Adopted paused, its agent could not be asked for its resumable commands: new exec ids
-      // must stay clear of theirs (they are not taken up: docs/design.md).
-      await entry.agent.listExecs().catch(() => {})
+      // Adopted paused, its agent could not be asked for its resumable commands: they are listed
+      // now, for the node to take up (listing also keeps new exec ids clear of theirs).
+      if (entry.unlisted !== true) return undefined
+      entry.unlisted = false
+      return (await entry.agent.listExecs().catch(() => [])).map((x) => ({ tag: x.tag, fromSeq: x.acked, ended: x.ended }))
     },
 
     async snapshot (handle, opts = {}) {

@@ -204,7 +204,8 @@ export class NodeAgent extends Actor<NodeMessage> {
     let failure: SandboxEvent | undefined
     const trajectory = this.trajectories.open({
       sandboxId: item.id, tenant: item.tenant, spec: item.spec, createdAt, durable: backend.adopt !== undefined,
-      ...(adopted?.execs !== undefined ? { resumable: adopted.execs.map((x) => x.tag) } : {}),
+      // Adopted paused, its commands are known only once it is resumed.
+      ...(adopted?.paused === true && backend.resumableExecs === true ? { resumable: 'unfinished' as const } : adopted?.execs !== undefined ? { resumable: adopted.execs.map((x) => x.tag) } : {}),
       ...(item.trajectory !== undefined ? { nextSeq: item.trajectory.nextSeq } : {})
     })
     const args: SandboxArgs = {

@@ -7,7 +7,7 @@
  * Commands are refused from the moment a pause is asked for until a resume has thawed the
  * sandbox, so nothing new starts in a sandbox that is about to freeze, or is not thawed yet.
  */
-import type { Backend, SandboxHandle } from '../../backends/types.js'
+import type { AdoptedExec, Backend, SandboxHandle } from '../../backends/types.js'
 import { createError, ErrorCodes } from '../../errors.js'
 import { SpecDefaults } from '../spec.js'
 
@@ -18,8 +18,11 @@ export interface PauseHost {
   id: string
   backend: Backend
   handle: () => SandboxHandle
-  /** The backend has frozen (true) or thawed (false) the sandbox; `frozenMs` is how long it was frozen (at a thaw). */
-  changed: (paused: boolean, frozenMs: number) => void
+  /**
+   * The backend has frozen (true) or thawed (false) the sandbox; `frozenMs` is how long it was
+   * frozen (at a thaw); `execs`: the resumable commands of a sandbox adopted paused, at its first thaw.
+   */
+  changed: (paused: boolean, frozenMs: number, execs: AdoptedExec[]) => void
 }
 
 export class PauseControl {
@@ -79,8 +82,10 @@ export class PauseControl {
     this.wanted = to
     return await this.serial(async () => {
       if (this.actual === to) return 0
+      let execs: AdoptedExec[] = []
       try {
-        await (to === 'paused' ? b.pause!(this.host.handle()) : b.resume!(this.host.handle()))
+        if (to === 'paused') await b.pause!(this.host.handle())
+        else execs = await b.resume!(this.host.handle()) ?? []
       } catch (err) {
         if (this.wanted === to) this.wanted = this.actual // unless a later request wants it back already
         throw err
@@ -90,7 +95,7 @@ export class PauseControl {
       this.actual = to
       this.since = to === 'paused' ? now : undefined
       this.changes++
-      this.host.changed(to === 'paused', frozenMs)
+      this.host.changed(to === 'paused', frozenMs, execs)
       return frozenMs
     })
   }

@@ -178,7 +178,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     this.expiresAt = this.createdAt + args.spec.ttlMs
     this.outputPool = args.output ?? new OutputPool()
     this.fileService = new SandboxFileService(args.backend, args.files, args.fileBudget, args.trajectory)
-    this.freeze = new PauseControl({ id: args.id, backend: args.backend, handle: () => this.handle!, changed: (paused, frozenMs) => this.frozen(paused, frozenMs) }, args.adopted?.paused === true)
+    this.freeze = new PauseControl({ id: args.id, backend: args.backend, handle: () => this.handle!, changed: (paused, frozenMs, execs) => this.frozen(paused, frozenMs, execs) }, args.adopted?.paused === true)
   }
 
   async preStart (): Promise<void> {
@@ -202,7 +202,8 @@ export class Sandbox extends Actor<SandboxMessage> {
     this.unwatchEgress = this.args.backend.onEgress?.(this.handle, (event) => this.args.trajectory.egress(event))
     // Commands that ran on while the node was down: taken up under their old ids.
     for (const x of this.args.adopted?.execs ?? []) this.reattach(x)
-    this.args.trajectory.settleResumable()
+    // Adopted paused, its commands are known at its first resume (the recorder settles them if it ends first).
+    if (!this.freeze.paused) this.args.trajectory.settleResumable()
     this.setState(this.freeze.paused ? 'paused' : 'ready')
     this.armTtl()
     const sweepMs = Math.min(60_000, spec.idleTimeoutMs > 0 ? Math.max(10, spec.idleTimeoutMs / 4) : 60_000)
@@ -275,10 +276,17 @@ export class Sandbox extends Actor<SandboxMessage> {
     }
   }
 
-  /** The backend froze or thawed the sandbox: the TTL and idle clocks follow, and the node is told. */
-  private frozen (paused: boolean, frozenMs: number): void {
+  /**
+   * The backend froze or thawed the sandbox: the TTL and idle clocks follow, and the node is told.
+   * At the first thaw of a sandbox adopted paused, its commands that outlived the agent are taken up.
+   */
+  private frozen (paused: boolean, frozenMs: number, execs: AdoptedExec[]): void {
     if (this.state !== 'ready' && this.state !== 'paused') return // it ended meanwhile
     if (paused) this.args.trajectory.pause(); else this.args.trajectory.resume()
+    if (!paused) {
+      for (const x of execs) this.reattach(x)
+      this.args.trajectory.settleResumable()
+    }
     if (!paused) {
       this.expiresAt = expiryAfterResume({ expiresAt: this.expiresAt, createdAt: this.createdAt, frozenMs, pausedTtl: this.args.spec.pausedTtl })
       this.lastExecAt = Date.now() // a resume is use: the idle clock starts again

@@ -52,8 +52,11 @@ export interface OpenTrajectory {
    * agent, and creating a file for each would cost a fast creation rate more than the log is worth.
    */
   durable?: boolean
-  /** Exec ids of commands that outlived the agent with the sandbox (`SandboxRecorder.resumeExec`). */
-  resumable?: string[]
+  /**
+   * Exec ids of commands that outlived the agent with the sandbox (`SandboxRecorder.resumeExec`);
+   * `unfinished`: any command not ended may have (a sandbox adopted paused: its are known at resume).
+   */
+  resumable?: string[] | 'unfinished'
 }
 
 /** The layers a sandbox stands on, bottom first, as its header records them. */
@@ -124,7 +127,7 @@ export class NodeTrajectories {
     return new SandboxRecorder({
       log, shipper: this.shipper, budget: new RecordBudget(this.limits.maxRecordedBytes, recorded), push: this.o.pushBlob,
       spillPath: () => join(this.spillDir, `${t.sandboxId}-${++this.spilled}`), limits: this.limits,
-      nextSeq, unfinished, ...(t.resumable !== undefined ? { resumable: new Set(t.resumable) } : {}), closeWaitMs: NodeTrajectoryDefaults.closeWaitMs, flushWaitMs: NodeTrajectoryDefaults.flushWaitMs
+      nextSeq, unfinished, ...(t.resumable !== undefined ? { resumable: t.resumable === 'unfinished' ? t.resumable : new Set(t.resumable) } : {}), closeWaitMs: NodeTrajectoryDefaults.closeWaitMs, flushWaitMs: NodeTrajectoryDefaults.flushWaitMs
     })
   }
 

@@ -40,8 +40,11 @@ export interface RecorderDeps {
   nextSeq: number
   /** Steps a previous agent began and never made final: final now (a command as `lost`). */
   unfinished?: Iterable<Step>
-  /** Exec ids of unfinished commands that outlived the agent: `resumeExec` goes on with their steps. */
-  resumable?: ReadonlySet<string>
+  /**
+   * Exec ids of unfinished commands that outlived the agent: `resumeExec` goes on with their
+   * steps; `unfinished`: any of them may have (known later: `settleResumable` ends the rest).
+   */
+  resumable?: ReadonlySet<string> | 'unfinished'
   /** How long a closing sandbox waits for its commands' ends, and for the control plane's acknowledgement. */
   closeWaitMs: number
   flushWaitMs: number
@@ -62,7 +65,7 @@ export class SandboxRecorder {
   constructor (private readonly d: RecorderDeps) {
     this.nextSeq = d.nextSeq
     for (const step of d.unfinished ?? []) {
-      if (step.kind === 'exec' && d.resumable?.has(step.execId) === true) this.resumable.set(step.execId, step)
+      if (step.kind === 'exec' && (d.resumable === 'unfinished' || d.resumable?.has(step.execId) === true)) this.resumable.set(step.execId, step)
       else this.record(step.kind === 'exec' ? { ...step, endedAt: Date.now(), reason: 'lost' } : step, true)
     }
   }
@@ -195,6 +198,8 @@ export class SandboxRecorder {
       const running = [...this.running.values()]
       if (running.length > 0) await Promise.race([Promise.all(running.map((r) => r.ended)), sleep(this.d.closeWaitMs)])
       for (const r of this.running.values()) r.end(undefined)
+      // Commands of a sandbox adopted paused that ended before it was resumed.
+      this.settleResumable()
       while (this.pending.size > 0) await Promise.allSettled([...this.pending])
       this.d.log.append({ t: 'end', at: Date.now(), nextSeq: this.nextSeq })
       this.ended = true

@@ -92,11 +92,17 @@ ctest('kill while paused leaves nothing: no process, no cgroup, no run directory
   assert.not.ok(existsSync(join(RUN_DIR, h.id)), 'the run directory is gone')
 }))
 
-ctest('a paused sandbox is adopted paused by a backend started again on the same data directory, and resumes there', timed(30_000, async (defer) => {
+ctest('a paused sandbox is adopted paused by a backend started again on the same data directory, resumes there, and its resumable command is taken up then', timed(30_000, async (defer) => {
   const dataDir = newDataDir()
   const first = makeBackend(defer, { dataDir })
   const h = await first.create({ meta: { who: 'first' } })
   await sh(first, h, 'echo before > /tmp/mark')
+  // A resumable command under way when it is paused: its agent, frozen, cannot list it at adopt.
+  let seen = ''
+  void first.exec(h, ['sh', '-c', 'i=0; while [ $i -lt 100 ]; do echo "line $i"; i=$((i+1)); sleep 0.01; done'], {
+    resume: { tag: 'count', onAck: () => {} }, onStdout: (c) => { seen += new TextDecoder().decode(c) }
+  })
+  await waitFor(() => seen.includes('line 5\n'), 10_000, 'the command under way')
   await first.pause!(h)
   // The first backend is not closed: as after a crash of the node agent, the sandbox lives on.
   const second = createContainerBackend({ dataDir, runDir: RUN_DIR, cgroups: createCgroupProvider(PARENT), pool: { max: 0 } })
@@ -108,7 +114,14 @@ ctest('a paused sandbox is adopted paused by a backend started again on the same
   assert.equal(found.meta, { who: 'first' })
   assert.is(freezerFile(h.id), 'FROZEN', 'adopting did not thaw it')
   assert.ok(isWarrenError(await rejection(second.exec(h, ['true'])), ErrorCodes.SANDBOX_PAUSED))
-  await second.resume!(h)
+  assert.is(found.execs, undefined, 'a frozen agent is not asked')
+  // Its first resume lists the command, which is taken up from its first chunk, byte-exact; a second lists nothing.
+  const execs = await second.resume!(h)
+  assert.equal(execs?.map((x) => [x.tag, x.fromSeq]), [['count', 0]])
+  let taken = ''
+  assert.is((await second.reattach!(h, 'count', { fromSeq: 0, onStdout: (c) => { taken += new TextDecoder().decode(c) } })).exitCode, 0)
+  assert.is(taken, Array.from({ length: 100 }, (_, i) => `line ${i}\n`).join(''))
+  assert.is(await second.resume!(h), undefined)
   assert.is(await sh(second, h, 'cat /tmp/mark'), 'before\n')
   // Adopted again, now running: not paused.
   const third = createContainerBackend({ dataDir, runDir: RUN_DIR, cgroups: createCgroupProvider(PARENT), pool: { max: 0 } })

@@ -25,6 +25,14 @@ const firstLines = new Promise<void>((resolve) => {
 })
 await firstLines
 const sleeper = await b.create({ id: 'sleeper', limits: { cpus: 1, memoryMiB: 192, diskMiB: 16, pids: 64 }, meta: { who: 'paused' } })
+// A resumable command under way when it is paused: its frozen agent cannot list it at adopt.
+let counted = ''
+await new Promise<void>((resolve) => {
+  void b.exec(sleeper, ['sh', '-c', 'i=0; while [ $i -lt 100 ]; do echo "n $i"; i=$((i+1)); sleep 0.01; done'], {
+    resume: { tag: 'count', onAck: () => {} },
+    onStdout: (c) => { counted += new TextDecoder().decode(c); if (counted.includes('n 5\n')) resolve() }
+  })
+})
 await b.pause!(sleeper)
 process.stdout.write(JSON.stringify(b.vm(h)) + '\n')
 setInterval(() => {}, 60_000)

@@ -58,7 +58,12 @@ vmTest('kill -9 of the node agent, then a new backend on the same data dir re-ad
   const sleeper = second.handle
   const refused = await b.exec(sleeper, ['true']).catch((e: unknown) => e)
   assert.ok(isWarrenError(refused, ErrorCodes.SANDBOX_PAUSED), String(refused))
-  await b.resume!(sleeper)
+  assert.is(second.execs, undefined, 'a paused guest\'s agent is not asked')
+  const later = await b.resume!(sleeper)
+  assert.equal(later?.map((x) => [x.tag, x.fromSeq]), [['count', 0]], 'its resumable command, listed at its first resume')
+  let counted = ''
+  assert.is((await b.reattach!(sleeper, 'count', { fromSeq: 0, onStdout: (c) => { counted += new TextDecoder().decode(c) } })).exitCode, 0)
+  assert.is(counted, Array.from({ length: 100 }, (_, i) => `n ${i}\n`).join(''))
   assert.is(await sh(b, sleeper, 'hostname'), 'sleeper\n')
   const sleeperVm = b.vm(sleeper)!
   await b.kill(sleeper)

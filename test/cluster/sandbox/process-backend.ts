@@ -75,6 +75,7 @@ export function createProcessBackend (): ProcessBackend {
       calls.push(`resume:${h.id}`)
       b.frozen = false
       signalAll(b, 'SIGCONT')
+      return undefined
     },
     async snapshot (h, opts): Promise<SnapshotLayer> {
       const b = box(h)
