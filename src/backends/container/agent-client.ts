@@ -12,7 +12,7 @@ import type {
 } from './agent-types.js'
 import { createAgentFiles } from './agent-files.js'
 import { ContainerDefaults } from './defaults.js'
-import { encodeFrame, FrameReader, type AgentMessage, type AgentRequest, type AgentRetainedExec } from './protocol.js'
+import { AgentLimits, encodeFrame, FrameReader, type AgentMessage, type AgentRequest, type AgentRetainedExec } from './protocol.js'
 
 /** Options of `connectAgent` / `createAgentClient`. */
 export interface AgentClientOptions {
@@ -372,7 +372,8 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
 
   async function listExecs (): Promise<AgentRetainedExec[]> {
     const m = await request({ t: 'execs', id: nextId++ })
-    const list = Array.isArray(m.execs) ? m.execs as AgentRetainedExec[] : []
+    // A VM's agent runs under the tenant's root: what it lists is checked and bounded as the agent's own limits are.
+    const list = (Array.isArray(m.execs) ? m.execs as unknown[] : []).filter(isRetainedExec).slice(0, AgentLimits.maxExecs)
     // A new exec's id must not be one of theirs: the agent holds them unique across connections.
     for (const x of list) if (x.id >= nextId) nextId = x.id + 1
     return list
@@ -426,4 +427,15 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
       await ended
     }
   }
+}
+
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
+
+/** One well-formed entry of an `execs` answer: counts that are counts, a tag within the agent's bound. */
+function isRetainedExec (v: unknown): v is AgentRetainedExec {
+  if (typeof v !== 'object' || v === null) return false
+  const x = v as Record<string, unknown>
+  return isCount(x.id) && isCount(x.pid) && isCount(x.seq) && isCount(x.acked) && x.acked <= x.seq &&
+    typeof x.tag === 'string' && x.tag.length > 0 && Buffer.byteLength(x.tag) <= AgentLimits.maxTag &&
+    typeof x.ended === 'boolean' && typeof x.attached === 'boolean'
 }

@@ -229,7 +229,7 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
   }
 }
 
-/** How long a fork waits for one of its source's commands to end once killed. */
+/** How long a fork waits, in all, for its source's commands to end once killed. */
 const SOURCE_COMMAND_END_MS = 5_000
 
 /**
@@ -240,12 +240,14 @@ const SOURCE_COMMAND_END_MS = 5_000
  * the background run on, as saved).
  */
 async function endSourceCommands (agent: AgentClient): Promise<void> {
-  for (const x of await agent.listExecs()) {
+  const runs = (await agent.listExecs()).map((x) => {
     // A window past anything kept: what it had is sent at once and dropped here.
     const run = agent.attachExec(x.id, { fromSeq: x.acked, windowBytes: Number.MAX_SAFE_INTEGER })
-    if (!x.ended) await run.kill().catch(() => {})
-    await Promise.race([run.result.catch(() => {}), sleep(SOURCE_COMMAND_END_MS, undefined, { ref: false })])
-    // Past its exit's seq: the agent forgets it.
-    run.ack(Number.MAX_SAFE_INTEGER)
-  }
+    if (!x.ended) run.kill().catch(() => {})
+    return run
+  })
+  // Bounded in all, whatever the guest lists: a fork's create waits at most this long for them.
+  await Promise.race([Promise.allSettled(runs.map(async (r) => await r.result)), sleep(SOURCE_COMMAND_END_MS, undefined, { ref: false })])
+  // Past its exit's seq: the agent forgets it.
+  for (const run of runs) run.ack(Number.MAX_SAFE_INTEGER)
 }
