@@ -3,7 +3,7 @@
  * and `warren quota set|get|ls` (`warren tenant ls|quotas`, the older names, run the same code).
  */
 import { readFileSync } from 'node:fs'
-import { isScope, type KeyView, type Quotas } from '../cluster/index.js'
+import { isScope, keyIdOf, type KeyView, type Quotas } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { configPath, resolveConfig, writeConfig } from '../sdk/index.js'
 import { withClient } from './client.js'
@@ -71,7 +71,7 @@ export async function tokenList (flags: { tenant?: string, json?: boolean }, out
 /** `warren token revoke KEY_ID`: the key stops working and its open sessions are closed. */
 export async function tokenRevoke (id: string, out: Out = std): Promise<number> {
   // A whole key pasted by mistake is turned into its id: the secret never needs to travel.
-  const keyId = /^wrn_([0-9a-z]{12})_/.exec(id)?.[1] ?? id
+  const keyId = keyIdOf(id) ?? id
   return await withClient(async (client) => {
     const r = await client.revokeToken(keyId)
     out.stdout.write(`${r.id}\trevoked\n`)

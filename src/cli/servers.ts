@@ -142,8 +142,11 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
     // The same admin key across restarts: the one the config file holds, when it still is the
     // admin key. A new one (the first, or rotated) is written to the config before it is committed.
     let written: string | undefined
+    // A deployment's admin key comes from its secret too, when it declares one.
+    const declared = process.env.WARREN_ADMIN_KEY !== undefined && process.env.WARREN_ADMIN_KEY !== '' ? process.env.WARREN_ADMIN_KEY : undefined
     const admin = await cp.adminKey({
       rotate: flags['rotate-admin-key'] === true,
+      ...(declared !== undefined ? { declared } : {}),
       ...(configToken() !== undefined ? { candidate: configToken()! } : {}),
       persist: (token) => { written = writeConfig({ url: localUrl, token, ...(tls !== undefined ? { ca: tls.caPath } : {}) }) }
     })

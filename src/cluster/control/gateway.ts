@@ -11,7 +11,7 @@ import { Actor, type Ref } from '../../actors/index.js'
 import type { UploadTunables } from '../../images/upload/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
 import { createLinkServer, createPortServer, exposeSystem, routeRemote, servesTls, type Link, type LinkHandler, type LinkOptionsInput, type LinkServer, type TlsServerConfig } from '../../transport/index.js'
-import type { IamMessage, Principal } from '../iam/index.js'
+import { keyIdOf, type IamMessage, type Principal } from '../iam/index.js'
 import type { ShardMessage } from '../placement/index.js'
 import { createBlobRoutes, type BlobRoutes } from './blob-routes.js'
 import type { DirectoryMessage } from './directory.js'
@@ -166,7 +166,7 @@ export class Gateway extends Actor<GatewayMessage> {
     const principal = await this.o.iam().ask<Principal | null>({ type: 'authenticate', token })
     if (principal === null) {
       // The key's id when the token has a key's shape (a revoked or mistyped key); never the token.
-      const keyId = typeof token === 'string' ? /^wrn_([0-9a-z]{12})_/.exec(token)?.[1] : undefined
+      const keyId = keyIdOf(token)
       this.o.log?.info({ code: ErrorCodes.UNAUTHENTICATED, ...(keyId !== undefined ? { keyId } : {}) }, 'authentication refused')
     }
     return principal === null ? null : { kind: 'user', principal }

@@ -84,6 +84,19 @@ function checkScopes (scopes: unknown): Scope[] {
   return [...new Set(scopes as Scope[])]
 }
 
+/** A whole API key: `wrn_`, a 12-character id, `_`, a 43-character secret (256 bits, base64url). */
+const TOKEN = /^wrn_([0-9a-z]{12})_([A-Za-z0-9_-]{43})$/
+
+/** The key id of a token (or of anything that starts like one: `wrn_<keyId>_…`), else undefined. */
+export function keyIdOf (token: unknown): string | undefined {
+  return typeof token === 'string' ? /^wrn_([0-9a-z]{12})_/.exec(token)?.[1] : undefined
+}
+
+/** True for a string shaped as an API key (whether or not such a key exists). */
+export function isTokenShaped (token: unknown): token is string {
+  return typeof token === 'string' && TOKEN.test(token)
+}
+
 /** A fresh API key, `wrn_<keyId>_<secret>`, not yet stored (see `IamStore.createKey`). */
 export function newToken (): string {
   return `wrn_${keyId()}_${randomBytes(32).toString('base64url')}`
@@ -181,7 +194,7 @@ export class IamStore {
       throw createError(ErrorCodes.INVALID_ARGUMENT, `expiresInMs must be an integer from ${IamDefaults.minKeyLifeMs} (1 s) to ${IamDefaults.maxKeyLifeMs} (10 years)`, { field: 'expiresInMs' })
     }
     const token = opts.token ?? newToken()
-    const [, id, secret] = /^wrn_([0-9a-z]{12})_(.+)$/.exec(token)!
+    const [, id, secret] = TOKEN.exec(token)!
     this.db.transaction(() => {
       this.sql.addTenant.run(tenant, QuotaDefaults.maxSandboxes, QuotaDefaults.createsPerSecond, QuotaDefaults.createBurst)
       this.sql.addKey.run(id!, tenant, JSON.stringify(granted), sha256(secret!), new Date(this.now()).toISOString(), life !== undefined ? this.now() + life : null)
@@ -218,7 +231,7 @@ export class IamStore {
   /** The principal behind a token, or undefined when it is not a live key (unknown, revoked or expired). */
   authenticate (token: unknown): Principal | undefined {
     if (typeof token !== 'string') return undefined
-    const m = /^wrn_([0-9a-z]{12})_([A-Za-z0-9_-]{43})$/.exec(token)
+    const m = TOKEN.exec(token)
     if (m === null) return undefined
     const record = this.sql.key.get(m[1]!)
     if (record === undefined || !sameHash(sha256(m[2]!), record.hash)) return undefined
@@ -227,6 +240,11 @@ export class IamStore {
     // Written sparingly: once an hour a key is enough to tell a key in use from a forgotten one.
     if (record.last_used_at === null || now - record.last_used_at >= IamDefaults.lastUsedResolutionMs) this.sql.touchKey.run(now, m[1]!)
     return { tenant: record.tenant, keyId: m[1]!, scopes: JSON.parse(record.scopes) as Scope[], ...(record.expires_at !== null ? { expiresAt: record.expires_at } : {}) }
+  }
+
+  /** True when a key (live or expired, not revoked) has this id. */
+  hasKey (keyId: string): boolean {
+    return this.sql.key.get(keyId) !== undefined
   }
 
   /** The id of the cluster's admin key (see admin-key.ts), or undefined before one was made. */
@@ -243,7 +261,7 @@ export class IamStore {
     return this.db.transaction(() => {
       const old = this.adminKeyId()
       this.createKey('admin', ['admin'], { token })
-      this.sql.putSetting.run(ADMIN_KEY_SETTING, /^wrn_([0-9a-z]{12})_/.exec(token)![1]!)
+      this.sql.putSetting.run(ADMIN_KEY_SETTING, keyIdOf(token)!)
       if (old !== undefined) this.sql.deleteKey.run(old)
       return old
     })()

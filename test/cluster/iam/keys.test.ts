@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { AdminKeys, IamDefaults, IamStore } from '../../../src/cluster/iam/index.js'
+import { AdminKeys, IamDefaults, IamStore, keyIdOf, newToken } from '../../../src/cluster/iam/index.js'
 import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
 import { openState } from '../../../src/state/index.js'
 import { timed } from '../../support/index.js'
@@ -25,7 +25,7 @@ function refused (fn: () => unknown, code: string, field: string): void {
   assert.unreachable(`accepted, expected ${code} naming ${field}`)
 }
 
-const idOf = (token: string): string => /^wrn_([0-9a-z]{12})_/.exec(token)![1]!
+const idOf = (token: string): string => keyIdOf(token)!
 
 function clockStore (defer: (fn: () => unknown) => void, dataDir?: string): { store: IamStore, clock: { now: number } } {
   const state = openState(dataDir)
@@ -150,6 +150,36 @@ test('the admin key: made once (given to persist before it is committed), kept b
     const bytes = readFileSync(join(dir, f), 'latin1')
     for (const t of [made.token!, rotated.token!, again.token]) assert.not.ok(bytes.includes(t.slice(17)), `an admin key's secret is in ${f}`)
   }
+}))
+
+test('a declared admin key (a deployment\'s secret): made the admin key, kept while it is, a new one rotates; malformed, another key\'s, or with a rotation: refused naming it', timed(20_000, (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-admin-decl-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const state = openState(dir)
+  defer(() => state.close())
+  const store = new IamStore(state.db)
+  const keys = new AdminKeys(store)
+  const first = newToken()
+  let persisted: string | undefined
+  assert.equal(keys.ensure({ declared: first, persist: (t) => { persisted = t } }), { token: first, how: 'created', ended: [] })
+  assert.is(persisted, first)
+  assert.is(store.authenticate(first)?.tenant, 'admin')
+  // A restart with the same secret keeps it, without a candidate.
+  assert.equal(new AdminKeys(store).ensure({ declared: first }), { token: first, how: 'kept', ended: [] })
+  // A changed secret rotates: the one before is revoked.
+  const second = newToken()
+  assert.equal(new AdminKeys(store).ensure({ declared: second }), { token: second, how: 'rotated', ended: [idOf(first)] })
+  assert.is(store.authenticate(first), undefined)
+  assert.is(store.adminKeyId(), idOf(second))
+  const fieldOf = (f: () => unknown): unknown => { try { f(); return 'no error' } catch (err) { return isWarrenError(err, ErrorCodes.INVALID_ARGUMENT) ? err.details?.field : err } }
+  for (const bad of ['', 'wrn_short', `${second}x`, `wrn_${'A'.repeat(12)}_${'a'.repeat(43)}`, `wrn_${'a'.repeat(12)}_${'a'.repeat(42)}\n`]) {
+    assert.is(fieldOf(() => keys.ensure({ declared: bad })), 'WARREN_ADMIN_KEY', JSON.stringify(bad))
+  }
+  const tenantKey = store.createKey('t', ['sandbox:create'])
+  assert.is(fieldOf(() => keys.ensure({ declared: tenantKey })), 'WARREN_ADMIN_KEY', 'a tenant\'s key never becomes the admin key')
+  assert.is(store.authenticate(tenantKey)?.tenant, 't', 'and it stays the tenant\'s')
+  assert.is(fieldOf(() => keys.ensure({ declared: second, rotate: true })), 'rotate-admin-key')
+  assert.is(store.adminKeyId(), idOf(second), 'nothing changed by a refusal')
 }))
 
 test.run()
