@@ -43,6 +43,11 @@ export const LayerServerDefaults = {
   /** A resolve may fetch the layer's manifest: give it time. */
   resolveTimeoutMs: 120_000,
   startTimeoutMs: 20_000,
+  /**
+   * Before its first client, a server counts as idle only after this long, whatever `idleExitMs`
+   * says: the node that started it dials once it listens, which a loaded machine can delay.
+   */
+  firstClientGraceMs: 30_000,
   /** A new server truncates a log grown past this. */
   maxLogBytes: 4 * 1024 * 1024,
   /** The node refreshes its copy of the cached layer list this often (placement reads it). */

@@ -16,7 +16,7 @@ import { isDigest } from '../blob/index.js'
 import { createLinkServer, type Link } from '../../transport/index.js'
 import { clearStaleLayerFs } from '../fuse/index.js'
 import { createLazyLayers, type LazyLayers } from '../lazy.js'
-import { LAYERS_ADDRESS, NODE_ADDRESS, type LayerReadFailure, type LayerServerConfig, type LayerServerRequest } from './protocol.js'
+import { LayerServerDefaults, LAYERS_ADDRESS, NODE_ADDRESS, type LayerReadFailure, type LayerServerConfig, type LayerServerRequest } from './protocol.js'
 
 export interface LayerServer {
   /** Resolves when the server has stopped (asked to, or idle with no user). */
@@ -90,16 +90,20 @@ export async function startLayerServer (config: LayerServerConfig, log: Logger =
       }
     }
   })
-  server.on('link', (link) => { links.add(link); link.once('close', () => links.delete(link)) })
+  let linked = false
+  server.on('link', (link) => { linked = true; links.add(link); link.once('close', () => links.delete(link)) })
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject)
     http.listen(config.socketPath, () => { http.off('error', reject); resolve() })
   })
 
-  // An orphan (its node never came back) ends once nothing uses its layers.
+  // An orphan (its node never came back) ends once nothing uses its layers; one whose node died
+  // before it dialled, once the first client's grace is past too.
   let idleSince = Date.now()
+  const firstClientBy = Date.now() + Math.max(config.idleExitMs, LayerServerDefaults.firstClientGraceMs)
   const idle = setInterval(() => {
     if (links.size > 0 || lazy.inUse() > 0) { idleSince = Date.now(); return }
+    if (!linked && Date.now() < firstClientBy) return
     if (Date.now() - idleSince >= config.idleExitMs) void close()
   }, Math.min(10_000, Math.max(100, config.idleExitMs / 4)))
 
