@@ -3,7 +3,7 @@
  * reconnect and resume, request/reply, credit-flow streams, and remote actor refs. Other
  * folders import from here only.
  */
-export { transportDefaults, type LinkOptions, type LinkOptionsInput, type ReconnectOptions } from './defaults.js'
+export { resolveLinkOptions, transportDefaults, type LinkOptions, type LinkOptionsInput, type ReconnectOptions } from './defaults.js'
 export { createCodec, type Codec, type DecodedMessage } from './codec.js'
 export { FrameKind, parseFrame, FrameProblem, PROTOCOL_VERSION, type Frame, type FrameKindName, type StreamPosition } from './frames.js'
 export type { Link, LinkEvents, LinkHandler, LinkState } from './link.js'

@@ -17,7 +17,7 @@ import { join } from 'node:path'
 import { createError, ErrorCodes } from '../../errors.js'
 import { ActorSystem, type Ref } from '../../actors/index.js'
 import { createSupervisor, type ChildSpec } from '../../supervisors/index.js'
-import type { LinkOptionsInput, TlsServerConfig } from '../../transport/index.js'
+import { resolveLinkOptions, type LinkOptionsInput, type TlsServerConfig } from '../../transport/index.js'
 import { createIam, IamStore, type AdminKey, type EnsureOptions, type IamMessage, type Scope } from '../iam/index.js'
 import { createPlacementShard, type ShardMessage } from '../placement/index.js'
 import { createDirectory, type DirectoryMessage } from './directory.js'
@@ -107,6 +107,8 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
   if (options.joinToken !== undefined && !/^wrnj_[A-Za-z0-9_-]{32,}$/.test(options.joinToken)) {
     throw createError(ErrorCodes.INVALID_ARGUMENT, 'the join token must be wrnj_ followed by at least 32 of [A-Za-z0-9_-] (openssl rand -hex 32 makes the rest)', { field: 'joinToken' })
   }
+  // Checked before any actor starts: a gateway failing on them would say only that it stopped.
+  if (options.link !== undefined) resolveLinkOptions(options.link)
   const o = { ...ControlPlaneDefaults, ...options }
   const system = new ActorSystem({ name: CONTROL_PLANE })
   const log = options.logger ?? defaultLogger()
