@@ -177,12 +177,17 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
       await made.agent.setIdentity({ name, seed: randomBytes(MicrovmDefaults.seedBytes), timeMs: Date.now() })
       return made
     } catch (err) {
-      await made.agent.close().catch(() => {})
-      await destroyVm(made.vm).catch(() => {})
-      await made.cgroup?.remove().catch(() => {})
-      d.unjournal(id)
+      await unmake(id, made)
       throw err
     }
+  }
+
+  /** Ends a VM made here that failed after it answered: process, cgroup, journal record. */
+  async function unmake (id: string, made: MadeVm): Promise<void> {
+    await made.agent.close().catch(() => {})
+    await destroyVm(made.vm).catch(() => {})
+    await made.cgroup?.remove().catch(() => {})
+    d.unjournal(id)
   }
 
   return {
@@ -219,10 +224,7 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
         await endSourceCommands(made.agent)
         return made
       } catch (err) {
-        await made.agent.close().catch(() => {})
-        await destroyVm(made.vm).catch(() => {})
-        await made.cgroup?.remove().catch(() => {})
-        d.unjournal(id)
+        await unmake(id, made)
         throw err
       }
     }
