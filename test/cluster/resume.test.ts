@@ -10,6 +10,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { microvmUnavailable } from '../../src/backends/microvm/index.js'
 import { containerUnavailable } from '../../src/cluster/index.js'
+import { ErrorCodes, isWarrenError } from '../../src/errors.js'
 import { connect, type CreateSpec, type Sandbox } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
 import { ALL_SCOPES, spawnNode, startTestControlPlane } from './harness.js'
@@ -102,7 +103,7 @@ ctest('kill -9 the node agent mid-command, restart it: every line arrives once, 
   await killNodeMidCommand(defer, 'rs1', { backend: 'container' }, 30_000)
 }))
 
-ctest('a sandbox paused mid-command, its node agent killed -9 and restarted: adopted paused, and at resume the command is taken up, every line once', timed(180_000, async (defer) => {
+ctest('a sandbox paused mid-command, its node agent killed -9 and restarted: adopted paused, and at resume the command is taken up, every line once (its stdin refused, saying why)', timed(180_000, async (defer) => {
   const dir = mkdtempSync(join(tmpdir(), 'warren-rsp-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))
   const cp = await startTestControlPlane()
@@ -115,7 +116,7 @@ ctest('a sandbox paused mid-command, its node agent killed -9 and restarted: ado
   defer(() => sb.kill().catch(() => {}))
 
   const n = 1000
-  const run = sb.spawn(['sh', '-c', numbered(n)])
+  const run = sb.spawn(['sh', '-c', numbered(n)], { openStdin: true })
   const out = follow(run)
   await waitFor(() => out.failed ?? out.text.includes('line 100\n'), 30_000, 'the command under way')
   await sb.pause()
@@ -125,6 +126,9 @@ ctest('a sandbox paused mid-command, its node agent killed -9 and restarted: ado
   defer(() => second.kill())
   await waitFor(() => sb.state === 'paused', 20_000, 'adopted paused')
   await sb.resume()
+  // Taken up, it streams on; what the old node held of its stdin is gone, and a write says so.
+  const write = await run.write('more\n').then(() => 'written', (err: unknown) => err)
+  assert.ok(isWarrenError(write, ErrorCodes.UNSUPPORTED) && write.details?.field === 'openStdin', String(write))
   await out.done
   assert.is(out.failed, undefined, 'the stream went on')
   assert.is(firstWrong(out.text, n), undefined)

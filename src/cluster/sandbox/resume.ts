@@ -6,6 +6,7 @@
  * from their last seq (docs/design.md, "Sandboxes outlive their node agent").
  */
 import type { Backend, ExecOptions } from '../../backends/types.js'
+import { createError, ErrorCodes } from '../../errors.js'
 import type { ExecOutput } from './exec-output.js'
 
 export const ResumeDefaults = {
@@ -20,4 +21,13 @@ export const ResumeDefaults = {
 export function resumeOf (backend: Backend, execId: string, output: ExecOutput): Pick<ExecOptions, 'resume'> {
   if (backend.resumableExecs !== true || Buffer.byteLength(execId) > ResumeDefaults.maxTagBytes) return {}
   return { resume: { tag: execId, onAck: (ack) => output.onAck(ack) } }
+}
+
+/**
+ * A command taken up after a node restart keeps running and streaming, but what its old node held
+ * of its stdin and terminal is gone: writes and resizes are refused, saying so.
+ * @throws WARREN_ERR_UNSUPPORTED naming the option
+ */
+export function refuseResumed (execId: string, field: 'openStdin' | 'pty'): never {
+  throw createError(ErrorCodes.UNSUPPORTED, `command ${execId} was taken up after a node restart: its ${field === 'pty' ? 'terminal cannot be resized' : 'stdin takes no more writes'}`, { field, execId })
 }

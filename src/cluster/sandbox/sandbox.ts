@@ -13,7 +13,7 @@ import type { BlobKind } from '../../images/index.js'
 import { parseArgv, placementRequestOf, type SandboxSpec } from '../spec.js'
 import { sandboxEnvironment } from '../spec-determinism.js'
 import { ExecOutput } from './exec-output.js'
-import { resumeOf } from './resume.js'
+import { refuseResumed, resumeOf } from './resume.js'
 import type { FileRequest, FilesLimits } from './file-requests.js'
 import { OutputPool, type ExecCredit } from './output-pool.js'
 import { expiryAfterResume, PauseControl, ttlDue } from './pause.js'
@@ -154,6 +154,8 @@ interface RunningExec {
   record: ExecRecording
   /** Its pseudo-terminal, when it runs on one. */
   terminal: ExecTerminalControl | undefined
+  /** Taken up after a node restart: its stdin and terminal stayed with the old node (see `refuseResumed`). */
+  resumed?: boolean
 }
 
 export class Sandbox extends Actor<SandboxMessage> {
@@ -227,6 +229,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       case 'exec-resize': {
         this.freeze.refuse('resize a terminal')
         const exec = this.running(m.execId)
+        if (exec.resumed === true) refuseResumed(m.execId, 'pty')
         if (exec.terminal === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `command ${m.execId} was not started with pty`, { field: 'pty' })
         exec.terminal.resize({ cols: m.cols, rows: m.rows })
         return true
@@ -234,6 +237,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       case 'stdin': {
         this.freeze.refuse('write to a command')
         const exec = this.running(m.execId)
+        if (exec.resumed === true) refuseResumed(m.execId, 'openStdin')
         if (exec.stdin === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `command ${m.execId} was not started with openStdin`, { field: 'openStdin' })
         const before = exec.stdin.received
         const ack = exec.stdin.write(m.offset, m.data, m.eof)
@@ -367,7 +371,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     const output = new ExecOutput(credit, this.args.meter, x.fromSeq)
     const abort = new AbortController()
     const record = this.args.trajectory.resumeExec(x.tag) ?? UNRECORDED
-    this.execs.set(x.tag, { output, abort, stdin: undefined, record, terminal: undefined })
+    this.execs.set(x.tag, { output, abort, stdin: undefined, record, terminal: undefined, resumed: true })
     const started = Date.now()
     const run = backend.reattach(this.handle!, x.tag, {
       fromSeq: x.fromSeq,
