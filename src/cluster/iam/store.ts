@@ -158,7 +158,10 @@ export class IamStore {
     const change = checkQuotas(quotas)
     const next = this.db.transaction(() => {
       const row = this.sql.tenant.get(tenant)
-      const q: Quotas = { ...(row !== undefined ? quotasOfRow(row) : QuotaDefaults), ...change }
+      // A rate given alone brings its burst with it (one second's worth, at least 1): keeping the
+      // default burst of 20,000 would let a tenant limited to 5 a second create 20,000 at once.
+      const burst = change.createsPerSecond !== undefined && change.createBurst === undefined ? { createBurst: Math.max(1, change.createsPerSecond) } : {}
+      const q: Quotas = { ...(row !== undefined ? quotasOfRow(row) : QuotaDefaults), ...change, ...burst }
       this.sql.putTenant.run(tenant, q.maxSandboxes, q.createsPerSecond, q.createBurst)
       return q
     })()
