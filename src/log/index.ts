@@ -136,3 +136,4 @@ function prettyStream (destination: DestinationStream | undefined): DestinationS
 
 export { errorField } from './error-field.js'
 export { watchSystem, idsOfAddress, DeadLetterLogDefaults, type SystemWatch } from './system-events.js'
+export { createLogWindows, type LogWindows, type LogWindowSinks } from './log-window.js'

@@ -10,6 +10,7 @@
 import type { ActorSystem, DeadLetter, DeadLetterReason, SupervisorRestart } from '../actors/index.js'
 import { ErrorCodes, isWarrenError } from '../errors.js'
 import type { Logger } from 'pino'
+import { createLogWindows } from './log-window.js'
 import { errorField } from './error-field.js'
 
 export const DeadLetterLogDefaults = {
@@ -51,8 +52,6 @@ function messageType (message: unknown): string | undefined {
   return typeof t === 'string' ? t.slice(0, 64) : undefined
 }
 
-interface Window { count: number, recipients: Set<string>, timer: NodeJS.Timeout }
-
 /**
  * Attaches the log's listeners to a system.
  * @param system the actor system (the control plane's, a node's)
@@ -62,7 +61,6 @@ interface Window { count: number, recipients: Set<string>, timer: NodeJS.Timeout
  *   listen is the command's own error): its failures and restarts are not logged again
  */
 export function watchSystem (system: ActorSystem, log: Logger, windowMs = DeadLetterLogDefaults.windowMs, told?: (address: string) => boolean): SystemWatch {
-  const windows = new Map<DeadLetterReason, Window>()
 
   const onFailed = ({ address, error }: { address: string, error: unknown }): void => {
     if (told?.(address) === true) return
@@ -77,30 +75,14 @@ export function watchSystem (system: ActorSystem, log: Logger, windowMs = DeadLe
     log.warn({ supervisor: e.supervisor, child: e.child, cause: e.reason, ...(e.delayMs !== undefined ? { delayMs: e.delayMs } : {}), ...idsOfAddress(e.child.includes('/') ? e.child : `${e.supervisor.split('/')[0]}/${e.child}`) },
       e.delayMs !== undefined ? 'supervisor restarts a child after a backoff' : 'supervisor restarted a child')
   }
-  const summarize = (reason: DeadLetterReason): void => {
-    const w = windows.get(reason)
-    if (w === undefined) return
-    if (w.count === 0) { windows.delete(reason); return }
-    log[DEAD_LETTER_LEVEL[reason]]({ reason, count: w.count, windowMs, recipients: [...w.recipients] }, `${w.count} more dead letters (${reason})`)
-    // Still flooding: the next summary in a window's time; a quiet window ends them.
-    windows.set(reason, open(reason))
-  }
-  const open = (reason: DeadLetterReason): Window => {
-    const timer = setTimeout(() => summarize(reason), windowMs)
-    timer.unref()
-    return { count: 0, recipients: new Set(), timer }
-  }
-  const onDeadLetter = (d: DeadLetter): void => {
-    const w = windows.get(d.reason)
-    if (w !== undefined) {
-      w.count++
-      if (w.recipients.size < DeadLetterLogDefaults.maxRecipients) w.recipients.add(d.recipient)
-      return
-    }
-    const type = messageType(d.message)
-    log[DEAD_LETTER_LEVEL[d.reason]]({ reason: d.reason, recipient: d.recipient, ...idsOfAddress(d.recipient), ...(type !== undefined ? { messageType: type } : {}) }, `dead letter (${d.reason})`)
-    windows.set(d.reason, open(d.reason))
-  }
+  const deadLetters = createLogWindows<DeadLetterReason, DeadLetter>(windowMs, {
+    first: (reason, d) => {
+      const type = messageType(d.message)
+      log[DEAD_LETTER_LEVEL[reason]]({ reason, recipient: d.recipient, ...idsOfAddress(d.recipient), ...(type !== undefined ? { messageType: type } : {}) }, `dead letter (${reason})`)
+    },
+    summary: (reason, count, recipients) => log[DEAD_LETTER_LEVEL[reason]]({ reason, count, windowMs, recipients }, `${count} more dead letters (${reason})`)
+  }, DeadLetterLogDefaults.maxRecipients)
+  const onDeadLetter = (d: DeadLetter): void => deadLetters.note(d.reason, d, d.recipient)
 
   system.on('actorFailed', onFailed)
   system.on('supervisorRestart', onRestart)
@@ -110,11 +92,7 @@ export function watchSystem (system: ActorSystem, log: Logger, windowMs = DeadLe
       system.off('actorFailed', onFailed)
       system.off('supervisorRestart', onRestart)
       system.off('deadLetter', onDeadLetter)
-      for (const [reason, w] of windows) {
-        clearTimeout(w.timer)
-        if (w.count > 0) log[DEAD_LETTER_LEVEL[reason]]({ reason, count: w.count, recipients: [...w.recipients] }, `${w.count} more dead letters (${reason})`)
-      }
-      windows.clear()
+      deadLetters.close()
     }
   }
 }

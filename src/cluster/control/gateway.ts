@@ -25,7 +25,7 @@ import type { SnapshotIndexMessage } from './snapshot-index.js'
 import type { CreationSeries } from './creation-series.js'
 import { createPageRoutes } from '../../web/page-routes.js'
 import type { AuditSink } from '../audit/index.js'
-import type { Logger } from '../../log/index.js'
+import { createLogWindows, type Logger, type LogWindows } from '../../log/index.js'
 import type { ControlMetrics } from '../metrics/index.js'
 import { createWebRoutes } from '../../web/index.js'
 import { controlPlaneReadiness } from './readiness.js'
@@ -69,7 +69,7 @@ export interface GatewayOptions {
 type Peer = { kind: 'user', principal: Principal } | { kind: 'node' }
 
 export const GatewayDefaults = {
-  /** Refused sockets are logged at most once this often (with how many since the last line). */
+  /** Refused sockets: the first of a flood is logged, then one line with the count this often while it lasts. */
   refusedLogEveryMs: 60_000
 }
 
@@ -83,6 +83,8 @@ export const CLIENT_ADDRESS = 'client'
 
 export class Gateway extends Actor<GatewayMessage> {
   private server: LinkServer | undefined
+  /** Refused sockets, logged a window at a time (src/log/log-window.ts). */
+  private refusals: LogWindows<'address' | 'total', string> | undefined
   private http: Server | undefined
   private blobs: BlobRoutes | undefined
   private readonly nodeLinks = new Map<string, Link>()
@@ -119,17 +121,13 @@ export class Gateway extends Actor<GatewayMessage> {
       authenticate: (token) => this.authenticate(token),
       handler: (link) => (link.principal as Peer).kind === 'node' ? this.nodeHandler(link) : this.userHandler(link)
     })
-    // A crowd of sockets is one line a minute, not one per socket.
-    let refusedSince = 0
-    let refusedCount = 0
-    this.server.on('socketRefused', (address, why) => {
-      refusedCount++
-      const now = Date.now()
-      if (now - refusedSince < GatewayDefaults.refusedLogEveryMs) return
-      this.o.log?.warn({ code: ErrorCodes.OVERLOADED, address, bound: why === 'address' ? 'maxSocketsPerAddress' : 'maxSockets', refused: refusedCount }, 'sockets refused: too many open')
-      refusedSince = now
-      refusedCount = 0
+    // A crowd of sockets is a line at its start and one a minute while it lasts, every socket counted.
+    const boundOf = (why: 'address' | 'total'): string => why === 'address' ? 'maxSocketsPerAddress' : 'maxSockets'
+    this.refusals = createLogWindows<'address' | 'total', string>(GatewayDefaults.refusedLogEveryMs, {
+      first: (why, address) => this.o.log?.warn({ code: ErrorCodes.OVERLOADED, address, bound: boundOf(why), refused: 1 }, 'sockets refused: too many open'),
+      summary: (why, refused, addresses) => this.o.log?.warn({ code: ErrorCodes.OVERLOADED, addresses, bound: boundOf(why), refused, windowMs: GatewayDefaults.refusedLogEveryMs }, 'sockets refused: too many open')
     })
+    this.server.on('socketRefused', (address, why) => this.refusals?.note(why, address, address))
     await new Promise<void>((resolve, reject) => {
       this.http!.once('error', (err) => { this.o.onListenError?.(err); reject(err) })
       this.http!.listen(this.o.port, this.o.host, () => { this.http!.off('error', reject); resolve() })
@@ -236,6 +234,7 @@ export class Gateway extends Actor<GatewayMessage> {
   async postStop (): Promise<void> {
     this.unroute?.()
     this.blobs?.close()
+    this.refusals?.close()
     await this.server?.close()
     this.http?.closeAllConnections()
     await new Promise<void>((resolve) => { if (this.http?.listening === true) this.http.close(() => resolve()); else resolve() })
