@@ -96,6 +96,9 @@ async function killNodeMidCommand (defer: (fn: () => unknown) => void, nodeId: s
   assert.is((await run.wait()).exitCode, 0)
   const step = await waitFor(async () => (await sb.trajectory()).steps.find((st) => st.kind === 'exec' && st.execId === run.execId && st.endedAt !== undefined), 10_000, 'the step final')
   assert.equal(step.kind === 'exec' ? [step.exitCode, step.reason, typeof step.resumedAt] : undefined, [0, undefined, 'number'], 'taken up, not closed as lost')
+  // The step records the whole output: what came before the kill from the old agent's journal.
+  const recorded = step.kind === 'exec' && step.stdout?.data !== undefined ? new TextDecoder().decode(step.stdout.data) : ''
+  assert.is(firstWrong(recorded, n), undefined, `the step's stdout (${recorded.length} bytes) is every line once`)
   return sb
 }
 
@@ -172,6 +175,8 @@ ctest('kill -9 the whole warren up mid-command, start it again on its data dir: 
   assert.ok(steps.some((st) => st.kind === 'exec' && st.execId === run.execId), 'the command is in the trajectory')
   const step = await waitFor(async () => (await again.trajectory()).steps.find((st) => st.kind === 'exec' && st.execId === run.execId && st.endedAt !== undefined), 30_000, 'the step final')
   assert.equal(step.kind === 'exec' ? [step.exitCode, step.reason, typeof step.resumedAt] : undefined, [0, undefined, 'number'], 'taken up, not closed as lost')
+  const recorded = step.kind === 'exec' && step.stdout?.data !== undefined ? new TextDecoder().decode(step.stdout.data) : ''
+  assert.is(firstWrong(recorded, n), undefined, `the step's stdout (${recorded.length} bytes) is every line once`)
   await again.kill()
   await second.kill('SIGTERM')
 }))

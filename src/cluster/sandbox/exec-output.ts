@@ -84,6 +84,9 @@ export class ExecOutput {
     this.ackListener = ack
   }
 
+  /** The seq the next chunk gets. */
+  get seq (): number { return this.nextSeq }
+
   /** Appends a chunk and wakes readers waiting for it. */
   append (stream: StreamName, data: Uint8Array): void {
     if (data.byteLength === 0) return

@@ -7,6 +7,7 @@
  */
 import type { Backend, ExecOptions } from '../../backends/types.js'
 import { createError, ErrorCodes } from '../../errors.js'
+import type { ExecRecording } from '../trajectory/index.js'
 import type { ExecOutput } from './exec-output.js'
 
 export const ResumeDefaults = {
@@ -30,4 +31,18 @@ export function resumeOf (backend: Backend, execId: string, output: ExecOutput):
  */
 export function refuseResumed (execId: string, field: 'openStdin' | 'pty'): never {
   throw createError(ErrorCodes.UNSUPPORTED, `command ${execId} was taken up after a node restart: its ${field === 'pty' ? 'terminal cannot be resized' : 'stdin takes no more writes'}`, { field, execId })
+}
+
+/**
+ * A command's output callbacks: each chunk to its output (where its consumer pulls it), then to
+ * its step with the output seqs it took, so a resumable command's journal can be cut where its
+ * consumer was (trajectory/output-journal.ts).
+ */
+export function outputHandlers (output: ExecOutput, record: ExecRecording): Pick<ExecOptions, 'onStdout' | 'onStderr'> {
+  const to = (stream: 'stdout' | 'stderr') => (chunk: Uint8Array): void => {
+    const first = output.seq
+    output.append(stream, chunk)
+    record.output(stream, chunk, { first, end: output.seq })
+  }
+  return { onStdout: to('stdout'), onStderr: to('stderr') }
 }

@@ -24,7 +24,12 @@ export function decodeValue<T> (bytes: Uint8Array): T {
 
 /** A record as its log file holds it: length, then msgpack. */
 export function frameRecord (record: LogRecord): { framed: Buffer, body: Buffer } {
-  const body = encodeValue(record)
+  return frameValue(record)
+}
+
+/** Any value framed as a log's records are (output journals use it too). */
+export function frameValue (value: unknown): { framed: Buffer, body: Buffer } {
+  const body = encodeValue(value)
   const framed = Buffer.allocUnsafe(LENGTH_BYTES + body.length)
   framed.writeUInt32BE(body.length, 0)
   body.copy(framed, LENGTH_BYTES)

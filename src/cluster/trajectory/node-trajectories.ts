@@ -59,6 +59,11 @@ export interface OpenTrajectory {
   resumable?: string[] | 'unfinished'
 }
 
+/** A sandbox's journal paths, by step seq: `<dir>/<sandboxId>.<seq>.out`. */
+function journalPathOf (dir: string, sandboxId: string): (stepSeq: number) => string {
+  return (stepSeq) => join(dir, `${sandboxId}.${stepSeq}.out`)
+}
+
 /** The layers a sandbox stands on, bottom first, as its header records them. */
 export function headerLayers (spec: SandboxSpec): string[] {
   const layers = placementRequestOf(spec).layers
@@ -73,6 +78,8 @@ export class NodeTrajectories {
   /** Logs a previous agent left, until a re-adopted sandbox claims its own. */
   private readonly found = new Map<string, ScannedLog>()
   private readonly spillDir: string
+  /** Resumable commands' output journals (output-journal.ts), on a node with a data dir. */
+  private readonly journalDir: string | undefined
   private spilled = 0
   /** What the logs without a file hold together. */
   private readonly memory = new RecordBudget(NodeLogDefaults.maxMemoryBytes)
@@ -86,9 +93,13 @@ export class NodeTrajectories {
       // Bytes a previous agent was recording when it died: no step will ever carry them.
       rmSync(this.spillDir, { recursive: true, force: true })
       mkdirSync(this.spillDir, { mode: 0o700 })
+      // Kept across restarts: a re-adopted command's step takes up its journal.
+      this.journalDir = join(o.dir, 'journals')
+      mkdirSync(this.journalDir, { recursive: true, mode: 0o700 })
       this.scan(o.dir)
     } else {
       this.spillDir = mkdtempSync(join(tmpdir(), `warren-trajectory-${o.nodeId}-`))
+      this.journalDir = undefined
     }
   }
 
@@ -127,6 +138,7 @@ export class NodeTrajectories {
     return new SandboxRecorder({
       log, shipper: this.shipper, budget: new RecordBudget(this.limits.maxRecordedBytes, recorded), push: this.o.pushBlob,
       spillPath: () => join(this.spillDir, `${t.sandboxId}-${++this.spilled}`), limits: this.limits,
+      ...(this.journalDir !== undefined && t.durable === true ? { journalPath: journalPathOf(this.journalDir, t.sandboxId) } : {}),
       nextSeq, unfinished, ...(t.resumable !== undefined ? { resumable: t.resumable === 'unfinished' ? t.resumable : new Set(t.resumable) } : {}), closeWaitMs: NodeTrajectoryDefaults.closeWaitMs, flushWaitMs: NodeTrajectoryDefaults.flushWaitMs
     })
   }
@@ -145,6 +157,13 @@ export class NodeTrajectories {
       if (log !== undefined) this.shipper.poke(log)
     }
     this.found.clear()
+    // Journals of sandboxes gone with the old agent, or whose steps ended as it died.
+    if (this.journalDir !== undefined) {
+      for (const name of readdirSync(this.journalDir)) {
+        const id = /^(.+)\.\d+\.out$/.exec(name)?.[1]
+        if (id === undefined || this.logs.get(id)?.ended !== false) rmSync(join(this.journalDir, name), { force: true })
+      }
+    }
   }
 
   /** The control link joined (again): what is not acknowledged goes now. */

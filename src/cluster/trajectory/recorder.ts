@@ -4,16 +4,19 @@
  * written when it starts and again, final, when it ends, with what it recorded; a final record
  * waits for its bytes to reach the blob store when they are too many to go inline.
  */
+import { rmSync } from 'node:fs'
 import type { EgressEvent, ExecResult, TerminalSize } from '../../backends/types.js'
 import { encodeValue } from './codec.js'
 import type { NodeLog } from './node-log.js'
+import { OutputJournal, type JournaledOutput, type OutputSeqs } from './output-journal.js'
 import { BytesRecorder, type PushBlob, type RecordBudget } from './recorded-bytes.js'
 import type { TrajectoryShipper } from './shipper.js'
 import type { ExecStep, RecordedBytes, Step, StepBody, TrajectoryLimits } from './types.js'
 
 /** What a running command adds to its step. */
 export interface ExecRecording {
-  output (stream: 'stdout' | 'stderr', chunk: Uint8Array): void
+  /** A chunk of output; `seqs`: the output seqs it took (a resumable command's journal is cut by them). */
+  output (stream: 'stdout' | 'stderr', chunk: Uint8Array, seqs?: OutputSeqs): void
   /** Bytes of stdin the command was given (up front, or as `stdin` messages). */
   stdin (bytes: Uint8Array): void
   end (result: ExecResult): void
@@ -27,6 +30,8 @@ export interface ExecAsked {
   pty?: TerminalSize
   /** Given up front. */
   stdin?: Uint8Array
+  /** It can outlive the node agent: its output is journaled on a durable log (output-journal.ts). */
+  resumable?: boolean
 }
 
 export interface RecorderDeps {
@@ -36,6 +41,8 @@ export interface RecorderDeps {
   push: PushBlob | undefined
   /** A fresh file path on the node for bytes beyond what goes inline. */
   spillPath: () => string
+  /** Where a resumable command's output journal is kept, by its step's seq; undefined: no journals (the log is not durable). */
+  journalPath?: (stepSeq: number) => string
   limits: TrajectoryLimits
   nextSeq: number
   /** Steps a previous agent began and never made final: final now (a command as `lost`). */
@@ -74,16 +81,23 @@ export class SandboxRecorder {
    * Goes on with the step of a command that outlived the node agent (the sandbox took it up):
    * its output from now on is recorded, and `resumedAt` says so. Undefined when it has no step.
    */
-  resumeExec (execId: string): ExecRecording | undefined {
+  resumeExec (execId: string, fromSeq?: number): ExecRecording | undefined {
     const step = this.resumable.get(execId)
     if (step === undefined || this.ended) return undefined
     this.resumable.delete(execId)
-    return this.follow({ ...step, resumedAt: Date.now() }, undefined)
+    // What the old agent had recorded of its output below the consumer's seq, from its journal.
+    const path = this.d.journalPath?.(step.seq)
+    const found = path !== undefined && fromSeq !== undefined ? OutputJournal.reopen(path, fromSeq, this.d.limits.maxRecordedBytes) : undefined
+    return this.follow({ ...step, resumedAt: Date.now() }, undefined, found)
   }
 
   /** Steps of commands that outlived the agent but were not taken up: final, as `lost`. */
   settleResumable (): void {
-    for (const step of this.resumable.values()) this.record({ ...step, endedAt: Date.now(), reason: 'lost' }, true)
+    for (const step of this.resumable.values()) {
+      const path = this.d.journalPath?.(step.seq)
+      if (path !== undefined) rmSync(path, { force: true })
+      this.record({ ...step, endedAt: Date.now(), reason: 'lost' }, true)
+    }
     this.resumable.clear()
   }
 
@@ -100,14 +114,17 @@ export class SandboxRecorder {
       ...(asked.pty !== undefined ? { pty: { cols: asked.pty.cols, rows: asked.pty.rows } } : {})
     }
     if (!this.begin(begun)) return { output () {}, stdin () {}, end () {} }
-    return this.follow(begun, asked.stdin)
+    const path = asked.resumable === true ? this.d.journalPath?.(begun.seq) : undefined
+    return this.follow(begun, asked.stdin, path !== undefined ? { journal: OutputJournal.create(path, this.d.limits.maxRecordedBytes), kept: undefined } : undefined)
   }
 
   /** Records a begun command's bytes as it runs, and its step final when it ends. */
-  private follow (begun: ExecStep, upFront: Uint8Array | undefined): ExecRecording {
+  private follow (begun: ExecStep, upFront: Uint8Array | undefined, journaled?: { journal: OutputJournal, kept: JournaledOutput[] | undefined }): ExecRecording {
     const asked = { stdin: upFront }
     const streams = { stdin: this.bytes(), stdout: this.bytes(), stderr: this.bytes() }
     if (asked.stdin !== undefined) streams.stdin.write(asked.stdin)
+    for (const k of journaled?.kept ?? []) streams[k.stream].write(k.data)
+    const journal = journaled?.journal
     // The fields beside the bytes (argv, env) count towards a step's size too.
     const baseBytes = encodeValue(begun).length
     let done = false
@@ -116,6 +133,7 @@ export class SandboxRecorder {
     const end = (result: ExecResult | undefined): void => {
       if (done) return
       done = true
+      journal?.remove()
       this.running.delete(begun.seq)
       this.track((async () => {
         const inline = streams.stdin.bytes + streams.stdout.bytes + streams.stderr.bytes
@@ -134,7 +152,11 @@ export class SandboxRecorder {
     }
     this.running.set(begun.seq, { end, ended })
     return {
-      output: (stream, chunk) => { if (!done) streams[stream].write(chunk) },
+      output: (stream, chunk, seqs) => {
+        if (done) return
+        streams[stream].write(chunk)
+        if (seqs !== undefined) journal?.write(seqs, stream, chunk)
+      },
       stdin: (bytes) => { if (!done) streams.stdin.write(bytes) },
       end: (result) => end(result)
     }
