@@ -144,6 +144,8 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
     let written: string | undefined
     // A deployment's admin key comes from its secret too, when it declares one.
     const declared = process.env.WARREN_ADMIN_KEY !== undefined && process.env.WARREN_ADMIN_KEY !== '' ? process.env.WARREN_ADMIN_KEY : undefined
+    // Read once: the processes this one starts (the layer server) inherit no admin key.
+    delete process.env.WARREN_ADMIN_KEY
     const admin = await cp.adminKey({
       rotate: flags['rotate-admin-key'] === true,
       ...(declared !== undefined ? { declared } : {}),

@@ -435,7 +435,8 @@ const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isS
 function isRetainedExec (v: unknown): v is AgentRetainedExec {
   if (typeof v !== 'object' || v === null) return false
   const x = v as Record<string, unknown>
-  return isCount(x.id) && isCount(x.pid) && isCount(x.seq) && isCount(x.acked) && x.acked <= x.seq &&
+  // Ids past 2^32 are no agent's (it numbers from the host's ids), and would stall this client's own numbering.
+  return isCount(x.id) && x.id < 2 ** 32 && isCount(x.pid) && isCount(x.seq) && isCount(x.acked) && x.acked <= x.seq &&
     typeof x.tag === 'string' && x.tag.length > 0 && Buffer.byteLength(x.tag) <= AgentLimits.maxTag &&
     typeof x.ended === 'boolean' && typeof x.attached === 'boolean'
 }

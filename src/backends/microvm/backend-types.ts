@@ -44,7 +44,7 @@ export interface MicrovmBackendOptions {
 
 export interface MicrovmBackend extends Backend {
   /** VMs alive, ready ones in the pool, templates kept. */
-  status (): { live: number, pooled: number, templates: number, accel: 'kvm' | 'tcg' }
+  status (): { live: number, pooled: number, templates: number, memoryTemplates: number, accel: 'kvm' | 'tcg' }
   /** The guest's files, made on first call (creates wait for it too). */
   guest (): Promise<GuestImage>
   /** The QEMU process and host directory of a live VM, for inspection; undefined once it is gone. */

@@ -74,8 +74,13 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
   const journal = new Journal<JournalEntry>(join(options.dataDir, 'journal'))
   const egressRouting = createEgressRouting(options.egress)
   // Made even when templates are off: adopt clears what a previous process left in its directory.
-  const templateStore = createTemplateStore(options.templateDir ?? `${runDir}-templates`, MicrovmDefaults.maxTemplates)
+  const templateDir = options.templateDir ?? `${runDir}-templates`
+  const templateStore = createTemplateStore(templateDir, MicrovmDefaults.maxTemplates)
   const templates = options.templates === false ? undefined : templateStore
+  // Memory snapshots made shareable: a store of their own, so a tenant forking many snapshots
+  // neither evicts the shapes' templates nor pins more than its bound of guest RAM.
+  const memoryStore = createTemplateStore(`${templateDir}-memory`, MicrovmDefaults.maxMemoryTemplates)
+  const memoryTemplates = options.templates === false ? undefined : memoryStore
   const live = new Map<string, Live>()
   /** Who hears when a VM ends by itself (Backend.onGone) and of its egress (Backend.onEgress). */
   const events = createSandboxEvents()
@@ -97,7 +102,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
   }
 
   const launcher = createVmLauncher({
-    runDir, accel, cpu, tscKhz: accel === 'tcg' ? hostTscKhz() : undefined, extraCmdline: options.extraCmdline, cgroups: options.cgroups, guest, templates,
+    runDir, accel, cpu, tscKhz: accel === 'tcg' ? hostTscKhz() : undefined, extraCmdline: options.extraCmdline, cgroups: options.cgroups, guest, templates, memoryTemplates,
     journal: (vm, refs) => journal.write(vm.id, { vm, meta: undefined, claimed: false, refs }),
     unjournal: (id) => journal.remove(id),
     onTemplateFailure: (err) => options.onProgress?.(`a VM template failed, booting instead: ${(err as Error).message}`)
@@ -316,6 +321,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       }
       // Templates of the old agent: this one makes its own (adopted VMs keep the pages they map).
       await templateStore.clear().catch(() => {})
+      await memoryStore.clear().catch(() => {})
       // A group that will not go is no reason to keep the node from starting.
       await options.cgroups?.reclaimOrphans?.(keep).catch(() => {})
       // The layer server outlived the old agent: it learns which of its layers' users survived.
@@ -395,12 +401,13 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       await Promise.all([...live.values()].map(reclaim))
       live.clear()
       await templateStore.close().catch(() => {})
+      await memoryStore.close().catch(() => {})
       await rmdir(runDir).catch(() => {}) // only when empty
       await options.cgroups?.close?.().catch(() => {})
     },
 
     status () {
-      return { live: live.size, pooled: pool.size, templates: templates?.size ?? 0, accel }
+      return { live: live.size, pooled: pool.size, templates: templates?.size ?? 0, memoryTemplates: memoryTemplates?.size ?? 0, accel }
     },
 
     vm: (handle) => live.get(handle.id)?.vm,

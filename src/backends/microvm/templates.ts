@@ -68,6 +68,8 @@ function isRamfs (dir: string): boolean {
  */
 export function createTemplateStore (dir: string, max: number): TemplateStore {
   const kept = new Map<string, Promise<VmTemplate>>()
+  /** Keys whose template is being made: never dropped from under their build. */
+  const building = new Set<string>()
   let mounted: Promise<void> | undefined
   let closed = false
 
@@ -107,12 +109,13 @@ export function createTemplateStore (dir: string, max: number): TemplateStore {
         return t
       })()
       kept.set(key, work)
+      building.add(key)
       // A failed build is not remembered: the next create tries again.
-      work.catch(() => { if (kept.get(key) === work) void drop(key) })
-      while (kept.size > max) {
-        const oldest = kept.keys().next().value as string
-        if (oldest === key) break
-        await drop(oldest)
+      work.then(() => building.delete(key), () => { building.delete(key); if (kept.get(key) === work) void drop(key) })
+      // Past the bound, the least recently used that is made goes (one being made waits its turn).
+      for (const oldest of [...kept.keys()]) {
+        if (kept.size <= max) break
+        if (oldest !== key && !building.has(oldest)) await drop(oldest)
       }
       const t = await work
       if (closed) { await drop(key); throw new Error('the template store closed') }

@@ -30,6 +30,8 @@ export interface VmLaunchDeps {
   guest: () => Promise<GuestImage>
   /** Saved VMs to restore from; undefined: every VM boots. */
   templates: TemplateStore | undefined
+  /** Memory snapshots made shareable, bounded apart from the templates; undefined: every fork loads the whole stream. */
+  memoryTemplates: TemplateStore | undefined
   /** Journals a VM that is starting (unclaimed), or forgets it (undefined). */
   journal: (vm: LaunchedVm, refs: string[]) => void
   unjournal: (id: string) => void
@@ -141,13 +143,13 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
   /**
    * A memory snapshot's state made shareable on this node, once (launcher.ts `reshareMemoryState`):
    * its RAM a file on the templates' ramfs, its machine state saved beside it without the RAM.
-   * Kept and bounded with the templates; undefined when templates are off or it failed.
+   * Kept in a store of their own (`memoryTemplates`); undefined when that is off or it failed.
    */
   async function memoryTemplate (shape: VmShape, stateFile: string): Promise<VmTemplate | undefined> {
-    if (broken || d.templates === undefined) return undefined
+    if (d.memoryTemplates === undefined) return undefined
     const key = templateKey({ memory: basename(stateFile), shape: templateKeyOf(shape, await d.guest(), `${d.accel}:${d.cpu}`, d.extraCmdline) })
     try {
-      return await d.templates.get(key, async (files) => {
+      return await d.memoryTemplates.get(key, async (files) => {
         const id = `m${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`
         await inCgroups(id, shape, TEMPLATE_NAME, async (opts, cgroup) => {
           try {
@@ -159,7 +161,8 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
         })
       })
     } catch (err) {
-      failed(err)
+      // Not counted towards turning templates off: a snapshot is a tenant's, and so is its failure.
+      d.onTemplateFailure?.(err)
       return undefined
     }
   }
@@ -214,9 +217,10 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
       if (shared !== undefined) {
         try {
           made = await restore(id, shape, name, { stateFile: shared.stateFile, memoryFile: shared.memoryFile, hangsUp: true })
-          failures = 0
         } catch (err) {
-          failed(err) // and it loads the whole stream below
+          // And it loads the whole stream below. A guest that does not answer is its tenant's
+          // failure: it does not count towards turning the node's templates off.
+          d.onTemplateFailure?.(err)
         }
       }
       made ??= await restore(id, shape, name, { stateFile })

@@ -13,7 +13,7 @@ import type { BlobKind } from '../../images/index.js'
 import { parseArgv, placementRequestOf, type SandboxSpec } from '../spec.js'
 import { sandboxEnvironment } from '../spec-determinism.js'
 import { ExecOutput } from './exec-output.js'
-import { refuseResumed, resumeOf } from './resume.js'
+import { outputHandlers, refuseResumed, resumeOf } from './resume.js'
 import type { FileRequest, FilesLimits } from './file-requests.js'
 import { OutputPool, type ExecCredit } from './output-pool.js'
 import { expiryAfterResume, PauseControl, ttlDue } from './pause.js'
@@ -311,7 +311,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       throw createError(ErrorCodes.INVALID_ARGUMENT, 'execId must be a short string', { field: 'execId' })
     }
     if (this.execs.has(execId)) return { execId } // a retried request after a reconnect: already running
-    const running = [...this.execs.values()].filter((e) => !e.output.finished).length
+    const running = this.runningCount()
     if (running >= SandboxDefaults.maxConcurrentExecs) {
       throw createError(ErrorCodes.OVERLOADED, `sandbox ${this.args.id} runs ${running} commands already`, { retryAfterMs: 100 })
     }
@@ -336,7 +336,8 @@ export class Sandbox extends Actor<SandboxMessage> {
     const credit = this.openCredit(maxOutputBytes)
     const output = new ExecOutput(credit, this.args.meter)
     const abort = new AbortController()
-    const record = unrecorded ? UNRECORDED : this.args.trajectory.exec(execId, argv, opts)
+    const resume = resumeOf(this.args.backend, execId, output)
+    const record = unrecorded ? UNRECORDED : this.args.trajectory.exec(execId, argv, { ...opts, resumable: resume.resume !== undefined })
     const terminal = opts.pty !== undefined ? new ExecTerminalControl(opts.pty) : undefined
     this.execs.set(execId, { output, abort, stdin, record, terminal })
     this.lastExecAt = Date.now()
@@ -351,13 +352,19 @@ export class Sandbox extends Actor<SandboxMessage> {
       ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
       ...(maxOutputBytes !== undefined ? { maxOutputBytes } : {}),
       ...(this.args.backend.outputCredit === true ? { credit } : {}),
-      ...resumeOf(this.args.backend, execId, output),
-      onStdout: (chunk) => { output.append('stdout', chunk); record.output('stdout', chunk) },
-      onStderr: (chunk) => { output.append('stderr', chunk); record.output('stderr', chunk) },
+      ...resume,
+      ...outputHandlers(output, record),
       signal: abort.signal
     })
     this.follow(run, output, record, started, stdin)
     return { execId }
+  }
+
+  /** Commands of this sandbox not finished yet. */
+  private runningCount (): number {
+    let n = 0
+    for (const e of this.execs.values()) if (!e.output.finished) n++
+    return n
   }
 
   /**
@@ -367,18 +374,20 @@ export class Sandbox extends Actor<SandboxMessage> {
   private reattach (x: AdoptedExec): void {
     const backend = this.args.backend
     if (backend.reattach === undefined || this.execs.has(x.tag)) return
+    // What the sandbox lists is its own to say (a VM's agent runs under the tenant's root): no more
+    // are taken up than it could have run, so it cannot hold more of the node's output buffer.
+    if (this.runningCount() >= SandboxDefaults.maxConcurrentExecs) return
     const credit = this.openCredit(undefined)
     const output = new ExecOutput(credit, this.args.meter, x.fromSeq)
     const abort = new AbortController()
-    const record = this.args.trajectory.resumeExec(x.tag) ?? UNRECORDED
+    const record = this.args.trajectory.resumeExec(x.tag, x.fromSeq) ?? UNRECORDED
     this.execs.set(x.tag, { output, abort, stdin: undefined, record, terminal: undefined, resumed: true })
     const started = Date.now()
     const run = backend.reattach(this.handle!, x.tag, {
       fromSeq: x.fromSeq,
       ...(backend.outputCredit === true ? { credit } : {}),
       ...resumeOf(backend, x.tag, output),
-      onStdout: (chunk) => { output.append('stdout', chunk); record.output('stdout', chunk) },
-      onStderr: (chunk) => { output.append('stderr', chunk); record.output('stderr', chunk) },
+      ...outputHandlers(output, record),
       signal: abort.signal
     }).catch((err: unknown): ExecResult => ({
       // Gone from the agent after all (it ended and its record expired): lost with the old node.

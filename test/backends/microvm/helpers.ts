@@ -138,9 +138,10 @@ export function registerLeftoverCheck (): void {
     const dir = await runDir()
     assert.equal(existsSync(dir) ? readdirSync(dir) : [], [], 'VM directories remain')
     await rm(dir, { recursive: true, force: true })
-    const templates = await templateDir()
-    assert.not.ok(mounted(templates), 'the templates\' ramfs is unmounted')
-    assert.not.ok(existsSync(templates), 'the templates\' directory is removed')
+    for (const templates of [await templateDir(), `${await templateDir()}-memory`]) {
+      assert.not.ok(mounted(templates), `the templates' ramfs ${templates} is unmounted`)
+      assert.not.ok(existsSync(templates), `the templates' directory ${templates} is removed`)
+    }
     for (const p of Object.values(detectLayout())) {
       const parent = join(p.mount, CGROUP_PARENT)
       if (existsSync(parent)) assert.equal(readdirSync(parent, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name), [], `groups under ${parent}`)
