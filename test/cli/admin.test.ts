@@ -51,10 +51,10 @@ test('token create/ls/revoke/rotate-admin and quota set/get/ls; the admin key su
   assert.ok(Math.abs((rows[0]!.expiresAt as number) - (Date.now() + 30 * 86_400_000)) < 60_000)
   assert.not.ok(json.stdout.includes(key.slice(17)))
 
-  // quotas
+  // quotas (a rate given alone brings a burst of one second's worth)
   const set = await warren(['quota', 'set', 'acme', '--max-sandboxes', '5', '--creates-per-second', '2'], { env })
   assert.is(set.status, 0, set.stderr)
-  assert.is(set.stdout, 'acme\tmaxSandboxes=5 createsPerSecond=2 createBurst=20000\n')
+  assert.is(set.stdout, 'acme\tmaxSandboxes=5 createsPerSecond=2 createBurst=2\n')
   assert.is((await warren(['quota', 'get', 'acme'], { env })).stdout, set.stdout)
   assert.is((await warren(['tenant', 'quotas', '--tenant', 'acme'], { env })).stdout, set.stdout)
   assert.ok((await warren(['quota', 'ls'], { env })).stdout.includes(set.stdout))
