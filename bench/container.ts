@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startControlPlane, startNode } from '../src/cluster/index.js'
 import { connect, type Sandbox } from '../src/sdk/index.js'
+import { p50 } from './figures.js'
 import { progress, progressDone } from './progress.js'
 
 const FRESH = 200
@@ -21,7 +22,6 @@ const RAW = 100
 /** Small reservations, so placement (CPU overcommit) is not what limits the run. */
 const SPEC = { backend: 'container' as const, limits: { cpus: 0.1, memoryMiB: 64 } }
 
-const p50 = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN
 const round = (x: number, d = 2): number => Number(x.toFixed(d))
 
 function rawCreate (layer: string, dir: string): number[] {

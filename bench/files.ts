@@ -15,12 +15,12 @@ import { join } from 'node:path'
 import { WebSocket, WebSocketServer } from 'ws'
 import { startControlPlane } from '../src/cluster/index.js'
 import { connect, FilesClientDefaults } from '../src/sdk/index.js'
+import { round } from './figures.js'
 import { progress, progressDone } from './progress.js'
 
 const MiB = 1024 * 1024
 const SIZE = Number(process.argv[2] ?? 1024) * MiB
 const BLOCK = 8 * MiB
-const round = (x: number, d = 1): number => Number(x.toFixed(d))
 
 /** A random 8 MiB block, each copy stamped with its index: the bench holds 8 MiB, not the file. */
 const block = randomBytes(BLOCK)

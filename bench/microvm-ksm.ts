@@ -18,6 +18,7 @@ import { join } from 'node:path'
 import { createCgroupProvider } from '../src/backends/container/index.js'
 import { createMicrovmBackend } from '../src/backends/microvm/index.js'
 import type { SandboxHandle } from '../src/backends/types.js'
+import { memAvailableKiB, processMemoryKiB, round, sleep } from './figures.js'
 import { progress, progressDone } from './progress.js'
 
 const N = Number(process.argv[2] ?? 20)
@@ -27,12 +28,9 @@ const KSM = '/sys/kernel/mm/ksm'
 /** How long KSM is given to scan everything twice, at most. */
 const MERGE_WAIT_MS = 180_000
 
-const round = (x: number, d = 1): number => Number(x.toFixed(d))
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 const ksm = (name: string): number => Number(readFileSync(join(KSM, name), 'utf8').trim())
 const setKsm = (name: string, value: number): void => writeFileSync(join(KSM, name), `${value}\n`)
-const memAvailableKiB = (): number => Number(/^MemAvailable:\s+(\d+)/m.exec(readFileSync('/proc/meminfo', 'utf8'))?.[1] ?? 0)
-const pssKiB = (pid: number): number => Number(/^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))?.[1] ?? 0)
+const pssKiB = (pid: number): number => processMemoryKiB(pid).pss
 const pageKiB = 4
 
 /** ksmd's CPU time so far, in clock ticks (user + system). */

@@ -16,12 +16,13 @@
  * so the forks have that much to share. Under TCG where KVM cannot run a stock guest (the JSON says which).
  * Its last line is one JSON object.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createCgroupProvider } from '../src/backends/container/index.js'
 import { createMicrovmBackend, type MicrovmBackend } from '../src/backends/microvm/index.js'
 import type { SandboxHandle } from '../src/backends/types.js'
+import { memAvailableKiB, p50, processMemoryKiB as memKiB, round, sleep } from './figures.js'
 import { progress, progressDone } from './progress.js'
 
 const FORKS = Number(process.argv[2] ?? 8)
@@ -30,16 +31,7 @@ const GUEST_DIR = process.env.WARREN_GUEST_DIR ?? '/var/tmp/warren-test-guest'
 /** 64 MiB of random bytes in the writable layer (a tmpfs in guest memory): pages no zero-page flag can stand for. */
 const TOUCH = 'head -c 67108864 /dev/urandom > /root/hold'
 
-const p50 = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN
-const round = (x: number, d = 1): number => Number(x.toFixed(d))
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
-const memAvailableKiB = (): number => Number(/^MemAvailable:\s+(\d+)/m.exec(readFileSync('/proc/meminfo', 'utf8'))?.[1] ?? 0)
 
-function memKiB (pid: number): { pss: number, rss: number } {
-  const t = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8')
-  const kib = (k: string): number => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(t)?.[1] ?? 0)
-  return { pss: kib('Pss'), rss: kib('Rss') }
-}
 
 /** FORKS VMs from `state` on `b`, alive at once: create times and memory, then all killed. */
 async function forks (b: MicrovmBackend, state: string, what: string): Promise<{ createMs: number[], pssMiB: number, rssMiB: number, hostMiB: number }> {

@@ -21,6 +21,7 @@ import { join } from 'node:path'
 import { createCgroupProvider, createContainerBackend, type ContainerBackend } from '../src/backends/container/index.js'
 import { createMicrovmBackend, type MicrovmBackend } from '../src/backends/microvm/index.js'
 import type { Backend, SandboxHandle } from '../src/backends/types.js'
+import { memAvailableKiB, p50, processMemoryKiB as memKiB, round, sleep } from './figures.js'
 import { progress, progressDone } from './progress.js'
 
 const N = Number(process.argv[2] ?? 100)
@@ -32,20 +33,7 @@ const VM_LIMITS = { cpus: 1, memoryMiB: 128, diskMiB: 16, pids: 64 }
 const CT_LIMITS = { cpus: 0.1, memoryMiB: 64, diskMiB: 16, pids: 64 }
 const GUEST_DIR = process.env.WARREN_GUEST_DIR ?? '/var/tmp/warren-test-guest'
 
-const p50 = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN
-const round = (x: number, d = 1): number => Number(x.toFixed(d))
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
-function memKiB (pid: number): { pss: number, rss: number } {
-  try {
-    const t = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8')
-    const kib = (k: string): number => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(t)?.[1] ?? 0)
-    return { pss: kib('Pss'), rss: kib('Rss') }
-  } catch {
-    return { pss: 0, rss: 0 }
-  }
-}
-const memAvailableKiB = (): number => Number(/^MemAvailable:\s+(\d+)/m.exec(readFileSync('/proc/meminfo', 'utf8'))?.[1] ?? 0)
 
 async function timedCreates (b: Backend, n: number, spec: Parameters<Backend['create']>[0], keep: SandboxHandle[]): Promise<number[]> {
   const times: number[] = []

@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startControlPlane, startNode } from '../src/cluster/index.js'
 import { connect } from '../src/sdk/index.js'
+import { p50, round } from './figures.js'
 import { progress, progressDone } from './progress.js'
 
 const RUNS = 5
@@ -22,8 +23,6 @@ const FORK = Number(process.argv[2] ?? 100)
 const STEPS = 50
 const SPEC = { backend: 'container' as const, limits: { cpus: 0.05, memoryMiB: 256, diskMiB: 1024 } }
 
-const p50 = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN
-const round = (x: number, d = 1): number => Number(x.toFixed(d))
 
 /** Raw baseline: mkfs.erofs of a host directory holding 100 MiB of random bytes. */
 function rawMkfs (dir: string): number[] {
