@@ -24,7 +24,7 @@ import { ContainerDefaults } from './defaults.js'
 import { Journal } from './journal.js'
 import { createFreezeControl, noFreezer, type FreezeControl } from './freeze-control.js'
 import { checkHostname, destroySandbox, launchSandbox, type LaunchedSandbox } from './launcher.js'
-import { reattachCommand, runCommand } from './exec.js'
+import { commandsAtFirstResume, reattachCommand, resumableCommands, runCommand } from './exec.js'
 import { cutSnapshot } from './snapshot.js'
 import { isAlive } from './proc.js'
 import { WarmPool } from './warm-pool.js'
@@ -246,7 +246,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
             // A frozen agent cannot answer; its socket still accepts (the kernel queues the connection).
             if (!paused) await agent.ping()
             // Its resumable commands ran on without us: the node takes them up (`reattach`).
-            const execs = paused ? [] : (await agent.listExecs()).map((x) => ({ tag: x.tag, fromSeq: x.acked, ended: x.ended }))
+            const execs = paused ? [] : await resumableCommands(agent)
             // The proxy lived in the old agent: a new one takes its socket's place in the same directory.
             const egress = await openEgress(launched, entry.egress ?? [])
             const record: JournalEntry = { ...entry, paused }
@@ -300,11 +300,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     async resume (handle) {
       const entry = find(handle)
       await entry.freezer.resume().catch((err: unknown) => { throw goneOr(handle, err) })
-      // Adopted paused, its agent could not be asked for its resumable commands: they are listed
-      // now, for the node to take up (listing also keeps new exec ids clear of theirs).
-      if (entry.unlisted !== true) return undefined
-      entry.unlisted = false
-      return (await entry.agent.listExecs().catch(() => [])).map((x) => ({ tag: x.tag, fromSeq: x.acked, ended: x.ended }))
+      return await commandsAtFirstResume(entry)
     },
 
     async snapshot (handle, opts = {}) {

@@ -6,7 +6,7 @@
  * apart from a kill is the backend's (`CommandEnds`); for a container, its cgroup's count.
  */
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
-import type { ExecOptions, ExecResult } from '../types.js'
+import type { AdoptedExec, ExecOptions, ExecResult } from '../types.js'
 import type { AgentClient } from './agent-client.js'
 import type { AgentExecution } from './agent-types.js'
 import type { SandboxCgroup } from './cgroup-types.js'
@@ -79,6 +79,25 @@ export async function reattachAgentCommand (agent: AgentClient, tag: string, opt
   } catch (err) {
     return await lost(err, started, ends)
   }
+}
+
+/**
+ * The resumable commands an agent keeps, as `adopt` and `resume` report them (`AdoptedExec`):
+ * each is taken up from the seq its last host acknowledged.
+ */
+export async function resumableCommands (agent: AgentClient): Promise<AdoptedExec[]> {
+  return (await agent.listExecs()).map((x) => ({ tag: x.tag, fromSeq: x.acked, ended: x.ended }))
+}
+
+/**
+ * At the first resume of a sandbox adopted paused (`unlisted`): its resumable commands, which its
+ * frozen agent could not list at adopt (listing also keeps new exec ids clear of theirs); later
+ * resumes, and an agent that does not answer, list none.
+ */
+export async function commandsAtFirstResume (entry: { unlisted?: boolean, agent: AgentClient }): Promise<AdoptedExec[] | undefined> {
+  if (entry.unlisted !== true) return undefined
+  entry.unlisted = false
+  return await resumableCommands(entry.agent).catch(() => [])
 }
 
 function handlersOf (opts: ExecOptions): { onStdout?: (c: Uint8Array) => void, onStderr?: (c: Uint8Array) => void } {

@@ -20,6 +20,7 @@ import { createError, ErrorCodes } from '../../errors.js'
 import { LayerStore } from '../../images/index.js'
 import type { SandboxCgroup } from '../container/backend.js'
 import { connectAgent, type AgentClient } from '../container/agent-client.js'
+import { commandsAtFirstResume, resumableCommands } from '../container/exec.js'
 import { agentSandboxFiles } from '../container/agent-files.js'
 import { createSandboxEvents } from '../sandbox-events.js'
 import { createEgressRouting, EGRESS_ENV } from '../container/egress.js'
@@ -230,7 +231,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       const e = await entryOf({ vm: entry.vm, agent, cgroup: options.cgroups?.open?.(entry.vm.id) }, entry.refs, record, paused)
       if (!paused) e.oomSeen = await guestOomKills(agent)
       // Its resumable commands ran on in the guest without us: the node takes them up (`reattach`).
-      const execs = paused ? [] : (await agent.listExecs()).map((x) => ({ tag: x.tag, fromSeq: x.acked, ended: x.ended }))
+      const execs = paused ? [] : await resumableCommands(agent)
       if (entry.egress !== undefined && entry.egress.length > 0) {
         e.egress = await openVmEgress(entry.vm, e.mux, entry.egress, egressRouting, egressOf(entry.vm.id))
         e.env = { ...EGRESS_ENV }
@@ -346,11 +347,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     async resume (handle) {
       const entry = find(handle)
       await entry.pause.resume().catch((err: unknown) => { throw goneOr(handle, err) })
-      // Adopted paused, its agent could not be asked for its resumable commands: they are listed
-      // now, for the node to take up (listing also keeps new exec ids clear of theirs).
-      if (entry.unlisted !== true) return undefined
-      entry.unlisted = false
-      return (await entry.agent.listExecs().catch(() => [])).map((x) => ({ tag: x.tag, fromSeq: x.acked, ended: x.ended }))
+      return await commandsAtFirstResume(entry)
     },
 
     async snapshot (handle, opts = {}) {

@@ -142,7 +142,7 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
 
   /**
    * A memory snapshot's state made shareable on this node, once (launcher.ts `reshareMemoryState`):
-   * its RAM a file on the templates' ramfs, its machine state saved beside it without the RAM.
+   * its RAM a file on a ramfs, its machine state saved beside it without the RAM.
    * Kept in a store of their own (`memoryTemplates`); undefined when that is off or it failed.
    */
   async function memoryTemplate (shape: VmShape, stateFile: string): Promise<VmTemplate | undefined> {

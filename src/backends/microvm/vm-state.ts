@@ -74,12 +74,13 @@ export async function saveVmState (qmpSocket: string, file: string, opts: { ram?
  * Loads the state saved in `file` into a QEMU started with `-incoming defer` (and the same
  * devices; for a template's state the RAM file mapped private), then runs its vCPUs (unless
  * `run: false`: it stays stopped): the guest goes on from the instant it was saved. A memory
- * snapshot's (`ram: 'in-stream'`, or `hangsUp`) was saved with its host connected: this waits
+ * snapshot's (`ram: 'in-stream'`, or made shareable: `hangUpVia`) was saved with its host
+ * connected (`hangUpVia`: the guest is made to hear it go, see `hangUpOnce`): this waits
  * until the guest has closed its agent port on hearing that connection end (QMP's
  * VSERPORT_CHANGE), so the node's connection is the guest's next, never the old one's stream
  * carried on (after `hangupTimeoutMs` it goes on all the same).
  */
-export async function loadVmState (qmpSocket: string, file: string, opts: { ram?: StateRam, timeoutMs?: number, hangsUp?: boolean, hangUpVia?: string, run?: boolean } = {}): Promise<void> {
+export async function loadVmState (qmpSocket: string, file: string, opts: { ram?: StateRam, timeoutMs?: number, hangUpVia?: string, run?: boolean } = {}): Promise<void> {
   const timeoutMs = opts.timeoutMs ?? MicrovmDefaults.stateTimeoutMs
   const qmp = await connectQmp(qmpSocket)
   try {
@@ -89,7 +90,7 @@ export async function loadVmState (qmpSocket: string, file: string, opts: { ram?
     await migrated(qmp, timeoutMs, 'loading the VM\'s state')
     if (opts.run === false) return
     let stop: () => void = () => {}
-    const hungUp = (opts.hangsUp ?? (opts.ram === 'in-stream' || opts.hangUpVia !== undefined))
+    const hungUp = (opts.ram === 'in-stream' || opts.hangUpVia !== undefined)
       ? new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, MicrovmDefaults.hangupTimeoutMs)
         const off = qmp.onEvent((e) => { if (e.event === 'VSERPORT_CHANGE' && e.data?.id === 'agent0' && e.data.open === false) resolve() })
