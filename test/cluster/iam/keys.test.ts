@@ -12,6 +12,7 @@ import { AdminKeys, IamDefaults, IamStore, keyIdOf, newToken } from '../../../sr
 import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
 import { openState } from '../../../src/state/index.js'
 import { timed } from '../../support/index.js'
+import { clockStore } from './helpers.js'
 
 function refused (fn: () => unknown, code: string, field: string): void {
   try {
@@ -27,12 +28,6 @@ function refused (fn: () => unknown, code: string, field: string): void {
 
 const idOf = (token: string): string => keyIdOf(token)!
 
-function clockStore (defer: (fn: () => unknown) => void, dataDir?: string): { store: IamStore, clock: { now: number } } {
-  const state = openState(dataDir)
-  defer(() => state.close())
-  const clock = { now: 1_700_000_000_000 }
-  return { store: new IamStore(state.db, () => clock.now), clock }
-}
 
 test('a key with an expiry works until then and is refused from then on', timed(10_000, (defer) => {
   const { store, clock } = clockStore(defer)
@@ -153,11 +148,7 @@ test('the admin key: made once (given to persist before it is committed), kept b
 }))
 
 test('a declared admin key (a deployment\'s secret): made the admin key, kept while it is, a new one rotates; malformed, another key\'s, or with a rotation: refused naming it', timed(20_000, (defer) => {
-  const dir = mkdtempSync(join(tmpdir(), 'warren-admin-decl-'))
-  defer(() => rmSync(dir, { recursive: true, force: true }))
-  const state = openState(dir)
-  defer(() => state.close())
-  const store = new IamStore(state.db)
+  const { store } = clockStore(defer)
   const keys = new AdminKeys(store)
   const first = newToken()
   let persisted: string | undefined

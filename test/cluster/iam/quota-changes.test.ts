@@ -2,21 +2,14 @@
  * How a quota change combines with what a tenant had: a rate given alone brings a burst of one
  * second's worth (a finding: `--creates-per-second 5` alone let 20,000 creates through at once).
  */
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { IamStore, QuotaDefaults } from '../../../src/cluster/iam/index.js'
-import { openState } from '../../../src/state/index.js'
+import { QuotaDefaults } from '../../../src/cluster/iam/index.js'
 import { timed } from '../../support/index.js'
+import { clockStore } from './helpers.js'
 
 test('a rate alone sets the burst to one second of it (at least 1); a burst alone keeps the rate; both given, both kept', timed(10_000, (defer) => {
-  const dir = mkdtempSync(join(tmpdir(), 'warren-quota-changes-'))
-  defer(() => rmSync(dir, { recursive: true, force: true }))
-  const state = openState(dir)
-  defer(() => state.close())
-  const store = new IamStore(state.db)
+  const { store } = clockStore(defer)
   assert.equal(store.upsertTenant('a', { createsPerSecond: 5 }), { ...QuotaDefaults, createsPerSecond: 5, createBurst: 5 })
   assert.is(store.upsertTenant('a', { createsPerSecond: 0.5 }).createBurst, 1)
   assert.equal(store.upsertTenant('a', { createBurst: 40 }), { ...QuotaDefaults, createsPerSecond: 0.5, createBurst: 40 })
