@@ -38,6 +38,7 @@ import { saveMemorySnapshot, STATE_SUFFIX } from './memory-snapshot.js'
 import { createVmPause, freezeCommands, type VmPauseControl } from './pause.js'
 import { chooseAccel, defaultCpu } from './accel.js'
 import { hostTscKhz } from './qemu-args.js'
+import { holdQemuUser } from './qemu-jail.js'
 import { poolKey, vmLimits, type VmShape } from './shape.js'
 import { cutVmSnapshot } from './snapshot.js'
 import { createTemplateStore } from './templates.js'
@@ -300,6 +301,8 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       const adopted: AdoptedSandbox[] = []
       const keep = new Set<string>()
       for (const entry of journal.readAll()) {
+        // Its QEMU may still run as that user: no new VM may be given it (reclaim gives it back).
+        if (entry.vm.uid !== undefined) holdQemuUser(entry.vm.uid)
         if (entry.claimed && await isAlive(entry.vm.pid, entry.vm.startTime)) {
           try {
             const { live: e, execs } = await adoptOne(entry)
@@ -354,7 +357,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       const entry = find(handle)
       try {
         if (opts.memory === true) {
-          return await saveMemorySnapshot({ id: handle.id, qmpSocket: entry.vm.qmpSocket, vcpus: entry.vm.vcpus, memoryMiB: entry.vm.memoryMiB }, store.dir, { whileStopped: entry.pause.whileStopped })
+          return await saveMemorySnapshot({ id: handle.id, qmpSocket: entry.vm.qmpSocket, dir: entry.vm.dir, uid: entry.vm.uid, vcpus: entry.vm.vcpus, memoryMiB: entry.vm.memoryMiB }, store.dir, { whileStopped: entry.pause.whileStopped })
         }
         const g = await guest()
         const mountPoints = g.modulesDisk !== undefined ? [`lib/modules/${g.release}`] : []

@@ -5,6 +5,12 @@
 export const MicrovmDefaults = {
   /** QEMU (Debian qemu-system-x86); WARREN_QEMU_PATH overrides it. */
   qemuPath: process.env.WARREN_QEMU_PATH ?? '/usr/bin/qemu-system-x86_64',
+  /**
+   * The host users VMs' QEMUs become once set up, one per live VM (qemu-jail.ts): from
+   * 0x70000000 up, a range no distribution hands out (systemd leaves it unused) and above the
+   * ranges container managers map.
+   */
+  qemuUsers: { first: 0x7000_0000, count: 1 << 20 },
   /** Where each VM gets `<id>/` with its sockets (agent, QMP, console) and pid file. */
   runDir: '/run/warren/vms',
   /**

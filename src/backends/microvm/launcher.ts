@@ -1,11 +1,12 @@
 /**
  * Starting and ending one microVM on the host. QEMU is started inside the VM's cgroups (a shell
  * joins them, then execs QEMU, so every page and thread is charged from the first), daemonizes
- * once its sockets listen, and outlives the node agent; `LaunchedVm` is plain data, so a node
- * can journal it and end or re-adopt the VM after a restart.
+ * once its sockets listen, jailed (qemu-jail.ts: its own empty root and host user from then on),
+ * and outlives the node agent; `LaunchedVm` is plain data, so a node can journal it and end or
+ * re-adopt the VM after a restart.
  */
 import { spawn } from 'node:child_process'
-import { mkdir, readFile, rm } from 'node:fs/promises'
+import { mkdir, open, readFile, rm, type FileHandle } from 'node:fs/promises'
 import { createConnection } from 'node:net'
 import { join } from 'node:path'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
@@ -15,7 +16,8 @@ import { MicrovmDefaults } from './defaults.js'
 import type { GuestImage } from './guest/index.js'
 import { connectQmp } from './qmp.js'
 import { qemuArgs, type VmPlan } from './qemu-args.js'
-import { loadVmState, saveVmState, stateTimeoutMs } from './vm-state.js'
+import { canJail, jailDir, releaseQemuUser, takeQemuUser } from './qemu-jail.js'
+import { loadVmState, saveVmState, STATE_FD, stateTimeoutMs } from './vm-state.js'
 
 /** What `launchVm` needs. */
 export interface LaunchVmOptions {
@@ -65,8 +67,10 @@ export interface LaunchedVm {
   /** QEMU's PID and start time (clock ticks since boot), telling it apart from a later process with the PID. */
   readonly pid: number
   readonly startTime: number
-  /** The VM's host directory: its sockets and pid file. */
+  /** The VM's host directory: its sockets and pid file, and the empty `root/` its QEMU is jailed in. */
   readonly dir: string
+  /** The host user its QEMU runs as once set up (qemu-jail.ts); undefined: not jailed (a node that is not root, or a record from before jails). */
+  readonly uid?: number
   readonly agentSocket: string
   /** The guest's egress relay (the `warren.egress` port), multiplexed (egress-mux.ts). */
   readonly egressSocket: string
@@ -99,7 +103,7 @@ export async function launchVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm
   try {
     if (opts.restoreFrom !== undefined) {
       const ram = opts.memoryFile === undefined ? 'in-stream' : 'shared-file'
-      await loadVmState(plan.qmpSocket, opts.restoreFrom, { ram, timeoutMs: stateTimeoutMs(ram, opts.memoryMiB), ...(opts.restoreHangsUp === true ? { hangUpVia: plan.agentSocket } : {}) })
+      await loadVmState(plan.qmpSocket, { ram, timeoutMs: stateTimeoutMs(ram, opts.memoryMiB), ...(opts.restoreHangsUp === true ? { hangUpVia: plan.agentSocket } : {}) })
     }
     const console = readConsole(plan.consoleSocket)
     try {
@@ -125,8 +129,8 @@ export async function launchVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm
 export async function reshareMemoryState (opts: Omit<LaunchVmOptions, 'restoreFrom' | 'memoryFile' | 'restoreHangsUp'> & { stateFile: string, memoryFile: string, savedStateFile: string }): Promise<void> {
   const { vm, plan } = await startVm({ ...opts, memoryFile: { path: opts.memoryFile, share: true }, restoreFrom: opts.stateFile })
   try {
-    await loadVmState(plan.qmpSocket, opts.stateFile, { ram: 'in-stream', timeoutMs: stateTimeoutMs('in-stream', opts.memoryMiB), run: false })
-    await saveVmState(plan.qmpSocket, opts.savedStateFile, { ram: 'shared-file' })
+    await loadVmState(plan.qmpSocket, { ram: 'in-stream', timeoutMs: stateTimeoutMs('in-stream', opts.memoryMiB), run: false })
+    await saveVmState(vm, opts.savedStateFile, { ram: 'shared-file' })
   } finally {
     await destroyVm(vm).catch(() => {})
   }
@@ -139,6 +143,7 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
   if (!ID_PATTERN.test(hostname)) throw createError(ErrorCodes.INVALID_ARGUMENT, `hostname ${JSON.stringify(hostname)} must be 1-63 of [A-Za-z0-9._-]`, { field: 'hostname' })
   if (opts.layers.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'a VM needs at least one layer', { field: 'layers' })
   const dir = join(opts.runDir ?? MicrovmDefaults.runDir, opts.id)
+  const uid = canJail() ? takeQemuUser() : undefined
   const plan: VmPlan = {
     id: opts.id,
     hostname,
@@ -160,39 +165,55 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
     pidFile: join(dir, 'qemu.pid'),
     ...(opts.extraCmdline !== undefined ? { extraCmdline: opts.extraCmdline } : {}),
     ...(opts.memoryFile !== undefined ? { memoryFile: opts.memoryFile } : {}),
-    ...(opts.restoreFrom !== undefined ? { incoming: true } : {})
+    ...(opts.restoreFrom !== undefined ? { incoming: true } : {}),
+    ...(uid !== undefined ? { jail: { dir: jailDir(dir), uid } } : {})
   }
-  for (const s of [plan.agentSocket, plan.egressSocket, plan.qmpSocket, plan.consoleSocket]) {
-    if (Buffer.byteLength(s) > MAX_SOCKET_PATH) throw createError(ErrorCodes.INVALID_ARGUMENT, `socket path ${s} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter runDir`, { field: 'runDir' })
-  }
-  await rm(dir, { recursive: true, force: true })
-  await mkdir(dir, { recursive: true, mode: 0o700 })
   let vm: LaunchedVm | undefined
+  let state: FileHandle | undefined
   try {
-    await startQemu(opts.qemuPath ?? MicrovmDefaults.qemuPath, qemuArgs(plan), opts.cgroups ?? [])
+    for (const s of [plan.agentSocket, plan.egressSocket, plan.qmpSocket, plan.consoleSocket]) {
+      if (Buffer.byteLength(s) > MAX_SOCKET_PATH) throw createError(ErrorCodes.INVALID_ARGUMENT, `socket path ${s} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter runDir`, { field: 'runDir' })
+    }
+    await rm(dir, { recursive: true, force: true })
+    await mkdir(dir, { recursive: true, mode: 0o700 })
+    // The jail: empty, root's, searchable only (its QEMU finds the one socket a save puts there).
+    await mkdir(jailDir(dir), { mode: 0o711 })
+    // Opened here, as root, and handed over: a jailed QEMU could not open it itself.
+    if (opts.restoreFrom !== undefined) state = await open(opts.restoreFrom, 'r')
+    await startQemu(opts.qemuPath ?? MicrovmDefaults.qemuPath, qemuArgs(plan), opts.cgroups ?? [], state?.fd)
     const pid = Number.parseInt(await readFile(plan.pidFile, 'utf8'), 10)
     const info = Number.isInteger(pid) && pid > 0 ? await processInfo(pid) : undefined
     if (info === undefined) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `QEMU of VM ${opts.id} died right after start`, { reason: 'launch-failed' })
-    vm = { id: opts.id, pid, startTime: info.startTime, dir, agentSocket: plan.agentSocket, egressSocket: plan.egressSocket, qmpSocket: plan.qmpSocket, accel: opts.accel, vcpus: opts.vcpus, memoryMiB: opts.memoryMiB, bootMs: 0 }
+    vm = { id: opts.id, pid, startTime: info.startTime, dir, ...(uid !== undefined ? { uid } : {}), agentSocket: plan.agentSocket, egressSocket: plan.egressSocket, qmpSocket: plan.qmpSocket, accel: opts.accel, vcpus: opts.vcpus, memoryMiB: opts.memoryMiB, bootMs: 0 }
     opts.onStarted?.(vm)
     return { vm, plan }
   } catch (err) {
     if (vm !== undefined) await destroyVm(vm).catch(() => {})
-    else await rm(dir, { recursive: true, force: true }).catch(() => {})
+    else {
+      await rm(dir, { recursive: true, force: true }).catch(() => {})
+      releaseQemuUser(uid)
+    }
     throw err
+  } finally {
+    await state?.close()
   }
 }
 
-/** Runs QEMU (joining `cgroups` first); resolves once it has daemonized, its sockets listening. */
-function startQemu (qemu: string, args: string[], cgroups: readonly string[]): Promise<void> {
+/**
+ * Runs QEMU (joining `cgroups` first), with `stateFd` as its `STATE_FD` when given; resolves
+ * once it has daemonized, its sockets listening.
+ */
+function startQemu (qemu: string, args: string[], cgroups: readonly string[], stateFd: number | undefined): Promise<void> {
   const [cmd, argv] = cgroups.length > 0
     ? ['/bin/sh', ['-c', JOIN_AND_EXEC, 'sh', String(cgroups.length), ...cgroups.map((d) => join(d, 'cgroup.procs')), qemu, ...args]]
     : [qemu, args]
   return new Promise((resolve, reject) => {
     // An empty environment: nothing of the node's reaches QEMU.
-    const child = spawn(cmd, argv, { stdio: ['ignore', 'ignore', 'pipe'], env: {} })
+    const stdio: Array<'ignore' | 'pipe' | number> = ['ignore', 'ignore', 'pipe']
+    if (stateFd !== undefined) stdio[STATE_FD] = stateFd
+    const child = spawn(cmd, argv, { stdio, env: {} })
     let errText = ''
-    child.stderr.setEncoding('utf8').on('data', (s: string) => { if (errText.length < 4096) errText += s })
+    child.stderr?.setEncoding('utf8').on('data', (s: string) => { if (errText.length < 4096) errText += s })
     const timer = setTimeout(() => { child.kill('SIGKILL') }, MicrovmDefaults.startTimeoutMs)
     child.once('error', (err) => {
       clearTimeout(timer)
@@ -273,6 +294,7 @@ export async function destroyVm (vm: LaunchedVm, opts: { timeoutMs?: number } = 
     if (Date.now() > deadline) throw createError(ErrorCodes.TIMEOUT, `VM ${vm.id} (QEMU pid ${vm.pid}) outlived SIGKILL`, { id: vm.id, pid: vm.pid })
     await pause(5)
   }
+  releaseQemuUser(vm.uid)
   await rm(vm.dir, { recursive: true, force: true })
 }
 

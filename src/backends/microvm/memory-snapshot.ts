@@ -19,18 +19,14 @@ import { nanoid } from 'nanoid'
 import { createError, ErrorCodes } from '../../errors.js'
 import { ContainerDefaults } from '../container/defaults.js'
 import type { SnapshotLayer } from '../types.js'
-import { saveVmState, stateTimeoutMs } from './vm-state.js'
+import { saveVmState, STATE_SLACK_BYTES, stateTimeoutMs, type StateSource } from './vm-state.js'
 
 /** The file name suffix of a saved state in the layer store. */
 export const STATE_SUFFIX = 'vmstate'
 
-/** Bytes a state file may hold beyond the guest's memory (devices, vCPUs, page headers). */
-const STATE_SLACK = 64 * 1024 * 1024
-
 /** What `saveMemorySnapshot` saves. */
-export interface MemorySnapshotTarget {
+export interface MemorySnapshotTarget extends StateSource {
   id: string
-  qmpSocket: string
   vcpus: number
   memoryMiB: number
 }
@@ -48,11 +44,9 @@ export async function saveMemorySnapshot (vm: MemorySnapshotTarget, storeDir: st
   // A dot name: adopt removes what a crash left of it, the store's listing ignores it.
   const tmp = join(storeDir, `.mem-${vm.id}-${nanoid(8).replace(/[^A-Za-z0-9]/g, 'x')}`)
   try {
-    await opts.whileStopped(async () => await saveVmState(vm.qmpSocket, tmp, { ram: 'in-stream', timeoutMs: stateTimeoutMs('in-stream', vm.memoryMiB) }))
+    // Cut if it outgrows the memory: a guest cannot make its QEMU write more than that to the node's disk.
+    await opts.whileStopped(async () => await saveVmState(vm, tmp, { ram: 'in-stream', timeoutMs: stateTimeoutMs('in-stream', vm.memoryMiB), maxBytes: ramBytes + STATE_SLACK_BYTES }))
     const { size } = await stat(tmp)
-    if (size > ramBytes + STATE_SLACK) {
-      throw createError(ErrorCodes.QUOTA, `VM ${vm.id}'s saved state is ${size} bytes, more than its memory`, { field: 'memory', id: vm.id, maxBytes })
-    }
     const hex = await sha256File(tmp)
     const path = join(storeDir, `${hex}.${STATE_SUFFIX}`)
     await rename(tmp, path)

@@ -12,6 +12,7 @@
  *            VM's (private: the file's pages shared until the guest writes them), `-incoming`
  *   control  QMP on a second socket; the console (ttyS0) on a third, read during boot only
  *   network  none (`-nic none`): the guest has loopback only
+ *   jail     once set up, an empty root and a host user of its own (qemu-jail.ts)
  */
 import { existsSync, readFileSync } from 'node:fs'
 import { defaultCpu } from './accel.js'
@@ -49,6 +50,8 @@ export interface VmPlan {
   memoryFile?: { path: string, share: boolean }
   /** Wait for the VM's state over QMP (`migrate-incoming`) instead of booting. */
   incoming?: boolean
+  /** Once set up, chroot into `dir` and become `uid` (its group the same number): qemu-jail.ts. */
+  jail?: { dir: string, uid: number }
 }
 
 /** A value inside a QEMU option list, where a comma separates options unless doubled. */
@@ -80,8 +83,8 @@ export function qemuArgs (plan: VmPlan): string[] {
     '-smp', String(plan.vcpus),
     '-m', `${plan.memoryMiB}M`,
     '-nodefaults', '-no-user-config', '-display', 'none', '-nic', 'none', '-no-reboot',
-    // QEMU runs as root: its own seccomp filter takes obsolete calls and scheduler control from
-    // it. (spawn=deny and elevateprivileges=deny would also forbid what -daemonize does.)
+    // QEMU's own seccomp filter takes obsolete calls and scheduler control from it.
+    // (elevateprivileges=deny would forbid the -runas below, spawn=deny -daemonize.)
     '-sandbox', 'on,obsolete=deny,resourcecontrol=deny',
     '-kernel', plan.kernel,
     '-initrd', plan.initrd,
@@ -116,6 +119,7 @@ export function qemuArgs (plan: VmPlan): string[] {
     '-daemonize', '-pidfile', plan.pidFile
   )
   if (plan.incoming === true) args.push('-incoming', 'defer')
+  if (plan.jail !== undefined) args.push('-chroot', plan.jail.dir, '-runas', `${plan.jail.uid}:${plan.jail.uid}`)
   return args
 }
 

@@ -121,7 +121,7 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
       // The guest hears the hang-up and opens its port again, as it will be found when restored.
       await made.agent.close()
       await new Promise((resolve) => setTimeout(resolve, 200))
-      await saveVmState(made.vm.qmpSocket, files.stateFile, { ram: 'shared-file' })
+      await saveVmState(made.vm, files.stateFile, { ram: 'shared-file' })
     } finally {
       await destroyVm(made.vm).catch(() => {})
       await made.cgroup?.remove().catch(() => {})

@@ -1,6 +1,9 @@
 /**
- * A VM's machine state saved to a file and loaded into a new QEMU, over QMP: QEMU's migration
- * to `exec:cat > FILE` and from `exec:cat FILE` (the installed QEMU, 7.2, has no `file:` URI).
+ * A VM's machine state saved to a file and loaded into a new QEMU, over QMP. Loading reads the
+ * file QEMU was started with on `STATE_FD` (`migrate-incoming fd:3`); saving streams it to a
+ * socket the node listens on inside the VM's jail (`migrate unix:/state.sock`), which the node
+ * writes to the file, bounded. Either way QEMU opens nothing by path and runs no program: a
+ * jailed QEMU has neither to reach (qemu-jail.ts).
  *
  * The guest's RAM is not in the file: it is a file of its own (a memory backend shared with the
  * template QEMU, so the RAM *is* that file), and `x-ignore-shared` leaves it out of the stream,
@@ -15,10 +18,23 @@
  * (it was saved connected, and nobody is connected yet) and opens its port again, as a
  * template's guest does, so the node's new agent client starts on a clean stream.
  */
-import { createConnection } from 'node:net'
+import { createWriteStream } from 'node:fs'
+import { chmod, chown, rm } from 'node:fs/promises'
+import { createConnection, createServer, type Socket } from 'node:net'
 import { createError, ErrorCodes } from '../../errors.js'
 import { MicrovmDefaults } from './defaults.js'
+import type { LaunchedVm } from './launcher.js'
 import { connectQmp, type QmpClient } from './qmp.js'
+import { jailPath } from './qemu-jail.js'
+
+/** The descriptor a QEMU started to load a state (`-incoming defer`) has the state file on. */
+export const STATE_FD = 3
+
+/** Bytes a saved state may hold beyond the guest's RAM in it (devices, vCPUs, page headers). */
+export const STATE_SLACK_BYTES = 64 * 1024 * 1024
+
+/** What saving a VM's state needs of it: its monitor, and its directory and user for the jail's socket. */
+export type StateSource = Pick<LaunchedVm, 'qmpSocket' | 'dir' | 'uid'>
 
 const ignoreShared = (state: boolean): Record<string, unknown> => ({ capabilities: [{ capability: 'x-ignore-shared', state }] })
 
@@ -28,12 +44,6 @@ export type StateRam = 'shared-file' | 'in-stream'
 /** How long saving or loading the state of a guest of `memoryMiB` may take. */
 export function stateTimeoutMs (ram: StateRam, memoryMiB: number): number {
   return MicrovmDefaults.stateTimeoutMs + (ram === 'in-stream' ? memoryMiB * MicrovmDefaults.memoryStateMsPerMiB : 0)
-}
-
-/** A path QEMU's `exec:` migration runs through /bin/sh: only characters the shell takes as they are. */
-function shellSafe (path: string): string {
-  if (!/^[A-Za-z0-9._/+-]+$/.test(path)) throw createError(ErrorCodes.INVALID_ARGUMENT, `state file path ${JSON.stringify(path)} has characters a shell would read`, { field: 'runDir' })
-  return path
 }
 
 /** Waits until the migration (outgoing or incoming) completed. */
@@ -54,24 +64,91 @@ async function migrated (qmp: QmpClient, timeoutMs: number, what: string): Promi
  * Stops the VM's vCPUs and saves its machine state to `file`: without its RAM (a template's,
  * see above) or with it (`ram: 'in-stream'`, a memory snapshot). The VM stays stopped; the
  * caller ends it, or runs it again (`setVcpus`).
+ * @throws WARREN_ERR_QUOTA naming `memory` when QEMU sends more than `maxBytes` (default: the
+ *   RAM in the stream, if any, and `STATE_SLACK_BYTES`): the save is cut there
  */
-export async function saveVmState (qmpSocket: string, file: string, opts: { ram?: StateRam, timeoutMs?: number } = {}): Promise<void> {
+export async function saveVmState (vm: StateSource, file: string, opts: { ram?: StateRam, timeoutMs?: number, maxBytes?: number, memoryMiB?: number } = {}): Promise<void> {
   const ram = opts.ram ?? 'shared-file'
   const timeoutMs = opts.timeoutMs ?? MicrovmDefaults.stateTimeoutMs
-  const qmp = await connectQmp(qmpSocket)
+  const maxBytes = opts.maxBytes ?? STATE_SLACK_BYTES + (ram === 'in-stream' ? (opts.memoryMiB ?? 0) * 1024 * 1024 : 0)
+  const sink = await receiveState(vm, file, maxBytes)
+  const qmp = await connectQmp(vm.qmpSocket).catch((err: unknown) => { sink.close(); throw err })
   try {
     await qmp.execute('stop')
     await qmp.execute('migrate-set-capabilities', ignoreShared(ram === 'shared-file'))
     if (ram === 'in-stream') await qmp.execute('migrate-set-parameters', { 'max-bandwidth': MicrovmDefaults.migrationBytesPerSecond })
-    await qmp.execute('migrate', { uri: `exec:cat > ${shellSafe(file)}` })
-    await migrated(qmp, timeoutMs, 'saving the VM\'s state')
+    await qmp.execute('migrate', { uri: `unix:${sink.qemuPath}` })
+    // A save cut at the bound fails the migration: the bound is the reason to give.
+    await migrated(qmp, timeoutMs, 'saving the VM\'s state').catch((err: unknown) => { throw sink.failure() ?? err })
+    await sink.written(timeoutMs)
   } finally {
+    sink.close()
     qmp.close()
   }
 }
 
 /**
- * Loads the state saved in `file` into a QEMU started with `-incoming defer` (and the same
+ * Listens on `state.sock` in the VM's jail (its QEMU's user alone may connect) and writes the one
+ * stream that comes to `file`, cut past `maxBytes`.
+ */
+async function receiveState (vm: StateSource, file: string, maxBytes: number): Promise<{ qemuPath: string, written: (timeoutMs: number) => Promise<void>, failure: () => Error | undefined, close: () => void }> {
+  const path = jailPath(vm, 'state.sock')
+  await rm(path.host, { force: true })
+  let failure: Error | undefined
+  let settle: (err?: Error) => void = () => {}
+  const done = new Promise<void>((resolve, reject) => { settle = (err) => { if (err !== undefined) reject(err); else resolve() } })
+  done.catch(() => {})
+  let taken: Socket | undefined
+  const server = createServer((socket) => {
+    if (taken !== undefined) { socket.destroy(); return }
+    taken = socket
+    server.close()
+    const out = createWriteStream(file, { mode: 0o600 })
+    let bytes = 0
+    const fail = (err: Error): void => { failure ??= err; socket.destroy(); out.destroy(); settle(failure) }
+    out.on('error', fail)
+    socket.on('error', fail)
+    socket.on('data', (chunk: Buffer) => {
+      bytes += chunk.length
+      if (bytes > maxBytes) { fail(createError(ErrorCodes.QUOTA, `the VM's saved state passed ${maxBytes} bytes`, { field: 'memory', maxBytes })); return }
+      if (!out.write(chunk)) { socket.pause(); out.once('drain', () => socket.resume()) }
+    })
+    let ended = false
+    socket.on('end', () => { ended = true; out.end(() => { settle() }) })
+    socket.on('close', () => { if (!ended) fail(createError(ErrorCodes.BACKEND_UNAVAILABLE, 'QEMU\'s state stream broke off', { reason: 'migration' })) })
+  })
+  await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(path.host, resolve) })
+  try {
+    if (vm.uid !== undefined) await chown(path.host, vm.uid, vm.uid)
+    await chmod(path.host, 0o600)
+  } catch (err) {
+    server.close()
+    throw err
+  }
+  return {
+    qemuPath: path.qemu,
+    failure: () => failure,
+    written: async (timeoutMs) => {
+      let timer: NodeJS.Timeout | undefined
+      const late = new Promise<never>((_resolve, reject) => {
+        timer = setTimeout(() => reject(createError(ErrorCodes.TIMEOUT, `the VM's saved state was not written within ${timeoutMs} ms`, { timeoutMs })), timeoutMs)
+      })
+      try {
+        await Promise.race([done, late])
+      } finally {
+        clearTimeout(timer)
+      }
+    },
+    close: () => {
+      server.close()
+      taken?.destroy()
+      void rm(path.host, { force: true }).catch(() => {})
+    }
+  }
+}
+
+/**
+ * Loads the state a QEMU was started with on `STATE_FD` (with `-incoming defer` and the same
  * devices; for a template's state the RAM file mapped private), then runs its vCPUs (unless
  * `run: false`: it stays stopped): the guest goes on from the instant it was saved. A memory
  * snapshot's (`ram: 'in-stream'`, or made shareable: `hangUpVia`) was saved with its host
@@ -80,13 +157,13 @@ export async function saveVmState (qmpSocket: string, file: string, opts: { ram?
  * VSERPORT_CHANGE), so the node's connection is the guest's next, never the old one's stream
  * carried on (after `hangupTimeoutMs` it goes on all the same).
  */
-export async function loadVmState (qmpSocket: string, file: string, opts: { ram?: StateRam, timeoutMs?: number, hangUpVia?: string, run?: boolean } = {}): Promise<void> {
+export async function loadVmState (qmpSocket: string, opts: { ram?: StateRam, timeoutMs?: number, hangUpVia?: string, run?: boolean } = {}): Promise<void> {
   const timeoutMs = opts.timeoutMs ?? MicrovmDefaults.stateTimeoutMs
   const qmp = await connectQmp(qmpSocket)
   try {
     // As it was saved: with x-ignore-shared the stream carries each RAM block's address too.
     await qmp.execute('migrate-set-capabilities', ignoreShared(opts.ram !== 'in-stream'))
-    await qmp.execute('migrate-incoming', { uri: `exec:cat ${shellSafe(file)}` })
+    await qmp.execute('migrate-incoming', { uri: `fd:${STATE_FD}` })
     await migrated(qmp, timeoutMs, 'loading the VM\'s state')
     if (opts.run === false) return
     let stop: () => void = () => {}

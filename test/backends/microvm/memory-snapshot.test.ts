@@ -107,7 +107,7 @@ vmTest('a memory snapshot restores in two VMs with the process still counting (s
 
 test('a guest past the snapshot bound is refused before anything is saved (QUOTA naming memory)', async () => {
   const never = async (): Promise<never> => { throw new Error('nothing is saved') }
-  await saveMemorySnapshot({ id: 'x', qmpSocket: '/nonexistent', vcpus: 1, memoryMiB: 512 }, tmpdir(), { whileStopped: never, maxBytes: 256 * 1024 * 1024 }).then(() => assert.unreachable(), (err: unknown) => {
+  await saveMemorySnapshot({ id: 'x', qmpSocket: '/nonexistent', dir: '/nonexistent', vcpus: 1, memoryMiB: 512 }, tmpdir(), { whileStopped: never, maxBytes: 256 * 1024 * 1024 }).then(() => assert.unreachable(), (err: unknown) => {
     assert.ok(isWarrenError(err, 'WARREN_ERR_QUOTA'), String(err))
     assert.is(fieldOf(err), 'memory')
   })

@@ -1,0 +1,67 @@
+/**
+ * What a VM's QEMU is left with once its machine is set up: QEMU opens every file and socket it
+ * needs as root, then, just before the guest runs, chroots into an empty directory of its own
+ * (`-chroot`) and becomes a host user of its own (`-runas uid:gid`), with no capabilities and
+ * its seccomp filter on. A guest that took QEMU over is then a user that owns nothing, in a
+ * root with nothing in it: it reaches no host file, and it cannot signal, trace or read another
+ * VM's QEMU, since no two live VMs share a user.
+ *
+ * After that QEMU opens nothing by path: a saved state comes in on a descriptor it was started
+ * with (`STATE_FD`, vm-state.ts) and goes out to a socket the node puts in the jail for the save.
+ * Users are handed out per process from `MicrovmDefaults.qemuUsers`, starting at a random place
+ * so that two node agents on one host seldom meet; a restarted node holds its adopted VMs' users.
+ * A node that is not root has no user to give: its QEMU runs as the node's own user, unjailed.
+ */
+import { randomInt } from 'node:crypto'
+import { join } from 'node:path'
+import { createError, ErrorCodes } from '../../errors.js'
+import { MicrovmDefaults } from './defaults.js'
+
+/** The empty directory a VM's QEMU is chrooted into, inside the VM's host directory. */
+export function jailDir (vmDir: string): string {
+  return join(vmDir, 'root')
+}
+
+/**
+ * A file in the VM's jail, as the host names it and as its QEMU does (a QEMU that is not
+ * jailed, `uid` undefined, sees the host's names).
+ */
+export function jailPath (vm: { dir: string, uid?: number | undefined }, name: string): { host: string, qemu: string } {
+  const host = join(jailDir(vm.dir), name)
+  return { host, qemu: vm.uid === undefined ? host : `/${name}` }
+}
+
+/** True where QEMU can be jailed: only root can chroot and give up its user. */
+export function canJail (): boolean {
+  return process.getuid?.() === 0
+}
+
+const inUse = new Set<number>()
+let next = randomInt(MicrovmDefaults.qemuUsers.count)
+
+/**
+ * A user no live VM of this process has, for a new VM's QEMU (its group is the same number).
+ * @throws WARREN_ERR_NO_CAPACITY when every user of the range is taken
+ */
+export function takeQemuUser (): number {
+  const { first, count } = MicrovmDefaults.qemuUsers
+  for (let tried = 0; tried < count; tried++) {
+    const uid = first + next
+    next = (next + 1) % count
+    if (!inUse.has(uid)) {
+      inUse.add(uid)
+      return uid
+    }
+  }
+  throw createError(ErrorCodes.NO_CAPACITY, `all ${count} QEMU users are taken by live VMs`, { resource: 'qemuUsers' })
+}
+
+/** Marks a user taken: an adopted VM's, which a restarted node must not hand out again. */
+export function holdQemuUser (uid: number): void {
+  inUse.add(uid)
+}
+
+/** Gives a user back once its QEMU is gone. */
+export function releaseQemuUser (uid: number | undefined): void {
+  if (uid !== undefined) inUse.delete(uid)
+}

@@ -1,0 +1,75 @@
+/**
+ * A VM's QEMU, once set up, is jailed (qemu-jail.ts): a host user of its own that no other VM
+ * has, no capabilities, its seccomp filter, chrooted into an empty directory. Checked on a
+ * template's VMs (restored, so the save and the load go through the jail's socket and the
+ * handed-over descriptor) and from the outside: a process as one VM's user cannot signal
+ * another VM's QEMU, and can signal its own.
+ */
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test } from 'uvu'
+import * as assert from 'uvu/assert'
+import { MicrovmDefaults, type LaunchedVm } from '../../../src/backends/microvm/index.js'
+import { timed } from '../../support/index.js'
+import { assertGone, newBackend, registerLeftoverCheck, sh, vmTest } from './helpers.js'
+
+const LIMITS = { cpus: 1, memoryMiB: 128, diskMiB: 16, pids: 32 }
+
+/** A /proc/PID/status line's fields after its name. */
+function status (pid: number, name: string): string[] {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith(`${name}:`))
+  return (line ?? '').slice(name.length + 1).trim().split(/\s+/)
+}
+
+/** `kill -0 target` run as `uid` (its group the same, no other groups): its exit code and what it said. */
+function signalAs (uid: number, target: number): { code: number | null, stderr: string } {
+  const r = spawnSync('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', 'kill', '-0', String(target)], { encoding: 'utf8', timeout: 10_000 })
+  return { code: r.status, stderr: r.stderr }
+}
+
+vmTest('each VM\'s QEMU runs as a host user of its own, without capabilities, seccomp on, in an empty root; one VM\'s user cannot signal another\'s QEMU', timed(120_000, async (defer) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'warren-jail-'))
+  defer(() => rmSync(dataDir, { recursive: true, force: true }))
+  const b = await newBackend(dataDir, { templates: true })
+  defer(() => b.close())
+  const handles = [await b.create({ id: 'jail-a', limits: LIMITS }), await b.create({ id: 'jail-b', limits: LIMITS })]
+  assert.is(b.status().templates, 1, 'restored from a template: saved and loaded through the jail')
+  const vms = handles.map((h) => b.vm(h)!) as [LaunchedVm, LaunchedVm]
+  const { first, count } = MicrovmDefaults.qemuUsers
+  for (const vm of vms) {
+    const uid = vm.uid!
+    assert.ok(uid >= first && uid < first + count, `uid ${uid} in the QEMU users' range`)
+    assert.equal(status(vm.pid, 'Uid'), [String(uid), String(uid), String(uid), String(uid)], 'real, effective, saved and file-system user')
+    assert.equal(status(vm.pid, 'Gid'), [String(uid), String(uid), String(uid), String(uid)])
+    assert.equal(status(vm.pid, 'Groups'), [String(uid)])
+    for (const set of ['CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb']) {
+      // The bounding set stays (only a process with CAP_SETPCAP drops it); nothing is in the others.
+      if (set !== 'CapBnd') assert.is(status(vm.pid, set)[0], '0000000000000000', `${set} empty`)
+    }
+    assert.is(status(vm.pid, 'Seccomp')[0], '2', 'QEMU\'s seccomp filter')
+    assert.is(status(vm.pid, 'NoNewPrivs')[0], '1')
+    const root = readlinkSync(`/proc/${vm.pid}/root`)
+    assert.is(root, join(vm.dir, 'root'))
+    assert.equal(readdirSync(root), [], 'nothing in its root')
+    const st = statSync(root)
+    assert.is(st.uid, 0, 'its root is root\'s, not its own to write in')
+    assert.is(st.mode & 0o777, 0o711)
+  }
+  assert.is.not(vms[0].uid, vms[1].uid, 'no two VMs share a user')
+  const own = signalAs(vms[0].uid!, vms[0].pid)
+  assert.is(own.code, 0, `a process as VM a's user can signal its own QEMU: ${own.stderr}`)
+  const other = signalAs(vms[0].uid!, vms[1].pid)
+  assert.is.not(other.code, 0, 'and not VM b\'s')
+  assert.match(other.stderr, /not permitted/i)
+  // The jailed QEMUs still serve their guests.
+  for (const h of handles) assert.is(await sh(b, h, 'echo ok'), 'ok\n')
+  for (const [i, h] of handles.entries()) {
+    await b.kill(h)
+    await assertGone(vms[i]!)
+  }
+}))
+
+registerLeftoverCheck()
+test.run()
