@@ -72,11 +72,21 @@ export interface EgressEvent {
 }
 
 /** A memory snapshot: the saved machine state and what a sandbox restored from it must be. */
-export interface MemoryState {
+export interface MemoryState extends SavedMachine {
   /** `sha256:<hex>` of the state file (a `snapshot` blob). */
   state: string
+}
+
+/**
+ * The machine a memory snapshot was saved from, which the VM restored from it must be: its
+ * vCPUs and MiB, and `machine`, the accelerator, CPU model and QEMU release
+ * (`tcg:max:qemu-7.2`): a state saved under one does not load under another. Absent in
+ * snapshots from before it was recorded.
+ */
+export interface SavedMachine {
   vcpus: number
   memoryMiB: number
+  machine?: string
 }
 
 /** A sandbox's file system cut into a read-only layer (`Backend.snapshot`). */
@@ -91,7 +101,7 @@ export interface SnapshotLayer {
    * RAM, its writable layer inside it, devices, vCPUs), restored on the sandbox's own layers
    * by a guest of this many vCPUs and MiB.
    */
-  memory?: { vcpus: number, memoryMiB: number }
+  memory?: SavedMachine
 }
 
 /** A created sandbox, as its backend hands it out. Opaque apart from these fields. */

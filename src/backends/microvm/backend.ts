@@ -34,7 +34,7 @@ import { openVmEgress, startEgressMux, type EgressMux, type VmEgress } from './e
 import { guestOomKills, reattachInVm, runInVm, type VmExecTarget } from './exec.js'
 import { prepareGuest, type GuestImage } from './guest/index.js'
 import { destroyVm, type LaunchedVm } from './launcher.js'
-import { saveMemorySnapshot, STATE_SUFFIX } from './memory-snapshot.js'
+import { machineOf, saveMemorySnapshot, STATE_SUFFIX } from './memory-snapshot.js'
 import { createVmPause, freezeCommands, type VmPauseControl } from './pause.js'
 import { chooseAccel, defaultCpu } from './accel.js'
 import { hostTscKhz } from './qemu-args.js'
@@ -69,8 +69,9 @@ export type { MicrovmBackend, MicrovmBackendOptions } from './backend-types.js'
 /** A microvm backend (see the file's head); nothing starts until the first create or adopt. */
 export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBackend {
   const runDir = options.runDir ?? MicrovmDefaults.runDir
+  const qemuPath = MicrovmDefaults.qemuPath
   // Probed once per process: /dev/kvm may be there and KVM still refuse the host's CPU model (accel.ts).
-  const { accel, cpu, kvmRefused } = options.accel !== undefined ? { accel: options.accel, cpu: defaultCpu(options.accel), kvmRefused: undefined } : chooseAccel()
+  const { accel, cpu, kvmRefused } = options.accel !== undefined ? { accel: options.accel, cpu: defaultCpu(options.accel), kvmRefused: undefined } : chooseAccel(qemuPath)
   if (kvmRefused !== undefined) options.onProgress?.(`KVM is there but QEMU cannot use it (${kvmRefused}): VMs run under TCG`)
   const store = new LayerStore(options.layersDir ?? join(options.dataDir, 'layers'), options.layerSource, options.lazy)
   const journal = new Journal<JournalEntry>(join(options.dataDir, 'journal'))
@@ -145,12 +146,13 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       await entry.egress?.close().catch(() => {})
       entry.mux.close()
     }
-    await destroyVm(entry.vm).catch(() => {})
+    const ended = await destroyVm(entry.vm).then(() => true, () => false)
     const cgroup = 'agent' in entry ? entry.cgroup : options.cgroups?.open?.(entry.vm.id)
     await cgroup?.remove().catch(() => {})
     // A journal entry's layers are settled by the layer server's sync at the end of adopt.
     if ('agent' in entry) for (const ref of entry.refs) await store.release(ref).catch(() => {})
-    journal.remove(entry.vm.id)
+    // A QEMU that outlived SIGKILL keeps its record: the next adopt tries again and holds its user.
+    if (ended) journal.remove(entry.vm.id)
   }
 
   /** The spec's layer references and what its limits give a VM (nothing resolved yet). */
@@ -190,9 +192,14 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
   /**
    * The state file of a memory snapshot, from this node's store or the blob store, once the
    * shape is the machine it was saved from (QEMU would refuse another).
-   * @throws WARREN_ERR_INVALID_ARGUMENT naming the limit that differs
+   * @throws WARREN_ERR_INVALID_ARGUMENT naming the limit that differs; WARREN_ERR_UNSUPPORTED
+   *   naming `memory` when this node's accelerator, CPU model or QEMU release is not the saved one's
    */
   async function memoryState (m: MemoryState, shape: VmShape): Promise<string> {
+    const here = await machineOf(accel, cpu, qemuPath)
+    if (m.machine !== undefined && m.machine !== here) {
+      throw createError(ErrorCodes.UNSUPPORTED, `a memory snapshot saved on ${m.machine} does not load on this node's ${here}`, { field: 'memory', saved: m.machine, here })
+    }
     if (shape.vcpus !== m.vcpus) throw createError(ErrorCodes.INVALID_ARGUMENT, `a memory snapshot of a ${m.vcpus}-vCPU VM restores with ${m.vcpus} vCPUs, not ${shape.vcpus}`, { field: 'limits.cpus' })
     if (shape.memoryMiB !== m.memoryMiB) throw createError(ErrorCodes.INVALID_ARGUMENT, `a memory snapshot of a ${m.memoryMiB} MiB VM restores with ${m.memoryMiB} MiB, not ${shape.memoryMiB}`, { field: 'limits.memoryMiB' })
     return await store.blobFile(m.state, STATE_SUFFIX, 'memory')
@@ -357,7 +364,8 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       const entry = find(handle)
       try {
         if (opts.memory === true) {
-          return await saveMemorySnapshot({ id: handle.id, qmpSocket: entry.vm.qmpSocket, dir: entry.vm.dir, uid: entry.vm.uid, vcpus: entry.vm.vcpus, memoryMiB: entry.vm.memoryMiB }, store.dir, { whileStopped: entry.pause.whileStopped })
+          const machine = await machineOf(accel, cpu, qemuPath)
+          return await saveMemorySnapshot({ id: handle.id, qmpSocket: entry.vm.qmpSocket, dir: entry.vm.dir, uid: entry.vm.uid, vcpus: entry.vm.vcpus, memoryMiB: entry.vm.memoryMiB, machine }, store.dir, { whileStopped: entry.pause.whileStopped })
         }
         const g = await guest()
         const mountPoints = g.modulesDisk !== undefined ? [`lib/modules/${g.release}`] : []

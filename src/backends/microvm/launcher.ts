@@ -16,8 +16,8 @@ import { MicrovmDefaults } from './defaults.js'
 import type { GuestImage } from './guest/index.js'
 import { connectQmp } from './qmp.js'
 import { qemuArgs, type VmPlan } from './qemu-args.js'
-import { canJail, jailDir, releaseQemuUser, takeQemuUser } from './qemu-jail.js'
-import { loadVmState, saveVmState, STATE_FD, stateTimeoutMs } from './vm-state.js'
+import { canJail, endQemuUser, jailDir, jailPath, releaseQemuUser, takeQemuUser } from './qemu-jail.js'
+import { loadVmState, saveVmState, STATE_FD, STATE_SOCKET, stateTimeoutMs } from './vm-state.js'
 
 /** What `launchVm` needs. */
 export interface LaunchVmOptions {
@@ -171,7 +171,7 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
   let vm: LaunchedVm | undefined
   let state: FileHandle | undefined
   try {
-    for (const s of [plan.agentSocket, plan.egressSocket, plan.qmpSocket, plan.consoleSocket]) {
+    for (const s of [plan.agentSocket, plan.egressSocket, plan.qmpSocket, plan.consoleSocket, jailPath({ dir }, STATE_SOCKET).host]) {
       if (Buffer.byteLength(s) > MAX_SOCKET_PATH) throw createError(ErrorCodes.INVALID_ARGUMENT, `socket path ${s} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter runDir`, { field: 'runDir' })
     }
     await rm(dir, { recursive: true, force: true })
@@ -294,6 +294,8 @@ export async function destroyVm (vm: LaunchedVm, opts: { timeoutMs?: number } = 
     if (Date.now() > deadline) throw createError(ErrorCodes.TIMEOUT, `VM ${vm.id} (QEMU pid ${vm.pid}) outlived SIGKILL`, { id: vm.id, pid: vm.pid })
     await pause(5)
   }
+  // Whatever a QEMU a guest took over left running as its user ends before the user is given again.
+  if (vm.uid !== undefined) await endQemuUser(vm.uid)
   releaseQemuUser(vm.uid)
   await rm(vm.dir, { recursive: true, force: true })
 }

@@ -11,6 +11,7 @@
  * Bounded before anything is written: a guest whose memory is past the cluster's snapshot bound
  * is refused (QUOTA, naming `memory`), and the stream is cut if it outgrows the memory.
  */
+import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { createReadStream } from 'node:fs'
 import { rename, rm, stat } from 'node:fs/promises'
@@ -29,6 +30,28 @@ export interface MemorySnapshotTarget extends StateSource {
   id: string
   vcpus: number
   memoryMiB: number
+  /** What `machineOf` says of the VM's QEMU. */
+  machine: string
+}
+
+const releases = new Map<string, Promise<string>>()
+
+/**
+ * The machine a VM runs on as a memory snapshot records it: accelerator, CPU model and QEMU's
+ * release (major.minor: a stable update reads its series' streams), e.g. `tcg:max:qemu-7.2`.
+ * QEMU's `-version` is asked once per path.
+ */
+export async function machineOf (accel: string, cpu: string, qemuPath: string): Promise<string> {
+  let release = releases.get(qemuPath)
+  if (release === undefined) {
+    release = new Promise<string>((resolve) => {
+      execFile(qemuPath, ['-version'], { timeout: 10_000, env: {} }, (err, stdout) => {
+        resolve(err === null ? /version (\d+\.\d+)/.exec(stdout)?.[1] ?? 'unknown' : 'unknown')
+      })
+    })
+    releases.set(qemuPath, release)
+  }
+  return `${accel}:${cpu}:qemu-${await release}`
 }
 
 /**
@@ -50,7 +73,7 @@ export async function saveMemorySnapshot (vm: MemorySnapshotTarget, storeDir: st
     const hex = await sha256File(tmp)
     const path = join(storeDir, `${hex}.${STATE_SUFFIX}`)
     await rename(tmp, path)
-    return { digest: `sha256:${hex}`, path, bytes: size, memory: { vcpus: vm.vcpus, memoryMiB: vm.memoryMiB } }
+    return { digest: `sha256:${hex}`, path, bytes: size, memory: { vcpus: vm.vcpus, memoryMiB: vm.memoryMiB, machine: vm.machine } }
   } finally {
     await rm(tmp, { force: true }).catch(() => {})
   }

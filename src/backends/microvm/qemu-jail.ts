@@ -4,7 +4,9 @@
  * (`-chroot`) and becomes a host user of its own (`-runas uid:gid`), with no capabilities and
  * its seccomp filter on. A guest that took QEMU over is then a user that owns nothing, in a
  * root with nothing in it: it reaches no host file, and it cannot signal, trace or read another
- * VM's QEMU, since no two live VMs share a user.
+ * VM's QEMU, since no two live VMs share a user. (It keeps the descriptors QEMU opened before:
+ * a VM restored from a template holds the template's RAM file read-write, as QEMU 7.2 opens it,
+ * so the file's pages are within reach of a QEMU taken over; see the backend's README.)
  *
  * After that QEMU opens nothing by path: a saved state comes in on a descriptor it was started
  * with (`STATE_FD`, vm-state.ts) and goes out to a socket the node puts in the jail for the save.
@@ -12,6 +14,7 @@
  * so that two node agents on one host seldom meet; a restarted node holds its adopted VMs' users.
  * A node that is not root has no user to give: its QEMU runs as the node's own user, unjailed.
  */
+import { spawn } from 'node:child_process'
 import { randomInt } from 'node:crypto'
 import { join } from 'node:path'
 import { createError, ErrorCodes } from '../../errors.js'
@@ -61,7 +64,19 @@ export function holdQemuUser (uid: number): void {
   inUse.add(uid)
 }
 
-/** Gives a user back once its QEMU is gone. */
+/**
+ * Ends every process running as `uid` (`kill -9 -1` as that user): a QEMU a guest took over may
+ * have forked, and its children must not outlive it into the next VM given the user.
+ */
+export function endQemuUser (uid: number): Promise<void> {
+  return new Promise((resolve) => {
+    const child = spawn('/bin/sh', ['-c', 'kill -9 -1 2>/dev/null; exit 0'], { uid, gid: uid, stdio: 'ignore', env: {} })
+    child.once('error', () => resolve())
+    child.once('close', () => resolve())
+  })
+}
+
+/** Gives a user back once its QEMU and all it started are gone (`endQemuUser`). */
 export function releaseQemuUser (uid: number | undefined): void {
   if (uid !== undefined) inUse.delete(uid)
 }

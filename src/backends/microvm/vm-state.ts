@@ -30,6 +30,9 @@ import { jailPath } from './qemu-jail.js'
 /** The descriptor a QEMU started to load a state (`-incoming defer`) has the state file on. */
 export const STATE_FD = 3
 
+/** The socket a save streams to, in the VM's jail. */
+export const STATE_SOCKET = 'state.sock'
+
 /** Bytes a saved state may hold beyond the guest's RAM in it (devices, vCPUs, page headers). */
 export const STATE_SLACK_BYTES = 64 * 1024 * 1024
 
@@ -92,7 +95,7 @@ export async function saveVmState (vm: StateSource, file: string, opts: { ram?: 
  * stream that comes to `file`, cut past `maxBytes`.
  */
 async function receiveState (vm: StateSource, file: string, maxBytes: number): Promise<{ qemuPath: string, written: (timeoutMs: number) => Promise<void>, failure: () => Error | undefined, close: () => void }> {
-  const path = jailPath(vm, 'state.sock')
+  const path = jailPath(vm, STATE_SOCKET)
   await rm(path.host, { force: true })
   let failure: Error | undefined
   let settle: (err?: Error) => void = () => {}
@@ -114,7 +117,8 @@ async function receiveState (vm: StateSource, file: string, maxBytes: number): P
       if (!out.write(chunk)) { socket.pause(); out.once('drain', () => socket.resume()) }
     })
     let ended = false
-    socket.on('end', () => { ended = true; out.end(() => { settle() }) })
+    // A write that fails at the end (ENOSPC) comes to end's callback, not before: it fails the save.
+    socket.on('end', () => { ended = true; out.end((err?: Error | null) => { if (err !== undefined && err !== null) fail(err); else settle() }) })
     socket.on('close', () => { if (!ended) fail(createError(ErrorCodes.BACKEND_UNAVAILABLE, 'QEMU\'s state stream broke off', { reason: 'migration' })) })
   })
   await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(path.host, resolve) })

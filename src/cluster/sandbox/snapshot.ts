@@ -4,7 +4,7 @@
  * layer goes to the control plane's blob store as a `snapshot` blob. The answer comes after the
  * push, so a snapshot id the control plane hands out always names a layer every node can fetch.
  */
-import type { Backend, SandboxHandle, SnapshotLayer } from '../../backends/types.js'
+import type { Backend, SandboxHandle, SavedMachine, SnapshotLayer } from '../../backends/types.js'
 import type { BlobKind } from '../../images/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
 
@@ -16,7 +16,7 @@ export interface SnapshotResult {
   /** True when the layer holds the whole file system (it stands alone), not only what the sandbox wrote. */
   flattened: boolean
   /** A memory snapshot: `layer` is then the VM's saved state (not a layer), restored by a guest of this shape. */
-  memory?: { vcpus: number, memoryMiB: number }
+  memory?: SavedMachine
 }
 
 export interface SnapshotDeps {

@@ -5,13 +5,14 @@
  * handed-over descriptor) and from the outside: a process as one VM's user cannot signal
  * another VM's QEMU, and can signal its own.
  */
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { MicrovmDefaults, type LaunchedVm } from '../../../src/backends/microvm/index.js'
+import { endQemuUser } from '../../../src/backends/microvm/qemu-jail.js'
 import { timed } from '../../support/index.js'
 import { assertGone, newBackend, registerLeftoverCheck, sh, vmTest } from './helpers.js'
 
@@ -69,6 +70,16 @@ vmTest('each VM\'s QEMU runs as a host user of its own, without capabilities, se
     await b.kill(h)
     await assertGone(vms[i]!)
   }
+}))
+
+test('a user is given again only once nothing runs as it: what a QEMU left running as its user ends with it', timed(20_000, async (defer) => {
+  if (process.getuid?.() !== 0) return
+  const uid = MicrovmDefaults.qemuUsers.first + MicrovmDefaults.qemuUsers.count - 1
+  const left = spawn('sleep', ['600'], { uid, gid: uid, stdio: 'ignore' })
+  defer(() => { left.kill('SIGKILL') })
+  const ended = new Promise<string | null>((resolve) => left.once('exit', (_code, signal) => resolve(signal)))
+  await endQemuUser(uid)
+  assert.is(await ended, 'SIGKILL')
 }))
 
 registerLeftoverCheck()

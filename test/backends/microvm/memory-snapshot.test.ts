@@ -3,15 +3,17 @@
  * snapshot; two VMs restored from the saved state each have the counter running (the same pid,
  * still counting) and the file, under a name and randomness of their own, and diverge after;
  * the source runs on; the forks share the snapshot's pages, and the command the source was streaming
- * ends in them. Refusals: a shape that differs from the saved machine, a malformed state
+ * ends in them. Refusals: a shape or a machine (accelerator, CPU model, QEMU) that differs from the saved one, a malformed state
  * digest, a guest past the snapshot bound, a container asked for memory.
  */
+import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { createContainerBackend } from '../../../src/backends/container/index.js'
+import { MicrovmDefaults } from '../../../src/backends/microvm/index.js'
 import { saveMemorySnapshot } from '../../../src/backends/microvm/memory-snapshot.js'
 import { isWarrenError, type WarrenError } from '../../../src/errors.js'
 import { timed } from '../../support/index.js'
@@ -26,6 +28,9 @@ const COUNTER = '(i=0; while true; do i=$((i+1)); echo $i > /tmp/count.t; mv /tm
 const COUNTS = 'a=$(cat /tmp/count); while [ "$(cat /tmp/count)" = "$a" ]; do sleep 0.05; done; cat /tmp/count'
 
 const fieldOf = (err: unknown): unknown => (err as WarrenError).details?.field
+
+/** The installed QEMU's major.minor, as its -version says. */
+const qemuRelease = (): string => /version (\d+\.\d+)/.exec(execFileSync(MicrovmDefaults.qemuPath, ['-version'], { encoding: 'utf8' }))![1]!
 
 vmTest('a memory snapshot restores in two VMs with the process still counting (same pid), the files, fresh identity; they diverge; the source runs on', timed(240_000, async (defer) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'warren-vmmem-'))
@@ -46,12 +51,15 @@ vmTest('a memory snapshot restores in two VMs with the process still counting (s
   const snap = await b.snapshot!(src, { memory: true })
   console.log(`microvm memory snapshot of a ${LIMITS.memoryMiB} MiB guest (${b.status().accel}): ${(performance.now() - started).toFixed(0)} ms, ${snap.bytes} bytes`)
   assert.match(snap.digest, /^sha256:[0-9a-f]{64}$/)
-  assert.equal(snap.memory, { vcpus: 1, memoryMiB: LIMITS.memoryMiB })
+  assert.equal([snap.memory?.vcpus, snap.memory?.memoryMiB], [1, LIMITS.memoryMiB])
+  // The machine saved: accelerator, CPU model (max under TCG, host's under KVM), QEMU release.
+  const cpu = b.status().accel === 'tcg' ? 'max' : 'host[^:]*'
+  assert.match(snap.memory?.machine ?? '', new RegExp(`^${b.status().accel}:${cpu}:qemu-${qemuRelease().replace('.', '\\.')}$`))
   assert.ok(snap.bytes < (LIMITS.memoryMiB + 64) * 1024 * 1024, 'bounded by the guest\'s memory')
   // The source goes on: counting, answering.
   assert.match(await sh(b, src, `kill -0 ${pid} && ${COUNTS}`), /^\d+\n$/)
 
-  const memory = { state: snap.digest, vcpus: 1, memoryMiB: LIMITS.memoryMiB }
+  const memory = { state: snap.digest, ...snap.memory! }
   const forks = []
   for (const id of ['mem-a', 'mem-b']) {
     const t0 = performance.now()
@@ -92,6 +100,12 @@ vmTest('a memory snapshot restores in two VMs with the process still counting (s
     assert.ok(isWarrenError(err, 'WARREN_ERR_INVALID_ARGUMENT'), String(err))
     assert.is(fieldOf(err), 'limits.memoryMiB')
   })
+  // Saved under another accelerator (or CPU model, or QEMU release): refused before QEMU is asked.
+  const other = b.status().accel === 'tcg' ? 'kvm:host:qemu-7.2' : 'tcg:max:qemu-7.2'
+  await b.create({ id: 'mem-bad', limits: LIMITS, memory: { ...memory, machine: other } }).then(() => assert.unreachable('another machine\'s state restores'), (err: unknown) => {
+    assert.ok(isWarrenError(err, 'WARREN_ERR_UNSUPPORTED'), String(err))
+    assert.is(fieldOf(err), 'memory')
+  })
   await b.create({ id: 'mem-bad', limits: LIMITS, memory: { ...memory, state: 'sha256:nothex' } }).then(() => assert.unreachable('a malformed digest restores'), (err: unknown) => {
     assert.ok(isWarrenError(err, 'WARREN_ERR_BAD_SPEC'), String(err))
     assert.is(fieldOf(err), 'memory')
@@ -107,7 +121,7 @@ vmTest('a memory snapshot restores in two VMs with the process still counting (s
 
 test('a guest past the snapshot bound is refused before anything is saved (QUOTA naming memory)', async () => {
   const never = async (): Promise<never> => { throw new Error('nothing is saved') }
-  await saveMemorySnapshot({ id: 'x', qmpSocket: '/nonexistent', dir: '/nonexistent', vcpus: 1, memoryMiB: 512 }, tmpdir(), { whileStopped: never, maxBytes: 256 * 1024 * 1024 }).then(() => assert.unreachable(), (err: unknown) => {
+  await saveMemorySnapshot({ id: 'x', qmpSocket: '/nonexistent', dir: '/nonexistent', vcpus: 1, memoryMiB: 512, machine: 'tcg:max:qemu-7.2' }, tmpdir(), { whileStopped: never, maxBytes: 256 * 1024 * 1024 }).then(() => assert.unreachable(), (err: unknown) => {
     assert.ok(isWarrenError(err, 'WARREN_ERR_QUOTA'), String(err))
     assert.is(fieldOf(err), 'memory')
   })
