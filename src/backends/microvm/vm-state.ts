@@ -19,13 +19,13 @@
  * template's guest does, so the node's new agent client starts on a clean stream.
  */
 import { createWriteStream } from 'node:fs'
-import { chmod, chown, rm } from 'node:fs/promises'
+import { chmod, chown, mkdir, rm } from 'node:fs/promises'
 import { createConnection, createServer, type Socket } from 'node:net'
 import { createError, ErrorCodes } from '../../errors.js'
 import { MicrovmDefaults } from './defaults.js'
 import type { LaunchedVm } from './launcher.js'
 import { connectQmp, type QmpClient } from './qmp.js'
-import { jailPath } from './qemu-jail.js'
+import { jailDir, jailPath } from './qemu-jail.js'
 
 /** The descriptor a QEMU started to load a state (`-incoming defer`) has the state file on. */
 export const STATE_FD = 3
@@ -96,6 +96,8 @@ export async function saveVmState (vm: StateSource, file: string, opts: { ram?: 
  */
 async function receiveState (vm: StateSource, file: string, maxBytes: number): Promise<{ qemuPath: string, written: (timeoutMs: number) => Promise<void>, failure: () => Error | undefined, close: () => void }> {
   const path = jailPath(vm, STATE_SOCKET)
+  // A VM adopted from before jails has no jail directory: its QEMU, unjailed, finds the socket by the host's path.
+  await mkdir(jailDir(vm.dir), { recursive: true, mode: 0o711 })
   await rm(path.host, { force: true })
   let failure: Error | undefined
   let settle: (err?: Error) => void = () => {}
