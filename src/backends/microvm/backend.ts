@@ -307,9 +307,13 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     async adopt () {
       const adopted: AdoptedSandbox[] = []
       const keep = new Set<string>()
-      for (const entry of journal.readAll()) {
-        // Its QEMU may still run as that user: no new VM may be given it (reclaim gives it back).
-        if (entry.vm.uid !== undefined) holdQemuUser(entry.vm.uid)
+      const entries = journal.readAll()
+      // Users whose QEMU still runs are held first, by that VM: no new VM is given one, and a
+      // dead record naming the same user (left behind, or copied) does not end that VM with it.
+      for (const entry of entries) {
+        if (entry.vm.uid !== undefined && await isAlive(entry.vm.pid, entry.vm.startTime)) holdQemuUser(entry.vm.uid, entry.vm.id)
+      }
+      for (const entry of entries) {
         if (entry.claimed && await isAlive(entry.vm.pid, entry.vm.startTime)) {
           try {
             const { live: e, execs } = await adoptOne(entry)

@@ -16,7 +16,7 @@ import { MicrovmDefaults } from './defaults.js'
 import type { GuestImage } from './guest/index.js'
 import { connectQmp } from './qmp.js'
 import { qemuArgs, type VmPlan } from './qemu-args.js'
-import { canJail, endQemuUser, jailDir, jailPath, releaseQemuUser, takeQemuUser } from './qemu-jail.js'
+import { canJail, endQemuUser, jailDir, jailPath, mayEndQemuUser, releaseQemuUser, takeQemuUser } from './qemu-jail.js'
 import { loadVmState, saveVmState, STATE_FD, STATE_SOCKET, stateTimeoutMs } from './vm-state.js'
 
 /** What `launchVm` needs. */
@@ -143,7 +143,7 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
   if (!ID_PATTERN.test(hostname)) throw createError(ErrorCodes.INVALID_ARGUMENT, `hostname ${JSON.stringify(hostname)} must be 1-63 of [A-Za-z0-9._-]`, { field: 'hostname' })
   if (opts.layers.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'a VM needs at least one layer', { field: 'layers' })
   const dir = join(opts.runDir ?? MicrovmDefaults.runDir, opts.id)
-  const uid = canJail() ? takeQemuUser() : undefined
+  const uid = canJail() ? takeQemuUser(opts.id) : undefined
   const plan: VmPlan = {
     id: opts.id,
     hostname,
@@ -191,7 +191,7 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
     if (vm !== undefined) await destroyVm(vm).catch(() => {})
     else {
       await rm(dir, { recursive: true, force: true }).catch(() => {})
-      releaseQemuUser(uid)
+      releaseQemuUser(uid, opts.id)
     }
     throw err
   } finally {
@@ -295,8 +295,9 @@ export async function destroyVm (vm: LaunchedVm, opts: { timeoutMs?: number } = 
     await pause(5)
   }
   // Whatever a QEMU a guest took over left running as its user ends before the user is given again.
-  if (vm.uid !== undefined) await endQemuUser(vm.uid)
-  releaseQemuUser(vm.uid)
+  // (Only its own: a record left behind that names another live VM's user must not end that VM.)
+  if (vm.uid !== undefined && mayEndQemuUser(vm.uid, vm.id)) await endQemuUser(vm.uid)
+  releaseQemuUser(vm.uid, vm.id)
   await rm(vm.dir, { recursive: true, force: true })
 }
 

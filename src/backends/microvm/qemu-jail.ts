@@ -39,29 +39,39 @@ export function canJail (): boolean {
   return process.getuid?.() === 0
 }
 
-const inUse = new Set<number>()
+/** Each user in use, and the VM (its id) it is given to. */
+const inUse = new Map<number, string>()
 let next = randomInt(MicrovmDefaults.qemuUsers.count)
 
 /**
  * A user no live VM of this process has, for a new VM's QEMU (its group is the same number).
  * @throws WARREN_ERR_NO_CAPACITY when every user of the range is taken
  */
-export function takeQemuUser (): number {
+export function takeQemuUser (vmId: string): number {
   const { first, count } = MicrovmDefaults.qemuUsers
   for (let tried = 0; tried < count; tried++) {
     const uid = first + next
     next = (next + 1) % count
     if (!inUse.has(uid)) {
-      inUse.add(uid)
+      inUse.set(uid, vmId)
       return uid
     }
   }
   throw createError(ErrorCodes.NO_CAPACITY, `all ${count} QEMU users are taken by live VMs`, { resource: 'qemuUsers' })
 }
 
-/** Marks a user taken: an adopted VM's, which a restarted node must not hand out again. */
-export function holdQemuUser (uid: number): void {
-  inUse.add(uid)
+/**
+ * Marks a user taken by `vmId`: an adopted VM's, which a restarted node must not hand out again.
+ * A user already held stays its first holder's (a record copied or left behind names it too).
+ */
+export function holdQemuUser (uid: number, vmId: string): void {
+  if (!inUse.has(uid)) inUse.set(uid, vmId)
+}
+
+/** True when `uid` is `vmId`'s, or nobody's: only then may ending that VM end what runs as it. */
+export function mayEndQemuUser (uid: number, vmId: string): boolean {
+  const holder = inUse.get(uid)
+  return holder === undefined || holder === vmId
 }
 
 /**
@@ -76,7 +86,7 @@ export function endQemuUser (uid: number): Promise<void> {
   })
 }
 
-/** Gives a user back once its QEMU and all it started are gone (`endQemuUser`). */
-export function releaseQemuUser (uid: number | undefined): void {
-  if (uid !== undefined) inUse.delete(uid)
+/** Gives `vmId`'s user back once its QEMU and all it started are gone (`endQemuUser`); another VM's stays. */
+export function releaseQemuUser (uid: number | undefined, vmId: string): void {
+  if (uid !== undefined && inUse.get(uid) === vmId) inUse.delete(uid)
 }

@@ -32,6 +32,7 @@ vmTest('kill -9 of the node agent, then a new backend on the same data dir re-ad
   assert.ok(await isAlive(vm.pid, vm.startTime), 'QEMU outlived the agent')
 
   // Leftovers a crash can leave: a record of a VM long dead, a directory nobody journaled, a group nobody uses.
+  // The dead record is the adoptee's copied, its QEMU user too: reclaiming it must not end the adoptee.
   writeFileSync(join(dataDir, 'journal', 'ghost.json'), JSON.stringify({ vm: { ...vm, id: 'ghost', pid: 999_999_999, dir: join(dir, 'ghost') }, meta: {}, claimed: true, refs: [] }))
   mkdirSync(join(dir, 'stray'))
   await createCgroupProvider(CGROUP_PARENT).create('stray', { memoryMiB: 64 })
