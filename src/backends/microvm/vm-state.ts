@@ -67,13 +67,14 @@ async function migrated (qmp: QmpClient, timeoutMs: number, what: string): Promi
  * Stops the VM's vCPUs and saves its machine state to `file`: without its RAM (a template's,
  * see above) or with it (`ram: 'in-stream'`, a memory snapshot). The VM stays stopped; the
  * caller ends it, or runs it again (`setVcpus`).
- * @throws WARREN_ERR_QUOTA naming `memory` when QEMU sends more than `maxBytes` (default: the
- *   RAM in the stream, if any, and `STATE_SLACK_BYTES`): the save is cut there
+ * @throws WARREN_ERR_QUOTA naming `memory` when QEMU sends more than `maxBytes` (default
+ *   `STATE_SLACK_BYTES`, a state without its RAM; a save with the RAM in it passes its own): the
+ *   save is cut there
  */
-export async function saveVmState (vm: StateSource, file: string, opts: { ram?: StateRam, timeoutMs?: number, maxBytes?: number, memoryMiB?: number } = {}): Promise<void> {
+export async function saveVmState (vm: StateSource, file: string, opts: { ram?: StateRam, timeoutMs?: number, maxBytes?: number } = {}): Promise<void> {
   const ram = opts.ram ?? 'shared-file'
   const timeoutMs = opts.timeoutMs ?? MicrovmDefaults.stateTimeoutMs
-  const maxBytes = opts.maxBytes ?? STATE_SLACK_BYTES + (ram === 'in-stream' ? (opts.memoryMiB ?? 0) * 1024 * 1024 : 0)
+  const maxBytes = opts.maxBytes ?? STATE_SLACK_BYTES
   const sink = await receiveState(vm, file, maxBytes)
   const qmp = await connectQmp(vm.qmpSocket).catch((err: unknown) => { sink.close(); throw err })
   try {
