@@ -71,8 +71,13 @@ export function calibrationTrace (scenario: Partial<CalibrationScenario> = {}): 
   return new Trace(events)
 }
 
-/** Median and log-spread of one creation's latency with nothing else going on (sequential creates and kills). */
-export async function probeCreation (client: Client, count = 40): Promise<{ medianMs: number, sigma: number }> {
+/**
+ * Median and log-spread of one creation's latency with nothing else going on (sequential creates
+ * and kills). The spread comes from the quartiles, not the tail: on a shared machine a few of the
+ * probe's creations land on someone else's burst, and a p90-based estimate then read a spread of
+ * 1.12 from a distribution whose real p99 was 2.6 × its median.
+ */
+export async function probeCreation (client: Client, count = 60): Promise<{ medianMs: number, sigma: number }> {
   const times: number[] = []
   for (let i = 0; i < count; i++) {
     const started = performance.now()
@@ -82,11 +87,10 @@ export async function probeCreation (client: Client, count = 40): Promise<{ medi
   }
   // The first few warm up the code paths (JIT, connections); they are not the steady cost.
   const steady = times.slice(Math.floor(count / 4)).sort((a, b) => a - b)
-  const median = steady[Math.floor(steady.length / 2)]!
-  const p90 = steady[Math.floor(steady.length * 0.9)]!
-  // A lognormal's p90 is median × e^(1.2816 σ).
-  const sigma = Math.min(1.5, Math.max(0.05, Math.log(p90 / median) / 1.2816))
-  return { medianMs: median, sigma }
+  const at = (q: number): number => steady[Math.floor(steady.length * q)]!
+  // A lognormal's quartiles are median × e^(±0.6745 σ).
+  const sigma = Math.min(1.5, Math.max(0.05, Math.log(at(0.75) / at(0.25)) / 1.349))
+  return { medianMs: at(0.5), sigma }
 }
 
 /** Plays the trace on a real cluster in real time through the SDK, sampling what runs where. */
@@ -185,8 +189,11 @@ export async function simulateTrace (trace: Trace, nodes: NodeStatus[], creation
   }
 }
 
-/** One compared figure: the allowed gap is `relative` × the real value + `absolute`. */
-export interface Comparison { figure: string, real: number, simulated: number, allowed: number, ok: boolean }
+/**
+ * One compared figure: the allowed gap is `relative` × the real value + `absolute`. A `timing`
+ * figure depends on how fast this machine ran at that moment, the others on what was placed where.
+ */
+export interface Comparison { figure: string, real: number, simulated: number, allowed: number, ok: boolean, timing: boolean }
 
 /** The stated tolerances of the calibration. */
 export const CalibrationTolerance: Record<string, { relative: number, absolute: number }> = {
@@ -218,6 +225,6 @@ export function compareObserved (real: Observed, simulated: Observed): Compariso
   return pairs.map(([figure, r, s]) => {
     const t = CalibrationTolerance[figure]!
     const allowed = t.relative * Math.abs(r) + t.absolute
-    return { figure, real: r, simulated: s, allowed, ok: Math.abs(s - r) <= allowed }
+    return { figure, real: r, simulated: s, allowed, ok: Math.abs(s - r) <= allowed, timing: figure.startsWith('create latency') }
   })
 }
