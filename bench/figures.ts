@@ -2,7 +2,7 @@
  * The small pieces every benchmark computes its figures with: the median, rounding for the JSON
  * line, a pause, and what the kernel says of a process's and the host's memory.
  */
-import { readFileSync } from 'node:fs'
+import { fstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs'
 
 /** The median (the upper one of an even count); NaN for none. */
 export const p50 = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN
@@ -25,3 +25,14 @@ export function processMemoryKiB (pid: number): { pss: number, rss: number } {
 
 /** The host's MemAvailable in KiB. */
 export const memAvailableKiB = (): number => Number(/^MemAvailable:\s+(\d+)/m.exec(readFileSync('/proc/meminfo', 'utf8'))?.[1] ?? 0)
+
+/** KiB resident in the saved guests' RAM this process holds (templates: each a memfd, backends/microvm/guest-ram.ts). */
+export function heldGuestRamKiB (): number {
+  let kib = 0
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      if (readlinkSync(`/proc/self/fd/${fd}`).startsWith('/memfd:warren-guest-ram')) kib += fstatSync(Number(fd)).blocks / 2
+    } catch {}
+  }
+  return kib
+}

@@ -5,12 +5,12 @@
  *
  *   save                 the source's vCPUs stopped, its whole machine (RAM in the stream) saved
  *   fork create p50      FORKS VMs (default 8) from the snapshot, one after another, alive at
- *                        once. Shared (now): the stream loaded once per node into a RAM file on
- *                        the templates' ramfs, each fork mapping it private. Whole stream (the
+ *                        once. Shared (now): the stream loaded once per node into sealed RAM
+ *                        the node holds, each fork mapping it private. Whole stream (the
  *                        previous design, `templates: false`): every fork loads the whole stream
  *                        into its own RAM.
  *   memory per fork      PSS and RSS of each fork's QEMU (PSS counts a page k VMs share as 1/k),
- *                        and the host's MemAvailable drop per fork, the shared RAM file included
+ *                        and the host's MemAvailable drop per fork, the shared RAM included
  *
  * The source writes 64 MiB of random bytes into its writable layer (guest memory) before the snapshot,
  * so the forks have that much to share. Under TCG where KVM cannot run a stock guest (the JSON says which).

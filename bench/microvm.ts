@@ -10,18 +10,18 @@
  *   exec `true` p50            through the agent, over virtio-serial | over the container's socket
  *   density                    N idle VMs (default 100, 128 MiB guests) restored from one template and
  *                              alive at once: PSS and RSS per VM (the shared figure: PSS counts a
- *                              page shared by k VMs as 1/k), the template's RAM file, and the host's
+ *                              page shared by k VMs as 1/k), the template's RAM, and the host's
  *                              MemAvailable drop per VM | N idle containers' RSS each
  *
  * Under TCG on a machine without /dev/kvm (the JSON says which). Its last line is one JSON object.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createCgroupProvider, createContainerBackend, type ContainerBackend } from '../src/backends/container/index.js'
 import { createMicrovmBackend, type MicrovmBackend } from '../src/backends/microvm/index.js'
 import type { Backend, SandboxHandle } from '../src/backends/types.js'
-import { memAvailableKiB, p50, processMemoryKiB as memKiB, round, sleep } from './figures.js'
+import { heldGuestRamKiB, memAvailableKiB, p50, processMemoryKiB as memKiB, round, sleep } from './figures.js'
 import { progress, progressDone } from './progress.js'
 
 const N = Number(process.argv[2] ?? 100)
@@ -140,8 +140,7 @@ try {
   const pssKiB = mems.reduce((s, m) => s + m.pss, 0) / N
   const rssKiB = mems.reduce((s, m) => s + m.rss, 0) / N
   const availDropKiB = (availBefore - memAvailableKiB()) / N
-  const templateDir = `${runDir}-templates`
-  const templateKiB = readdirSync(templateDir).reduce((s, k) => { try { return s + statSync(join(templateDir, k, 'ram')).blocks / 2 } catch { return s } }, 0)
+  const templateKiB = heldGuestRamKiB()
   const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
   progress('reclaiming')
   await killAll(dense, handles)

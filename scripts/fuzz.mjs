@@ -39,7 +39,7 @@ const FUZZ_DEFAULTS = {
 
 // Agent sources not linked into the request target: the set-up and entry of the agent (not on
 // the request path), and what stubs.c stands in for (file operations, the relay, seccomp).
-const NOT_ON_REQUEST_PATH = new Set(['main.c', 'launch.c', 'sandbox.c', 'files.c', 'relay.c', 'seccomp.c', 'vm.c'])
+const NOT_ON_REQUEST_PATH = new Set(['main.c', 'launch.c', 'sandbox.c', 'files.c', 'relay.c', 'seccomp.c', 'vm.c', 'ram.c'])
 // Every way the linked agent code could start a process or touch the host (a terminal too): stubs.c answers them.
 const WRAPPED = ['fork', 'vfork', 'clone', 'posix_spawn', 'posix_spawnp', 'execve', 'execvp', 'execvpe', 'kill', 'sethostname', 'openpty']
 

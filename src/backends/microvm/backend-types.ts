@@ -36,7 +36,7 @@ export interface MicrovmBackendOptions {
   pool?: { min?: number, max?: number }
   /** Start VMs from saved templates (default true); off, every VM not from the pool boots. */
   templates?: boolean
-  /** Where templates are kept, on a ramfs mounted there (default `<runDir>-templates`). */
+  /** Where templates' states are kept (default `<runDir>-templates`; their RAM is the node's, guest-ram.ts). */
   templateDir?: string
   /** How egress proxies resolve names, and the operator's pinned names. */
   egress?: EgressProxyOptions

@@ -59,8 +59,8 @@ export const MicrovmDefaults = {
   /** Saved VMs (templates) kept per backend, the least recently used dropped past it. */
   maxTemplates: 4,
   /**
-   * Memory snapshots made shareable kept per backend (each holds its guest's RAM on a ramfs, which
-   * no cgroup counts): the least recently used dropped past it (its forks keep their mapping).
+   * Memory snapshots made shareable kept per backend (each holds its guest's whole RAM): the least
+   * recently used dropped past it (its forks keep their mapping).
    */
   maxMemoryTemplates: 2,
   /** Templates that failed to be made or restored from this many times running are given up (VMs boot). */

@@ -16,6 +16,7 @@ import { MicrovmDefaults } from './defaults.js'
 import type { GuestImage } from './guest/index.js'
 import { connectQmp } from './qmp.js'
 import { qemuArgs, type VmPlan } from './qemu-args.js'
+import { RAM_FD, RAM_PATH, type GuestRam } from './guest-ram.js'
 import { canJail, endQemuUser, jailDir, jailPath, mayEndQemuUser, releaseQemuUser, takeQemuUser } from './qemu-jail.js'
 import { loadVmState, saveVmState, STATE_FD, STATE_SOCKET, stateTimeoutMs } from './vm-state.js'
 
@@ -45,11 +46,14 @@ export interface LaunchVmOptions {
   extraCmdline?: string
   /** Called as soon as QEMU runs, before the boot is waited for: journal it here. */
   onStarted?: (vm: LaunchedVm) => void
-  /** Guest RAM as a file (see `VmPlan.memoryFile`). */
-  memoryFile?: { path: string, share: boolean }
   /**
-   * Start from this saved state (vm-state.ts) instead of booting: a template's, `memoryFile`
-   * then the saved RAM, private; without `memoryFile`, a memory snapshot's (the RAM in the stream).
+   * Guest RAM held by the node (guest-ram.ts): shared, the VM writes it (a template being made);
+   * private, it is a saved VM's, copied on write, and must be sealed.
+   */
+  ram?: { of: GuestRam, share: boolean }
+  /**
+   * Start from this saved state (vm-state.ts) instead of booting: a template's, `ram` then the
+   * saved RAM, private; without `ram`, a memory snapshot's (the RAM in the stream).
    */
   restoreFrom?: string
   /**
@@ -96,13 +100,13 @@ const JOIN_AND_EXEC = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || ex
  */
 export async function launchVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, agent: AgentClient }> {
   const started = performance.now()
-  if (opts.restoreFrom !== undefined && opts.memoryFile?.share === true) {
-    throw createError(ErrorCodes.INVALID_ARGUMENT, 'a restored VM maps its saved RAM private', { field: 'memoryFile' })
+  if (opts.restoreFrom !== undefined && opts.ram?.share === true) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, 'a restored VM maps its saved RAM private', { field: 'ram' })
   }
   const { vm, plan } = await startVm(opts)
   try {
     if (opts.restoreFrom !== undefined) {
-      const ram = opts.memoryFile === undefined ? 'in-stream' : 'shared-file'
+      const ram = opts.ram === undefined ? 'in-stream' : 'shared-file'
       await loadVmState(plan.qmpSocket, { ram, timeoutMs: stateTimeoutMs(ram, opts.memoryMiB), ...(opts.restoreHangsUp === true ? { hangUpVia: plan.agentSocket } : {}) })
     }
     const console = readConsole(plan.consoleSocket)
@@ -119,15 +123,15 @@ export async function launchVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm
 }
 
 /**
- * Makes a memory snapshot's RAM shareable: a QEMU whose RAM is `memoryFile` (shared: the file
- * is the RAM) loads `stateFile` (RAM in the stream) without running a vCPU, and saves its state
+ * Makes a memory snapshot's RAM shareable: a QEMU whose RAM is `ram` (shared: the memfd is
+ * the RAM) loads `stateFile` (RAM in the stream) without running a vCPU, and saves its state
  * again without the RAM into `savedStateFile`, then ends. VMs started from that (`restoreFrom`
- * with `memoryFile` private and `restoreHangsUp`) share the file's pages as a template's
+ * with `ram` private and `restoreHangsUp`, once it is sealed) share its pages as a template's
  * restores do. (Seen here: the port's host state did not survive this second save, so a VM
  * restored from it is made to hear the hang-up, see `restoreHangsUp`.)
  */
-export async function reshareMemoryState (opts: Omit<LaunchVmOptions, 'restoreFrom' | 'memoryFile' | 'restoreHangsUp'> & { stateFile: string, memoryFile: string, savedStateFile: string }): Promise<void> {
-  const { vm, plan } = await startVm({ ...opts, memoryFile: { path: opts.memoryFile, share: true }, restoreFrom: opts.stateFile })
+export async function reshareMemoryState (opts: Omit<LaunchVmOptions, 'restoreFrom' | 'ram' | 'restoreHangsUp'> & { stateFile: string, ram: GuestRam, savedStateFile: string }): Promise<void> {
+  const { vm, plan } = await startVm({ ...opts, ram: { of: opts.ram, share: true }, restoreFrom: opts.stateFile })
   try {
     await loadVmState(plan.qmpSocket, { ram: 'in-stream', timeoutMs: stateTimeoutMs('in-stream', opts.memoryMiB), run: false })
     await saveVmState(vm, opts.savedStateFile, { ram: 'shared-file' })
@@ -142,6 +146,8 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
   const hostname = opts.hostname ?? opts.id
   if (!ID_PATTERN.test(hostname)) throw createError(ErrorCodes.INVALID_ARGUMENT, `hostname ${JSON.stringify(hostname)} must be 1-63 of [A-Za-z0-9._-]`, { field: 'hostname' })
   if (opts.layers.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'a VM needs at least one layer', { field: 'layers' })
+  // A page another VM could still write must never be mapped into this one.
+  if (opts.ram !== undefined && !opts.ram.share && !opts.ram.of.sealed) throw createError(ErrorCodes.INVALID_ARGUMENT, 'a VM maps saved RAM only once it is sealed', { field: 'ram' })
   const dir = join(opts.runDir ?? MicrovmDefaults.runDir, opts.id)
   const uid = canJail() ? takeQemuUser(opts.id) : undefined
   const plan: VmPlan = {
@@ -164,7 +170,7 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
     consoleSocket: join(dir, 'con.sock'),
     pidFile: join(dir, 'qemu.pid'),
     ...(opts.extraCmdline !== undefined ? { extraCmdline: opts.extraCmdline } : {}),
-    ...(opts.memoryFile !== undefined ? { memoryFile: opts.memoryFile } : {}),
+    ...(opts.ram !== undefined ? { memoryFile: { path: RAM_PATH, share: opts.ram.share } } : {}),
     ...(opts.restoreFrom !== undefined ? { incoming: true } : {}),
     ...(uid !== undefined ? { jail: { dir: jailDir(dir), uid } } : {})
   }
@@ -180,7 +186,7 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
     await mkdir(jailDir(dir), { mode: 0o711 })
     // Opened here, as root, and handed over: a jailed QEMU could not open it itself.
     if (opts.restoreFrom !== undefined) state = await open(opts.restoreFrom, 'r')
-    await startQemu(opts.qemuPath ?? MicrovmDefaults.qemuPath, qemuArgs(plan), opts.cgroups ?? [], state?.fd)
+    await startQemu(opts.qemuPath ?? MicrovmDefaults.qemuPath, qemuArgs(plan), opts.cgroups ?? [], { state: state?.fd, ram: opts.ram?.of.fd })
     const pid = Number.parseInt(await readFile(plan.pidFile, 'utf8'), 10)
     const info = Number.isInteger(pid) && pid > 0 ? await processInfo(pid) : undefined
     if (info === undefined) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `QEMU of VM ${opts.id} died right after start`, { reason: 'launch-failed' })
@@ -200,17 +206,18 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
 }
 
 /**
- * Runs QEMU (joining `cgroups` first), with `stateFd` as its `STATE_FD` when given; resolves
- * once it has daemonized, its sockets listening.
+ * Runs QEMU (joining `cgroups` first), with the node's descriptors `fds.state` as its `STATE_FD`
+ * and `fds.ram` as its `RAM_FD` when given; resolves once it has daemonized, its sockets listening.
  */
-function startQemu (qemu: string, args: string[], cgroups: readonly string[], stateFd: number | undefined): Promise<void> {
+function startQemu (qemu: string, args: string[], cgroups: readonly string[], fds: { state: number | undefined, ram: number | undefined }): Promise<void> {
   const [cmd, argv] = cgroups.length > 0
     ? ['/bin/sh', ['-c', JOIN_AND_EXEC, 'sh', String(cgroups.length), ...cgroups.map((d) => join(d, 'cgroup.procs')), qemu, ...args]]
     : [qemu, args]
   return new Promise((resolve, reject) => {
     // An empty environment: nothing of the node's reaches QEMU.
-    const stdio: Array<'ignore' | 'pipe' | number> = ['ignore', 'ignore', 'pipe']
-    if (stateFd !== undefined) stdio[STATE_FD] = stateFd
+    const stdio: Array<'ignore' | 'pipe' | number> = ['ignore', 'ignore', 'pipe', 'ignore', 'ignore']
+    if (fds.state !== undefined) stdio[STATE_FD] = fds.state
+    if (fds.ram !== undefined) stdio[RAM_FD] = fds.ram
     const child = spawn(cmd, argv, { stdio, env: {} })
     let errText = ''
     child.stderr?.setEncoding('utf8').on('data', (s: string) => { if (errText.length < 4096) errText += s })

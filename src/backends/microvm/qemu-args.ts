@@ -46,7 +46,7 @@ export interface VmPlan {
   pidFile: string
   /** Kernel parameters added at the end (e.g. `warren.debug=1`). */
   extraCmdline?: string
-  /** Guest RAM as this file, shared (written through: a template) or private (copy-on-write: a restore). */
+  /** Guest RAM as this file, shared (written through: a template) or private (copy-on-write: a restore); the launcher's is always `RAM_PATH`. */
   memoryFile?: { path: string, share: boolean }
   /** Wait for the VM's state over QMP (`migrate-incoming`) instead of booting. */
   incoming?: boolean

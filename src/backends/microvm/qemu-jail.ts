@@ -5,8 +5,8 @@
  * its seccomp filter on. A guest that took QEMU over is then a user that owns nothing, in a
  * root with nothing in it: it reaches no host file, and it cannot signal, trace or read another
  * VM's QEMU, since no two live VMs share a user. (It keeps the descriptors QEMU opened before:
- * a VM restored from a template holds the template's RAM file read-write, as QEMU 7.2 opens it,
- * so the file's pages are within reach of a QEMU taken over; see the backend's README.)
+ * a VM restored from a template holds the template's RAM read-write, as QEMU 7.2 opens it, which
+ * is why that RAM is sealed against every write first: guest-ram.ts.)
  *
  * After that QEMU opens nothing by path: a saved state comes in on a descriptor it was started
  * with (`STATE_FD`, vm-state.ts) and goes out to a socket the node puts in the jail for the save.

@@ -13,6 +13,7 @@ import type { CgroupProvider, SandboxCgroup } from '../container/cgroup-types.js
 import type { AgentClient } from '../container/agent-client.js'
 import { MicrovmDefaults } from './defaults.js'
 import type { GuestImage } from './guest/index.js'
+import type { GuestRam } from './guest-ram.js'
 import { destroyVm, launchVm, reshareMemoryState, type LaunchedVm, type LaunchVmOptions } from './launcher.js'
 import { templateKeyOf, type VmShape } from './shape.js'
 import { templateKey, type TemplateStore, type VmTemplate } from './templates.js'
@@ -106,7 +107,7 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
   }
 
   /** Starts QEMU in fresh cgroups; the VM and its groups go again if it fails to answer. */
-  async function start (id: string, shape: VmShape, hostname: string, extra: Pick<LaunchVmOptions, 'memoryFile' | 'restoreFrom' | 'restoreHangsUp'>): Promise<MadeVm> {
+  async function start (id: string, shape: VmShape, hostname: string, extra: Pick<LaunchVmOptions, 'ram' | 'restoreFrom' | 'restoreHangsUp'>): Promise<MadeVm> {
     return await inCgroups(id, shape, hostname, async (opts, cgroup) => {
       const { vm, agent } = await launchVm({ ...opts, ...extra })
       return { vm, agent, cgroup, restored: extra.restoreFrom !== undefined }
@@ -114,14 +115,14 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
   }
 
   /** Boots the shape's template: RAM in the store's file, shared; its state saved; then ended. */
-  async function buildTemplate (shape: VmShape, files: { memoryFile: string, stateFile: string }): Promise<void> {
+  async function buildTemplate (shape: VmShape, parts: { ram: GuestRam, stateFile: string }): Promise<void> {
     const id = `t${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`
-    const made = await start(id, shape, TEMPLATE_NAME, { memoryFile: { path: files.memoryFile, share: true } })
+    const made = await start(id, shape, TEMPLATE_NAME, { ram: { of: parts.ram, share: true } })
     try {
       // The guest hears the hang-up and opens its port again, as it will be found when restored.
       await made.agent.close()
       await new Promise((resolve) => setTimeout(resolve, 200))
-      await saveVmState(made.vm, files.stateFile, { ram: 'shared-file' })
+      await saveVmState(made.vm, parts.stateFile, { ram: 'shared-file' })
     } finally {
       await destroyVm(made.vm).catch(() => {})
       await made.cgroup?.remove().catch(() => {})
@@ -133,7 +134,7 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
     if (broken || d.templates === undefined) return undefined
     const key = templateKeyOf(shape, await d.guest(), `${d.accel}:${d.cpu}`, d.extraCmdline)
     try {
-      return await d.templates.get(key, async (files) => await buildTemplate(shape, files))
+      return await d.templates.get(key, shape.memoryMiB, async (parts) => await buildTemplate(shape, parts))
     } catch (err) {
       failed(err)
       return undefined
@@ -142,18 +143,18 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
 
   /**
    * A memory snapshot's state made shareable on this node, once (launcher.ts `reshareMemoryState`):
-   * its RAM a file on a ramfs, its machine state saved beside it without the RAM.
+   * its RAM sealed in the node's hands (guest-ram.ts), its machine state saved without the RAM.
    * Kept in a store of their own (`memoryTemplates`); undefined when that is off or it failed.
    */
   async function memoryTemplate (shape: VmShape, stateFile: string): Promise<VmTemplate | undefined> {
     if (d.memoryTemplates === undefined) return undefined
     const key = templateKey({ memory: basename(stateFile), shape: templateKeyOf(shape, await d.guest(), `${d.accel}:${d.cpu}`, d.extraCmdline) })
     try {
-      return await d.memoryTemplates.get(key, async (files) => {
+      return await d.memoryTemplates.get(key, shape.memoryMiB, async (parts) => {
         const id = `m${nanoid(10).replace(/[^A-Za-z0-9]/g, 'x')}`
         await inCgroups(id, shape, TEMPLATE_NAME, async (opts, cgroup) => {
           try {
-            await reshareMemoryState({ ...opts, stateFile, memoryFile: files.memoryFile, savedStateFile: files.stateFile })
+            await reshareMemoryState({ ...opts, stateFile, ram: parts.ram, savedStateFile: parts.stateFile })
           } finally {
             await cgroup?.remove().catch(() => {})
             d.unjournal(id)
@@ -167,10 +168,10 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
     }
   }
 
-  /** A VM from a saved state: a template's (its RAM file mapped private) or a memory snapshot's (RAM in the stream, or made shareable). */
-  async function restore (id: string, shape: VmShape, name: string, from: { stateFile: string, memoryFile?: string, hangsUp?: boolean }): Promise<MadeVm> {
+  /** A VM from a saved state: a template's (its sealed RAM mapped private) or a memory snapshot's (RAM in the stream, or made shareable). */
+  async function restore (id: string, shape: VmShape, name: string, from: { stateFile: string, ram?: GuestRam, hangsUp?: boolean }): Promise<MadeVm> {
     const made = await start(id, shape, TEMPLATE_NAME, {
-      ...(from.memoryFile !== undefined ? { memoryFile: { path: from.memoryFile, share: false } } : {}),
+      ...(from.ram !== undefined ? { ram: { of: from.ram, share: false } } : {}),
       restoreFrom: from.stateFile,
       ...(from.hangsUp !== undefined ? { restoreHangsUp: from.hangsUp } : {})
     })
@@ -216,7 +217,7 @@ export function createVmLauncher (d: VmLaunchDeps): VmLauncher {
       let made: MadeVm | undefined
       if (shared !== undefined) {
         try {
-          made = await restore(id, shape, name, { stateFile: shared.stateFile, memoryFile: shared.memoryFile, hangsUp: true })
+          made = await restore(id, shape, name, { stateFile: shared.stateFile, ram: shared.ram, hangsUp: true })
         } catch (err) {
           // And it loads the whole stream below. A guest that does not answer is its tenant's
           // failure: it does not count towards turning the node's templates off.

@@ -5,10 +5,10 @@
  * writes to the file, bounded. Either way QEMU opens nothing by path and runs no program: a
  * jailed QEMU has neither to reach (qemu-jail.ts).
  *
- * The guest's RAM is not in the file: it is a file of its own (a memory backend shared with the
- * template QEMU, so the RAM *is* that file), and `x-ignore-shared` leaves it out of the stream,
- * which then holds the devices' and vCPUs' state alone (~70 KB). A restored VM maps the RAM file
- * private: it reads the template's pages, shared with every other VM restored from it, and gets
+ * The guest's RAM is not in the file: it is a memfd of the node's (guest-ram.ts: a memory backend
+ * shared with the template QEMU, so the RAM *is* that memfd), and `x-ignore-shared` leaves it out
+ * of the stream, which then holds the devices' and vCPUs' state alone (~70 KB). A restored VM maps
+ * that RAM, sealed, private: it reads the template's pages, shared with every other VM restored from it, and gets
  * a copy of a page only when it writes it.
  *
  * A memory snapshot of a live VM (`ram: 'in-stream'`) is the same save with the RAM in the
@@ -156,7 +156,7 @@ async function receiveState (vm: StateSource, file: string, maxBytes: number): P
 
 /**
  * Loads the state a QEMU was started with on `STATE_FD` (with `-incoming defer` and the same
- * devices; for a template's state the RAM file mapped private), then runs its vCPUs (unless
+ * devices; for a template's state its sealed RAM mapped private), then runs its vCPUs (unless
  * `run: false`: it stays stopped): the guest goes on from the instant it was saved. A memory
  * snapshot's (`ram: 'in-stream'`, or made shareable: `hangUpVia`) was saved with its host
  * connected (`hangUpVia`: the guest is made to hear it go, see `hangUpOnce`): this waits

@@ -45,7 +45,7 @@ export async function newBackend (dataDir: string, over: Partial<MicrovmBackendO
   return createMicrovmBackend({ dataDir, guestDir: GUEST_DIR, runDir: await runDir(), cgroups: createCgroupProvider(CGROUP_PARENT), pool: { max: 0 }, templates: false, ...over })
 }
 
-/** The template directory of a backend made by `newBackend` (its ramfs, while templates are kept). */
+/** The template directory of a backend made by `newBackend` (its templates' states). */
 export async function templateDir (): Promise<string> {
   return `${await runDir()}-templates`
 }
@@ -69,16 +69,16 @@ export function memoryOf (pid: number): { pssKiB: number, rssKiB: number } {
 }
 
 /**
- * The guest RAM a VM's QEMU maps from a file named `ram` (a template's or a memory snapshot's,
+ * The saved guest RAM a VM's QEMU maps (a template's or a memory snapshot's, the node's memfd,
  * mapped private), in KiB: resident, and resident pages other processes map too (smaps).
  */
-export function ramFileMapping (pid: number): { rssKiB: number, sharedKiB: number } {
+export function savedRamMapping (pid: number): { rssKiB: number, sharedKiB: number } {
   let rssKiB = 0
   let sharedKiB = 0
   let inRam = false
   for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
     const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line)
-    if (head !== null) { inRam = head[1]!.endsWith('/ram'); continue }
+    if (head !== null) { inRam = head[1]!.startsWith('/memfd:warren-guest-ram'); continue }
     if (!inRam) continue
     const kib = /^(\w+):\s+(\d+) kB/.exec(line)
     if (kib?.[1] === 'Rss') rssKiB += Number(kib[2])
@@ -139,7 +139,7 @@ export function registerLeftoverCheck (): void {
     assert.equal(existsSync(dir) ? readdirSync(dir) : [], [], 'VM directories remain')
     await rm(dir, { recursive: true, force: true })
     for (const templates of [await templateDir(), `${await templateDir()}-memory`]) {
-      assert.not.ok(mounted(templates), `the templates' ramfs ${templates} is unmounted`)
+      assert.not.ok(mounted(templates), `nothing is mounted at ${templates}`)
       assert.not.ok(existsSync(templates), `the templates' directory ${templates} is removed`)
     }
     for (const p of Object.values(detectLayout())) {

@@ -17,7 +17,7 @@ import { MicrovmDefaults } from '../../../src/backends/microvm/index.js'
 import { saveMemorySnapshot } from '../../../src/backends/microvm/memory-snapshot.js'
 import { isWarrenError, type WarrenError } from '../../../src/errors.js'
 import { timed } from '../../support/index.js'
-import { assertGone, newBackend, ramFileMapping, registerLeftoverCheck, sh, vmTest } from './helpers.js'
+import { assertGone, newBackend, savedRamMapping, registerLeftoverCheck, sh, vmTest } from './helpers.js'
 
 const LIMITS = { cpus: 1, memoryMiB: 192, diskMiB: 32, pids: 64 }
 
@@ -81,10 +81,10 @@ vmTest('a memory snapshot restores in two VMs with the process still counting (s
   }
   assert.is(seeds.size, 2, 'each restored VM draws its own random numbers')
   assert.equal([b.status().templates, b.status().memoryTemplates], [1, 1], 'the shape\'s template (the source came from it), and the snapshot\'s RAM made shareable once, in a store of its own')
-  // The forks share the snapshot's pages: each maps the one RAM file private, the pages both read are resident once.
+  // The forks share the snapshot's pages: each maps the one saved RAM private, the pages both read are resident once.
   for (const f of forks) {
-    const ram = ramFileMapping(b.vm(f)!.pid)
-    console.log(`microvm fork of a memory snapshot: RAM file resident ${(ram.rssKiB / 1024).toFixed(1)} MiB, shared ${(ram.sharedKiB / 1024).toFixed(1)} MiB`)
+    const ram = savedRamMapping(b.vm(f)!.pid)
+    console.log(`microvm fork of a memory snapshot: saved RAM resident ${(ram.rssKiB / 1024).toFixed(1)} MiB, shared ${(ram.sharedKiB / 1024).toFixed(1)} MiB`)
     assert.ok(ram.sharedKiB > 16 * 1024, `pages of the snapshot shared between the forks: ${ram.sharedKiB} KiB`)
   }
   // The command the source was streaming belongs to the source: ended in each fork, running on in the source.

@@ -1,15 +1,16 @@
 /**
  * Fast creation: a VM restored from its shape's template (booted once, saved, restored with
- * `-incoming` and the RAM file mapped private) answers as itself: its own hostname, randomness
+ * `-incoming` and its sealed RAM mapped private) answers as itself: its own hostname, randomness
  * of its own, the host's time; VMs restored from one template share its pages (PSS well under
- * RSS); a warm pool hands out a ready VM renamed; kill and close leave nothing, the templates'
- * ramfs included.
+ * RSS) and none can write them (the RAM is sealed); a warm pool hands out a ready VM renamed;
+ * kill and close leave nothing.
  */
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readlinkSync, rmSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
+import { RAM_FD } from '../../../src/backends/microvm/index.js'
 import { timed, waitFor } from '../../support/index.js'
 import { assertGone, memoryOf, mounted, newBackend, p50, registerLeftoverCheck, sh, templateDir, vmTest } from './helpers.js'
 
@@ -23,7 +24,6 @@ vmTest('VMs restored from a template: each its own hostname, random pool and tim
   const first = await b.create({ id: 'rs-0', limits: LIMITS })
   assert.is(b.status().templates, 1, 'the first create made the shape\'s template')
   const dir = await templateDir()
-  assert.ok(mounted(dir), 'on a ramfs')
   const times: number[] = []
   const handles = [first]
   for (let i = 1; i <= 3; i++) {
@@ -48,6 +48,17 @@ vmTest('VMs restored from a template: each its own hostname, random pool and tim
   const rss = p50(mem.map((m) => m.rssKiB))
   console.log(`microvm idle VM memory, restored (${b.status().accel}): PSS p50 ${(pss / 1024).toFixed(0)} MiB, RSS p50 ${(rss / 1024).toFixed(0)} MiB`)
   assert.ok(pss < rss, 'pages shared with the template')
+  // What a QEMU its guest took over could do with the template's RAM it holds: write it.
+  for (const h of handles.slice(1)) {
+    const held = `/proc/${b.vm(h)!.pid}/fd/${RAM_FD}`
+    assert.match(readlinkSync(held), /^\/memfd:warren-guest-ram/, 'the template\'s RAM, as the node handed it over')
+    const fd = openSync(held, 'r+')
+    try {
+      assert.throws(() => writeSync(fd, 'x', 0), /EPERM/, 'sealed against every write')
+    } finally {
+      closeSync(fd)
+    }
+  }
 
   for (const h of handles) {
     const vm = b.vm(h)!
@@ -56,7 +67,7 @@ vmTest('VMs restored from a template: each its own hostname, random pool and tim
   }
   assert.equal(readdirSync(join(dataDir, 'journal')), [])
   await b.close()
-  assert.not.ok(mounted(dir), 'close unmounts the templates\' ramfs')
+  assert.not.ok(mounted(dir), 'nothing is mounted for templates')
   assert.not.ok(existsSync(dir))
 }))
 

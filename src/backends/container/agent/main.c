@@ -9,6 +9,8 @@
  *       serves one stream device, such as a VM's virtio serial port, reopening it on hang-up.
  *   warren-init vm   (or as /init, PID 1, of warren's initramfs)
  *       sets up a microVM's guest and serves its virtio serial port. See vm.c.
+ *   warren-init ram create BYTES | ram seal
+ *       (host side) a saved guest's RAM as a memfd, sealed once written. See ram.c.
  *
  * The protocol is described in protocol.h. */
 #define _GNU_SOURCE
@@ -19,6 +21,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "agent.h"
+#include "ram.h"
 #include "sandbox.h"
 #include "vm.h"
 
@@ -39,6 +42,7 @@ static int listen_on(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "launch")) return launch_main(argc - 2, argv + 2);
+	if (argc >= 2 && !strcmp(argv[1], "ram")) return ram_main(argc - 2, argv + 2);
 	if ((argc == 2 && !strcmp(argv[1], "vm")) || (argc == 1 && getpid() == 1 && !strcmp(argv[0], "/init"))) return vm_main();
 	if (argc == 4 && !strcmp(argv[1], "agent") && !strcmp(argv[2], "--socket")) {
 		int fd = listen_on(argv[3]);
@@ -49,6 +53,6 @@ int main(int argc, char **argv)
 		printf("warren-init protocol %d\n", WARREN_PROTOCOL_VERSION);
 		return 0;
 	}
-	fprintf(stderr, "usage: warren-init launch ... | agent --socket PATH | agent --stream DEVICE | vm | version\n");
+	fprintf(stderr, "usage: warren-init launch ... | ram ... | agent --socket PATH | agent --stream DEVICE | vm | version\n");
 	return 2;
 }

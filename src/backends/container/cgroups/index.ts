@@ -9,6 +9,7 @@ export { freezeGroup, freezerState, thawGroup, type Freezer, type FreezerState }
 export { createSandboxCgroup, openSandboxCgroup } from './group.js'
 export { planLimitWrites, toKernelLimits, type KernelLimits, type LimitWrite } from './limits.js'
 export { createCgroupProvider, type CgroupProviderImpl } from './provider.js'
+export { parseMountinfo, type MountEntry } from './mountinfo.js'
 export { listSandboxCgroups, reclaimOrphans, removeParentGroups } from './reclaim.js'
 export type {
   CgroupEvents, CgroupLayout, CgroupOptions, CgroupUsage, Controller, CreateCgroupOptions, KillOptions, LayoutKey,
