@@ -101,7 +101,9 @@ test('log in, see a sandbox appear after a create, open its trajectory; a wrong 
   await page.screenshot({ path: join(ARTIFACTS, 'page.png'), fullPage: true })
 
   // Filters are the server's: a label another sandbox has hides this one; state filters too.
+  // Both rows are on the page before the filter: wait for the filtered answer to take this one away.
   await page.fill('#filter-labels', 'run=other')
+  await page.locator(row).waitFor({ state: 'detached' })
   await page.waitForSelector(`tr[data-sandbox-id="${other.id}"]`)
   assert.is(await page.locator(row).count(), 0)
   assert.is(await page.locator('#sandboxes tbody tr').count(), 1)

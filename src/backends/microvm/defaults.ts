@@ -56,7 +56,7 @@ export const MicrovmDefaults = {
   migrationBytesPerSecond: 8 * 1024 * 1024 * 1024,
   /** How long a VM restored from a memory snapshot is given to see its old host connection end (its agent then opens its port again). */
   hangupTimeoutMs: 10_000,
-  /** Saved VMs (templates) kept per backend, the least recently used dropped past it. */
+  /** Saved VMs (templates) kept per backend, each holding its guest's whole RAM, the least recently used dropped past it. */
   maxTemplates: 4,
   /**
    * Memory snapshots made shareable kept per backend (each holds its guest's whole RAM): the least

@@ -11,7 +11,8 @@
  *
  * QEMU is given it as an inherited descriptor (`RAM_FD`) and opens it as `RAM_PATH`, so no path of
  * the node's reaches the command line. Its pages are shmem, charged to the memory cgroup of the
- * QEMU that first wrote them (and to that group's parent once it is removed).
+ * QEMU that first wrote them (and to that group's parent once it is removed); the seal gives the
+ * holes theirs first, charged to the node, so a restored VM's cgroup pays only for its own copies.
  */
 import { spawn } from 'node:child_process'
 import { open, type FileHandle } from 'node:fs/promises'

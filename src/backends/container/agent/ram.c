@@ -4,7 +4,8 @@
  *       makes a memfd of BYTES (its size sealed at once) as fd 3, writes "ready\n", and keeps it
  *       until its stdin ends; the node opens /proc/<pid>/fd/3 meanwhile and holds it from then on.
  *   warren-init ram seal
- *       seals the memfd it is given as fd 3 against every write, size change and further seal.
+ *       gives every hole of the memfd it is given as fd 3 its page, then seals it against every
+ *       write, size change and further seal.
  *
  * Why: every VM restored from a template maps the template's RAM private, and QEMU opens that
  * file read-write whatever its mapping. Sealed, no process can change a page of it any more, a
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "ram.h"
 
@@ -49,6 +51,13 @@ static int ram_create(const char *size)
 
 static int ram_seal(void)
 {
+	/* A VM restored from it that touches a hole (a page the saved guest never wrote) makes shmem
+	 * fill it, charged to that VM's QEMU, beside the VM's own copy: twice the guest's memory in one
+	 * cgroup, and the host's OOM killer ended a guest that had filled its RAM. Allocated here,
+	 * the holes are charged once, to the node, and every VM shares them as it shares the rest. */
+	struct stat st;
+	if (fstat(RAM_FD, &st) < 0) { perror("warren-init ram seal: fstat"); return 1; }
+	if (fallocate(RAM_FD, 0, 0, st.st_size) < 0) { perror("warren-init ram seal: fallocate"); return 1; }
 	// EBUSY: something still maps it shared and writable (the QEMU that wrote it has not ended).
 	if (fcntl(RAM_FD, F_ADD_SEALS, ALL_SEALS) < 0) { perror("warren-init ram seal"); return 1; }
 	int seals = fcntl(RAM_FD, F_GET_SEALS);

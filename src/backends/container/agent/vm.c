@@ -8,7 +8,8 @@
  *      first: the host computed it from modules.dep);
  *   3. each layer from its read-only virtio-blk disk, found by serial (warren-l0 = bottom), as
  *      EROFS; a tmpfs of warren.disk MiB as the writable layer (ENOSPC past it; its pages are
- *      guest memory); overlay of them as the new root;
+ *      guest memory, so it is capped below the guest's memory: upper_mib); overlay of them as
+ *      the new root;
  *   4. the kernel's full module tree (disk warren-mods, EROFS) at /lib/modules/<release>, so
  *      modprobe works inside;
  *   5. /dev, /proc, /sys moved into the new root, devpts and /dev/shm; the initramfs files
@@ -37,6 +38,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +53,8 @@
 #define MAX_LAYERS 32
 /* How long devices may take to appear after their driver loaded (TCG is slow). */
 #define DEVICE_WAIT_MS 20000
+/* Guest memory the writable layer never takes: the kernel's, the agent's and a command's. */
+#define UPPER_RESERVE_MIB 48
 
 struct vm_opts {
 	char id[64];
@@ -220,17 +224,29 @@ static int find_port(const char *name, int wait_ms, char out[64])
 	return -1;
 }
 
+/* The writable layer's size in MiB: warren.disk, but never more than the guest's memory less a
+ * reserve (UPPER_RESERVE_MIB and a sixteenth). The layer is a tmpfs, and tmpfs pages are memory
+ * no OOM kill frees: filled past what the guest has, it left the kernel nothing and the guest
+ * panicked (the sandbox lost to one `dd`). Capped, writing past it is ENOSPC as past diskMiB,
+ * and a memory hog beside a full layer is what the OOM killer ends. disk 0 (no limit) is the cap. */
+static unsigned long upper_mib(unsigned long disk_mib)
+{
+	struct sysinfo si;
+	if (sysinfo(&si) < 0) die("sysinfo: %s", strerror(errno));
+	unsigned long total = (unsigned long)(((unsigned long long)si.totalram * si.mem_unit) >> 20);
+	unsigned long reserve = UPPER_RESERVE_MIB + total / 16;
+	unsigned long cap = total > reserve + 1 ? total - reserve : 1;
+	return disk_mib > 0 && disk_mib < cap ? disk_mib : cap;
+}
+
 static void root_fs(const struct vm_opts *o)
 {
 	mkdir_p("/w/up", 0700);
 	char opts[4096];
-	if (o->disk_mib > 0) {
-		/* nr_inodes bounds the kernel memory a file flood can take (tmpfs size counts pages only). */
-		unsigned long inodes = o->disk_mib * 64 < 16384 ? 16384 : o->disk_mib * 64;
-		snprintf(opts, sizeof opts, "size=%lum,nr_inodes=%lu,mode=0755", o->disk_mib, inodes);
-	} else {
-		snprintf(opts, sizeof opts, "mode=0755");
-	}
+	unsigned long mib = upper_mib(o->disk_mib);
+	/* nr_inodes bounds the kernel memory a file flood can take (tmpfs size counts pages only). */
+	unsigned long inodes = mib * 64 < 16384 ? 16384 : mib * 64;
+	snprintf(opts, sizeof opts, "size=%lum,nr_inodes=%lu,mode=0755", mib, inodes);
 	must_mount("warren-upper", "/w/up", "tmpfs", MS_NOSUID | MS_NODEV, opts);
 	mkdir_p("/w/up/u", 0755);
 	mkdir_p("/w/up/w", 0700);
