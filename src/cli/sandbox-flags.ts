@@ -13,7 +13,7 @@ import { createProgress } from './progress.js'
 import { parseMilliseconds, parsePairs } from './units.js'
 
 export const SANDBOX_FLAGS = {
-  backend: { type: 'string', value: 'B', help: 'function or container (container when an image is named, else function)' },
+  backend: { type: 'string', value: 'B', help: 'function, container or microvm (container when an image is named, else function)' },
   image: { type: 'string', value: 'N:T', help: 'the base layer, by name:tag or sha256:digest' },
   workspace: { type: 'string', value: 'N:T', help: 'a workspace layer over the base (over busybox when no base is named)' },
   tools: { type: 'string', value: 'T1,T2', help: 'tools layers over the workspace, in order' },

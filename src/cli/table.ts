@@ -156,7 +156,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   }),
   command({
     name: 'pause',
-    summary: 'freeze a sandbox (container): its processes stop, its memory is kept, its CPU is free',
+    summary: 'freeze a sandbox (container or microvm): its processes stop, its memory is kept, its CPU is free',
     args: 'ID',
     positionals: { min: 1, max: 1 },
     flags: {},
