@@ -3,6 +3,7 @@
  * line, a pause, and what the kernel says of a process's and the host's memory.
  */
 import { fstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs'
+import { GUEST_RAM_LINK } from '../src/backends/microvm/index.js'
 
 /** The median (the upper one of an even count); NaN for none. */
 export const p50 = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN
@@ -31,7 +32,7 @@ export function heldGuestRamKiB (): number {
   let kib = 0
   for (const fd of readdirSync('/proc/self/fd')) {
     try {
-      if (readlinkSync(`/proc/self/fd/${fd}`).startsWith('/memfd:warren-guest-ram')) kib += fstatSync(Number(fd)).blocks / 2
+      if (readlinkSync(`/proc/self/fd/${fd}`).startsWith(GUEST_RAM_LINK)) kib += fstatSync(Number(fd)).blocks / 2
     } catch {}
   }
   return kib

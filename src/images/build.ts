@@ -9,7 +9,7 @@ import { createReadStream, mkdirSync, renameSync, rmSync, statSync, writeFileSyn
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 // The one mountinfo parser lives with the cgroup code that first needed it.
-import { parseMountinfo } from '../backends/container/cgroups/mountinfo.js'
+import { parseMountinfo } from '../backends/container/cgroups/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { pinErofsBuildTime } from './erofs-superblock.js'
 

@@ -23,6 +23,8 @@ import { ContainerDefaults } from '../container/defaults.js'
 export const RAM_FD = 4
 /** What QEMU's memory backend opens: its inherited `RAM_FD`. */
 export const RAM_PATH = `/proc/self/fd/${RAM_FD}`
+/** What /proc shows for a descriptor or mapping of it (the name ram.c gives the memfd). */
+export const GUEST_RAM_LINK = '/memfd:warren-guest-ram'
 
 /** How long making or sealing one may take (a spawn of a small static binary). */
 const HELPER_TIMEOUT_MS = 10_000

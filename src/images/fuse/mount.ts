@@ -12,32 +12,14 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { readFileSync, realpathSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { parseMountinfo, type MountEntry } from '../../backends/container/cgroups/index.js'
 import { createError, ErrorCodes } from '../../errors.js'
 
-/** One line of /proc/self/mountinfo, the fields used here. */
-export interface MountEntry {
-  mountPoint: string
-  fsType: string
-  source: string
-  /** The device the mount's superblock has (`major:minor`, an anonymous device for FUSE). */
-  major: number
-  minor: number
-}
-
-// mountinfo escapes space, tab, newline and backslash as octal (\040 …).
-const unescape = (s: string): string => s.replace(/\\([0-7]{3})/g, (_m, oct: string) => String.fromCharCode(parseInt(oct, 8)))
+export type { MountEntry }
 
 /** The mounts of this process's mount namespace, in mount order. */
 export function readMountinfo (): MountEntry[] {
-  const out: MountEntry[] = []
-  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-    const fields = line.split(' ')
-    const dash = fields.indexOf('-', 6)
-    if (fields.length < 10 || dash < 0 || dash + 2 >= fields.length) continue
-    const [major, minor] = fields[2]!.split(':').map(Number)
-    out.push({ mountPoint: unescape(fields[4]!), fsType: fields[dash + 1]!, source: unescape(fields[dash + 2]!), major: major ?? 0, minor: minor ?? 0 })
-  }
-  return out
+  return parseMountinfo(readFileSync('/proc/self/mountinfo', 'utf8'))
 }
 
 /** The topmost mount at `path` (already canonical), if any. */

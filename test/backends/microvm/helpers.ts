@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { createCgroupProvider, detectLayout, isAlive } from '../../../src/backends/container/index.js'
-import { createMicrovmBackend, microvmUnavailable, type LaunchedVm, type MicrovmBackend, type MicrovmBackendOptions } from '../../../src/backends/microvm/index.js'
+import { createMicrovmBackend, GUEST_RAM_LINK, microvmUnavailable, type LaunchedVm, type MicrovmBackend, type MicrovmBackendOptions } from '../../../src/backends/microvm/index.js'
 import type { ExecOptions, ExecResult, SandboxHandle } from '../../../src/backends/types.js'
 
 /** The guest kernel, initramfs and module disk, made once and kept between runs (the download is 27 MB). */
@@ -78,7 +78,7 @@ export function savedRamMapping (pid: number): { rssKiB: number, sharedKiB: numb
   let inRam = false
   for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
     const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line)
-    if (head !== null) { inRam = head[1]!.startsWith('/memfd:warren-guest-ram'); continue }
+    if (head !== null) { inRam = head[1]!.startsWith(GUEST_RAM_LINK); continue }
     if (!inRam) continue
     const kib = /^(\w+):\s+(\d+) kB/.exec(line)
     if (kib?.[1] === 'Rss') rssKiB += Number(kib[2])

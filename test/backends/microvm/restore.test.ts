@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { RAM_FD } from '../../../src/backends/microvm/index.js'
+import { GUEST_RAM_LINK, RAM_FD } from '../../../src/backends/microvm/index.js'
 import { timed, waitFor } from '../../support/index.js'
 import { assertGone, memoryOf, mounted, newBackend, p50, registerLeftoverCheck, sh, templateDir, vmTest } from './helpers.js'
 
@@ -51,7 +51,7 @@ vmTest('VMs restored from a template: each its own hostname, random pool and tim
   // What a QEMU its guest took over could do with the template's RAM it holds: write it.
   for (const h of handles.slice(1)) {
     const held = `/proc/${b.vm(h)!.pid}/fd/${RAM_FD}`
-    assert.match(readlinkSync(held), /^\/memfd:warren-guest-ram/, 'the template\'s RAM, as the node handed it over')
+    assert.ok(readlinkSync(held).startsWith(GUEST_RAM_LINK), 'the template\'s RAM, as the node handed it over')
     const fd = openSync(held, 'r+')
     try {
       assert.throws(() => writeSync(fd, 'x', 0), /EPERM/, 'sealed against every write')

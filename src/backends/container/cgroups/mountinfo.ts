@@ -3,12 +3,16 @@
  * the layouts of other kinds of host can be tested from fixtures.
  */
 
-/** One line of /proc/self/mountinfo, the fields cgroup detection needs. */
+/** One line of /proc/self/mountinfo. */
 export interface MountEntry {
+  /** The device the mount's superblock has (`major:minor`, an anonymous device for FUSE). */
+  major: number
+  minor: number
   /** The path inside the mounted file system that appears at `mountPoint`. */
   root: string
   mountPoint: string
   fsType: string
+  source: string
   /** Per-superblock options: for cgroup v1 they name the controllers of the hierarchy. */
   superOptions: string[]
 }
@@ -24,10 +28,14 @@ export function parseMountinfo (text: string): MountEntry[] {
     // Fields 7.. are optional tags ended by a lone "-"; then fstype, source, super options.
     const dash = fields.indexOf('-', 6)
     if (fields.length < 10 || dash < 0 || dash + 3 >= fields.length) continue
+    const [major, minor] = fields[2]!.split(':').map(Number)
     out.push({
+      major: major ?? 0,
+      minor: minor ?? 0,
       root: unescape(fields[3]!),
       mountPoint: unescape(fields[4]!),
       fsType: fields[dash + 1]!,
+      source: unescape(fields[dash + 2]!),
       superOptions: fields[dash + 3]!.split(',')
     })
   }
