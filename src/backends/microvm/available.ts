@@ -16,6 +16,7 @@ import { MicrovmDefaults } from './defaults.js'
 export function microvmUnavailable (guestDir?: string, kernel?: string): string | undefined {
   if (process.getuid?.() !== 0) return 'not running as root'
   if (!existsSync(MicrovmDefaults.qemuPath)) return `no QEMU at ${MicrovmDefaults.qemuPath} (Debian qemu-system-x86; run npm run setup)`
+  if (!existsSync(MicrovmDefaults.unsharePath)) return `no unshare at ${MicrovmDefaults.unsharePath} (Debian util-linux)`
   if (!existsSync(ContainerDefaults.agentPath)) return `no agent at ${ContainerDefaults.agentPath} (run npm run setup)`
   if (!existsSync('/usr/bin/mkfs.erofs')) return 'mkfs.erofs is missing (Debian erofs-utils)'
   if (kernel !== undefined) return existsSync(kernel) ? undefined : `no kernel at ${kernel}`

@@ -11,6 +11,8 @@ export const MicrovmDefaults = {
    * ranges container managers map.
    */
   qemuUsers: { first: 0x7000_0000, count: 1 << 20 },
+  /** util-linux's unshare: a jailed QEMU starts in a network and IPC namespace of its own (qemu-jail.ts). */
+  unsharePath: '/usr/bin/unshare',
   /** Where each VM gets `<id>/` with its sockets (agent, QMP, console) and pid file. */
   runDir: '/run/warren/vms',
   /**

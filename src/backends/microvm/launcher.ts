@@ -17,7 +17,7 @@ import type { GuestImage } from './guest/index.js'
 import { connectQmp } from './qmp.js'
 import { qemuArgs, type VmPlan } from './qemu-args.js'
 import { RAM_FD, RAM_PATH, type GuestRam } from './guest-ram.js'
-import { canJail, endQemuUser, jailDir, jailPath, mayEndQemuUser, releaseQemuUser, takeQemuUser } from './qemu-jail.js'
+import { canJail, endQemuUser, jailCommand, jailDir, jailPath, mayEndQemuUser, releaseQemuUser, takeQemuUser } from './qemu-jail.js'
 import { loadVmState, saveVmState, STATE_FD, STATE_SOCKET, stateTimeoutMs } from './vm-state.js'
 
 /** What `launchVm` needs. */
@@ -186,7 +186,9 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
     await mkdir(jailDir(dir), { mode: 0o711 })
     // Opened here, as root, and handed over: a jailed QEMU could not open it itself.
     if (opts.restoreFrom !== undefined) state = await open(opts.restoreFrom, 'r')
-    await startQemu(opts.qemuPath ?? MicrovmDefaults.qemuPath, qemuArgs(plan), opts.cgroups ?? [], { state: state?.fd, ram: opts.ram?.of.fd })
+    const qemu = opts.qemuPath ?? MicrovmDefaults.qemuPath
+    const [cmd, args] = uid !== undefined ? jailCommand(qemu, qemuArgs(plan)) : [qemu, qemuArgs(plan)]
+    await startQemu(cmd, args, opts.cgroups ?? [], { state: state?.fd, ram: opts.ram?.of.fd })
     const pid = Number.parseInt(await readFile(plan.pidFile, 'utf8'), 10)
     const info = Number.isInteger(pid) && pid > 0 ? await processInfo(pid) : undefined
     if (info === undefined) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `QEMU of VM ${opts.id} died right after start`, { reason: 'launch-failed' })
@@ -206,7 +208,7 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
 }
 
 /**
- * Runs QEMU (joining `cgroups` first), with the node's descriptors `fds.state` as its `STATE_FD`
+ * Runs `qemu` (QEMU, or what execs it: `jailCommand`), joining `cgroups` first, with the node's descriptors `fds.state` as its `STATE_FD`
  * and `fds.ram` as its `RAM_FD` when given; resolves once it has daemonized, its sockets listening.
  */
 function startQemu (qemu: string, args: string[], cgroups: readonly string[], fds: { state: number | undefined, ram: number | undefined }): Promise<void> {

@@ -2,9 +2,11 @@
  * What a VM's QEMU is left with once its machine is set up: QEMU opens every file and socket it
  * needs as root, then, just before the guest runs, chroots into an empty directory of its own
  * (`-chroot`) and becomes a host user of its own (`-runas uid:gid`), with no capabilities and
- * its seccomp filter on. A guest that took QEMU over is then a user that owns nothing, in a
- * root with nothing in it: it reaches no host file, and it cannot signal, trace or read another
- * VM's QEMU, since no two live VMs share a user. (It keeps the descriptors QEMU opened before:
+ * its seccomp filter on. It starts in a network and an IPC namespace of its own (`jailCommand`).
+ * A guest that took QEMU over is then a user that owns nothing, in a root with nothing in it,
+ * on a network with nothing on it: it reaches no host file, no host port or abstract socket
+ * (the node's API on loopback included) and no host SysV IPC, and it cannot signal, trace or
+ * read another VM's QEMU, since no two live VMs share a user. (It keeps the descriptors QEMU opened before:
  * a VM restored from a template holds the template's RAM read-write, as QEMU 7.2 opens it, which
  * is why that RAM is sealed against every write first: guest-ram.ts.)
  *
@@ -37,6 +39,18 @@ export function jailPath (vm: { dir: string, uid?: number | undefined }, name: s
 /** True where QEMU can be jailed: only root can chroot and give up its user. */
 export function canJail (): boolean {
   return process.getuid?.() === 0
+}
+
+/**
+ * The command that starts a jailed QEMU: `unshare` execs it (same PID, so the pid file and the
+ * journal name QEMU) in a new network namespace, which has only a loopback that is down, and a
+ * new IPC namespace. QEMU needs no network: its sockets are files, found by path from any
+ * namespace, and the guest has no NIC. (No mount namespace: each would copy the host's whole
+ * mount table, every sandbox's mounts in it, and pin those it copied; the chroot holds without
+ * CAP_SYS_CHROOT.)
+ */
+export function jailCommand (qemu: string, args: readonly string[]): [string, string[]] {
+  return [MicrovmDefaults.unsharePath, ['--net', '--ipc', '--', qemu, ...args]]
 }
 
 /** Each user in use, and the VM (its id) it is given to. */

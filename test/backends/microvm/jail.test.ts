@@ -1,12 +1,14 @@
 /**
  * A VM's QEMU, once set up, is jailed (qemu-jail.ts): a host user of its own that no other VM
- * has, no capabilities, its seccomp filter, chrooted into an empty directory. Checked on a
+ * has, no capabilities, its seccomp filter, chrooted into an empty directory, in a network and an
+ * IPC namespace of its own. Checked on a
  * template's VMs (restored, so the save and the load go through the jail's socket and the
  * handed-over descriptor) and from the outside: a process as one VM's user cannot signal
  * another VM's QEMU, and can signal its own.
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs'
+import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
@@ -30,7 +32,18 @@ function signalAs (uid: number, target: number): { code: number | null, stderr: 
   return { code: r.status, stderr: r.stderr }
 }
 
-vmTest('each VM\'s QEMU runs as a host user of its own, without capabilities, seccomp on, in an empty root; one VM\'s user cannot signal another\'s QEMU', timed(120_000, async (defer) => {
+/**
+ * Connects to 127.0.0.1:`port` from the network namespace of `pid` (the host's when undefined),
+ * with bash's /dev/tcp: its exit code and what it said.
+ */
+function connectFrom (pid: number | undefined, port: number): { code: number | null, stderr: string } {
+  const probe = ['bash', '-c', `exec 3<>/dev/tcp/127.0.0.1/${port}`]
+  const [cmd, args] = pid === undefined ? [probe[0]!, probe.slice(1)] : ['nsenter', [`--net=/proc/${pid}/ns/net`, '--', ...probe]]
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 10_000 })
+  return { code: r.status, stderr: r.stderr }
+}
+
+vmTest('each VM\'s QEMU runs as a host user of its own, without capabilities, seccomp on, in an empty root and a network and IPC namespace of its own; one VM\'s user cannot signal another\'s QEMU, nor reach a host port', timed(120_000, async (defer) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'warren-jail-'))
   defer(() => rmSync(dataDir, { recursive: true, force: true }))
   const b = await newBackend(dataDir, { templates: true })
@@ -57,7 +70,21 @@ vmTest('each VM\'s QEMU runs as a host user of its own, without capabilities, se
     const st = statSync(root)
     assert.is(st.uid, 0, 'its root is root\'s, not its own to write in')
     assert.is(st.mode & 0o777, 0o711)
+    for (const ns of ['net', 'ipc']) {
+      assert.is.not(readlinkSync(`/proc/${vm.pid}/ns/${ns}`), readlinkSync(`/proc/self/ns/${ns}`), `a ${ns} namespace of its own`)
+    }
+    assert.is(readlinkSync(`/proc/${vm.pid}/ns/mnt`), readlinkSync(`/proc/self/ns/mnt`), 'the host\'s mounts, seen through its chroot')
   }
+  // From QEMU's network namespace, a port listening on the host's loopback is not there.
+  const server = createServer((s) => s.end('reached\n'))
+  defer(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const port = (server.address() as AddressInfo).port
+  const fromHost = connectFrom(undefined, port)
+  assert.is(fromHost.code, 0, `the port answers from the host's namespace: ${fromHost.stderr}`)
+  const fromJail = connectFrom(vms[0].pid, port)
+  assert.is.not(fromJail.code, 0, 'and not from QEMU\'s')
+  assert.match(fromJail.stderr, /unreachable|refused/i)
   assert.is.not(vms[0].uid, vms[1].uid, 'no two VMs share a user')
   const own = signalAs(vms[0].uid!, vms[0].pid)
   assert.is(own.code, 0, `a process as VM a's user can signal its own QEMU: ${own.stderr}`)
