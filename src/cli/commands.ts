@@ -1,6 +1,6 @@
 /**
- * The client-side commands of `warren`: ps, exec, log, kill, pause, resume, nodes (create and
- * run are in run.ts; token, quota and tenant in admin.ts). Each takes its parsed arguments and returns the process exit code.
+ * The client-side commands of `warren`: ps, log, kill, pause, resume, nodes (create, run and
+ * exec are in run.ts; token, quota and tenant in admin.ts). Each takes its parsed arguments and returns the process exit code.
  */
 import { RECORD_STATES, type RecordState } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
@@ -11,16 +11,6 @@ import { headerLine, jsonLine, stepLines } from './trajectory-log.js'
 
 export interface Out { stdout: NodeJS.WritableStream, stderr: NodeJS.WritableStream }
 const std: Out = { stdout: process.stdout, stderr: process.stderr }
-
-/** `warren exec ID -- CMD…` */
-export async function exec (id: string | undefined, cmd: string[], out: Out = std): Promise<number> {
-  if (id === undefined || cmd.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren exec ID -- CMD…')
-  return await withClient(async (client) => {
-    const sb = await client.attach(id)
-    const r = await sb.exec(cmd, { onStdout: (b) => out.stdout.write(b), onStderr: (b) => out.stderr.write(b) })
-    return r.exitCode
-  })
-}
 
 /**
  * `warren log ID [--json]`: what happened in a sandbox (its trajectory), also after it ended:

@@ -1,7 +1,8 @@
 /**
- * `warren create` and `warren run`. `run` creates a sandbox, runs one command in it with this
- * process's stdin and output, exits with the command's code and kills the sandbox — also on
- * Ctrl-C (exit 130) or when the reader of its output goes away.
+ * `warren create`, `warren run` and `warren exec`. `run` creates a sandbox, runs one command in
+ * it with this process's stdin and output, exits with the command's code and kills the sandbox —
+ * also on Ctrl-C (exit 130) or when the reader of its output goes away. `exec` does the same in a
+ * sandbox that exists, and a stop kills its command, not the sandbox.
  */
 import { once } from 'node:events'
 import type { Readable } from 'node:stream'
@@ -66,10 +67,25 @@ async function feed (h: ExecHandle, input: Readable): Promise<void> {
   await h.closeStdin()
 }
 
-/** Runs `cmd` in `sb` to its end, its output to ours; resolves with its exit code. */
-async function runIn (sb: Sandbox, cmd: string[], stdin: StdinPlan, io: Io): Promise<number> {
+/**
+ * How stdin reaches a command of `backend`: not at all when it is a terminal or `--no-stdin`,
+ * read ahead (bounded) for the function backend, streamed to any other (and to a snapshot's,
+ * `backend` undefined). Stoppable (Ctrl-C while stdin is read ahead).
+ */
+async function planStdin (backend: string | undefined, flags: { 'no-stdin'?: boolean }, io: Io): Promise<StdinPlan> {
+  if (flags['no-stdin'] === true || io.stdin.isTTY === true) return { kind: 'none' }
+  if (backend !== 'function') return { kind: 'stream' }
+  return { kind: 'up-front', bytes: await unlessStopped(readUpFront(io.stdin, 'function')) }
+}
+
+/** Starts `cmd` in `sb`, its stdin as planned. */
+function start (sb: Sandbox, cmd: string[], stdin: StdinPlan): ExecHandle {
   const opts: Omit<ExecOptions, 'onStdout' | 'onStderr'> = stdin.kind === 'up-front' ? { stdin: stdin.bytes } : stdin.kind === 'stream' ? { openStdin: true } : {}
-  const h = sb.spawn(cmd, opts)
+  return sb.spawn(cmd, opts)
+}
+
+/** Runs the started command `h` to its end, its output to ours; resolves with its exit code. */
+async function runIn (h: ExecHandle, stdin: StdinPlan, io: Io): Promise<number> {
   let feedError: unknown
   const feeding = stdin.kind === 'stream' ? feed(h, io.stdin).catch((err: unknown) => { feedError = err }) : undefined
   try {
@@ -93,7 +109,48 @@ async function runIn (sb: Sandbox, cmd: string[], stdin: StdinPlan, io: Io): Pro
   }
 }
 
-export interface RunFlags extends SandboxFlagValues { 'no-stdin'?: boolean }
+/** Awaits `running` after its command or sandbox was killed, for at most `RunDefaults.settleAfterKillMs`. */
+async function settle (running: Promise<unknown>): Promise<void> {
+  await Promise.race([running.catch(() => {}), new Promise((resolve) => setTimeout(resolve, RunDefaults.settleAfterKillMs).unref())])
+}
+
+/** The flag `warren run` and `warren exec` share. */
+export const STDIN_FLAGS = {
+  'no-stdin': { type: 'boolean', help: 'give the command no stdin (EOF at once)' }
+} as const
+
+export interface ExecFlags { 'no-stdin'?: boolean }
+export interface RunFlags extends SandboxFlagValues, ExecFlags {}
+
+/**
+ * `warren exec ID [--no-stdin] -- CMD…`: runs CMD in sandbox ID with our stdin and output, and
+ * exits with its code. A stop kills the command (the sandbox stays), as a remote command over
+ * ssh ends with its terminal: else `warren exec ID -- yes | head -1` would leave `yes` running.
+ */
+export async function exec (id: string, cmd: string[], flags: ExecFlags = {}, io: Io = std): Promise<number> {
+  return await withClient(async (client) => {
+    try {
+      const sb = await unlessStopped(client.attach(id))
+      const { backend } = await unlessStopped(sb.info())
+      const stdin = await planStdin(backend, flags, io)
+      const h = start(sb, cmd, stdin)
+      const running = runIn(h, stdin, io)
+      try {
+        return await unlessStopped(running)
+      } catch (err) {
+        if (!(err instanceof Stopped)) throw err
+        await h.kill().catch(() => {})
+        await settle(running)
+        throw err
+      } finally {
+        if (stdin.kind === 'stream') io.stdin.destroy()
+      }
+    } catch (err) {
+      if (err instanceof Stopped) return err.stop.exitCode
+      throw err
+    }
+  })
+}
 
 /**
  * `warren run [flags] -- CMD…`: create, run with our stdin and output, exit with the command's
@@ -102,10 +159,9 @@ export interface RunFlags extends SandboxFlagValues { 'no-stdin'?: boolean }
  */
 export async function run (cmd: string[], flags: RunFlags, io: Io = std): Promise<number> {
   const spec = await sandboxSpec(flags)
-  const passStdin = flags['no-stdin'] !== true && io.stdin.isTTY !== true
-  let stdin: StdinPlan = { kind: 'none' }
+  let stdin: StdinPlan
   try {
-    if (passStdin) stdin = spec.backend === 'function' ? { kind: 'up-front', bytes: await unlessStopped(readUpFront(io.stdin, spec.backend)) } : { kind: 'stream' }
+    stdin = await planStdin(spec.backend, flags, io)
   } catch (err) {
     if (err instanceof Stopped) return err.stop.exitCode
     throw err
@@ -120,7 +176,7 @@ export async function run (cmd: string[], flags: RunFlags, io: Io = std): Promis
       if (err instanceof Stopped) { await creating.then(async (s) => { await s.kill() }, () => {}); return err.stop.exitCode }
       throw err
     }
-    const running = runIn(sb, cmd, stdin, io)
+    const running = runIn(start(sb, cmd, stdin), stdin, io)
     try {
       return await unlessStopped(running)
     } catch (err) {
@@ -128,7 +184,7 @@ export async function run (cmd: string[], flags: RunFlags, io: Io = std): Promis
       // The sandbox is killed first; then its command's end is awaited (bounded), so nothing
       // of it is still asking the cluster when the client closes.
       await sb.kill()
-      await Promise.race([running.catch(() => {}), new Promise((resolve) => setTimeout(resolve, RunDefaults.settleAfterKillMs).unref())])
+      await settle(running)
       return err.stop.exitCode
     } finally {
       await sb.kill()

@@ -8,7 +8,7 @@ import { audit } from './audit.js'
 import * as commands from './commands.js'
 import * as image from './image.js'
 import * as replay from './replay.js'
-import { create, run } from './run.js'
+import { create, exec, run, STDIN_FLAGS } from './run.js'
 import { SANDBOX_FLAGS } from './sandbox-flags.js'
 import * as servers from './servers.js'
 import { shell } from './shell.js'
@@ -108,7 +108,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     rest: true,
     details: 'Stdin is passed to the command unless it is a terminal: streamed to a container sandbox,\n' +
       'read ahead (up to 512 KiB) for the function backend. Ctrl-C kills the sandbox and exits 130.',
-    flags: { ...SANDBOX_FLAGS, 'no-stdin': { type: 'boolean', help: 'give the command no stdin (EOF at once)' } },
+    flags: { ...SANDBOX_FLAGS, ...STDIN_FLAGS },
     run: async ({ values, rest }) => await run(rest, values)
   }),
   command({
@@ -123,12 +123,14 @@ export const COMMANDS: readonly CommandSpec[] = [
   }),
   command({
     name: 'exec',
-    summary: 'run a command in a sandbox',
+    summary: 'run CMD in a sandbox with this stdin and output, exit with its code',
     args: 'ID -- CMD…',
     positionals: { min: 1, max: 1 },
     rest: true,
-    flags: {},
-    run: async ({ positionals, rest }) => await commands.exec(positionals[0], rest)
+    details: 'Stdin is passed to the command unless it is a terminal, as with warren run. Ctrl-C, or the\n' +
+      'reader of its output going away (warren exec ID -- yes | head -1), kills the command; the sandbox stays.',
+    flags: STDIN_FLAGS,
+    run: async ({ positionals, values, rest }) => await exec(positionals[0]!, rest, values)
   }),
   command({
     name: 'shell',

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process'
+import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes, createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
@@ -109,6 +109,48 @@ test('a reader that goes away ends a command quietly: warren ps into a closed pi
     assert.is(err, '', 'nothing on stderr')
   }
   assert.equal((await listed(env, 'pipe=run')).map(([, state]) => state), ['gone(killed)'])
+}))
+
+test('warren exec passes its stdin on, up front to a function sandbox', timed(60_000, async (defer) => {
+  const { env } = await warrenUp(defer)
+  const id = (await warren(['create'], { env })).stdout.trim()
+  const echoed = await warren(['exec', id, '--', 'js', 'console.log(stdin.toUpperCase())'], { env, input: 'hi from stdin\n' })
+  assert.is(echoed.status, 0, echoed.stderr)
+  assert.is(echoed.stdout, 'HI FROM STDIN\n\n')
+  const none = await warren(['exec', '--no-stdin', id, '--', 'js', 'console.log(JSON.stringify(stdin))'], { env, input: 'ignored' })
+  assert.is(none.stdout, '""\n')
+}))
+
+;(noContainers === undefined ? test : test.skip)('warren exec streams stdin to a container command, and a reader that goes away or Ctrl-C kills the command, not the sandbox', timed(120_000, async (defer) => {
+  const { env } = await warrenUp(defer)
+  const created = await warren(['create', '--backend', 'container', '--label', 'exec=stop'], { env })
+  assert.is(created.status, 0, created.stderr)
+  const id = created.stdout.trim()
+  const hi = await warren(['exec', id, '--', 'cat'], { env, input: 'hi\n' })
+  assert.is(hi.status, 0, hi.stderr)
+  assert.is(hi.stdout, 'hi\n')
+  /** Whether the process whose PID the command wrote to `file` still runs. */
+  const alive = async (file: string): Promise<string> => (await warren(['exec', '--no-stdin', id, '--', 'sh', '-c', `kill -0 $(cat ${file}) 2>/dev/null && echo alive || echo gone`], { env })).stdout.trim()
+  const stops: Array<{ name: string, cmd: string, stop: (child: ChildProcess) => void, status: number }> = [
+    // `yes | head -1`: the reader closes once it has its line.
+    { name: 'reader gone', cmd: 'echo $$ > /tmp/yes.pid; exec yes', stop: (child) => child.stdout!.destroy(), status: 0 },
+    { name: 'Ctrl-C', cmd: 'echo $$ > /tmp/sleep.pid; echo started; exec sleep 600', stop: (child) => child.kill('SIGINT'), status: 130 }
+  ]
+  for (const { name, cmd, stop, status } of stops) {
+    const file = /\/tmp\/\w+\.pid/.exec(cmd)![0]
+    const child = spawn(process.execPath, [cli, 'exec', '--no-stdin', id, '--', 'sh', '-c', cmd], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+    defer(async () => { if (child.exitCode === null) { child.kill('SIGKILL'); await exited(child) } })
+    let err = ''
+    child.stderr!.on('data', (b: Buffer) => { err += b.toString() })
+    await new Promise<void>((resolve) => child.stdout!.once('data', () => resolve()))
+    assert.is(await alive(file), 'alive', `${name}: the command runs`)
+    stop(child)
+    const end = await exited(child)
+    assert.is(end.status, status, `${name}: ${err}`)
+    assert.not.match(err, stack)
+    await waitFor(async () => await alive(file) === 'gone', 30_000, `${name}: the command to be killed`)
+  }
+  assert.equal((await listed(env, 'exec=stop')).map(([, state]) => state), ['ready'], 'the sandbox stays')
 }))
 
 test('warren up on a busy port names the address and port, without a stack, and exits non-zero', timed(60_000, async (defer) => {
