@@ -48,7 +48,7 @@ export interface SandboxSpec {
    */
   memory?: MemoryState
   /**
-   * The way out (container backend): hosts reachable through the sandbox's egress proxy
+   * The way out (container and microvm backends): hosts reachable through the sandbox's egress proxy
    * (`pypi.org`, `*.pythonhosted.org`, `host:port`). Without it, loopback only.
    */
   network?: { egress: string[] }
@@ -87,6 +87,9 @@ export const SpecDefaults = {
   maxEnvValue: 32 * 1024
 }
 
+/** The backends whose sandboxes reach out through an egress proxy (`network.egress`). */
+const EGRESS_BACKENDS: readonly BackendKind[] = ['container', 'microvm']
+
 const KNOWN_FIELDS = ['backend', 'ttlMs', 'idleTimeoutMs', 'labels', 'limits', 'env', 'image', 'network', 'snapshot', 'pausedTtl', 'deterministic'] as const
 
 /**
@@ -122,7 +125,7 @@ export function parseSandboxSpec (input: unknown): SandboxSpec {
     if (!isPlainObject(network)) bad('network', 'must be an object')
     onlyKnown(network, ['egress'], 'network.')
     if (network.egress !== undefined) {
-      if (backend !== 'container') bad('network.egress', 'is offered by the container backend only')
+      if (!EGRESS_BACKENDS.includes(kind)) bad('network.egress', `is offered by the ${EGRESS_BACKENDS.join(' and ')} backends only`)
       const egress = parseEgressRules(network.egress)
       if (egress.length > 0) spec.network = { egress }
     }

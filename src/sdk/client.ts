@@ -55,7 +55,7 @@ export interface CreateSpec {
    * fields given here laid over it (labels, env and limits merged key by key). No `image` beside it.
    */
   snapshot?: string
-  /** Hosts the sandbox may reach through its egress proxy (container; `pypi.org`, `*.pythonhosted.org`, `host:port`). */
+  /** Hosts the sandbox may reach through its egress proxy (container and microvm; `pypi.org`, `*.pythonhosted.org`, `host:port`). */
   network?: { egress: string[] }
   /** False: time spent paused does not count against `ttlMs` (the end moves on at resume). Default true. */
   pausedTtl?: boolean

@@ -1,5 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { release, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
@@ -19,17 +21,22 @@ const why = microvmUnavailable(GUEST_DIR)
 if (why !== undefined) console.log(`microvm cluster tests skipped: ${why}`)
 const vtest = why === undefined ? test : test.skip
 
-vtest('a microvm sandbox through the SDK and a real node: uname -r is the guest kernel, files, kill reclaims the VM', timed(150_000, async (defer) => {
+vtest('a microvm sandbox through the SDK and a real node: uname -r is the guest kernel, files, egress by its spec\'s allow-list, kill reclaims the VM', timed(150_000, async (defer) => {
   const dir = mkdtempSync(join(tmpdir(), 'warren-vmc-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))
+  // The web server stands in for an outside host: on loopback, so reachable only as the operator pins it.
+  const web = createServer((req, res) => res.end(`outside ${req.url ?? ''}\n`))
+  await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve))
+  defer(() => web.close())
+  const port = (web.address() as AddressInfo).port
   const cp = await startTestControlPlane()
   defer(() => cp.close())
-  const node = await spawnNode(cp, 'vmn1', join(dir, 'node'))
+  const node = await spawnNode(cp, 'vmn1', join(dir, 'node'), ['--egress-host', `web.test=127.0.0.1:${port}`])
   defer(() => node.kill())
   const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]), requestTimeoutMs: 90_000 })
   defer(() => client.close())
 
-  const sb = await client.create({ backend: 'microvm', limits: { cpus: 1, memoryMiB: 256, diskMiB: 64 } })
+  const sb = await client.create({ backend: 'microvm', limits: { cpus: 1, memoryMiB: 256, diskMiB: 64 }, network: { egress: [`web.test:${port}`] } })
   const r = await sb.exec(['uname', '-r'])
   assert.is(r.exitCode, 0)
   assert.match(r.stdout, /-cloud-amd64\n$/)
@@ -37,6 +44,11 @@ vtest('a microvm sandbox through the SDK and a real node: uname -r is the guest 
   assert.is((await sb.exec(['hostname'])).stdout, `${sb.id}\n`)
   await sb.files.write('/root/a.txt', 'from the SDK')
   assert.is((await sb.exec(['cat', '/root/a.txt'])).stdout, 'from the SDK')
+  const allowed = await sb.exec(['wget', '-q', '-O', '-', `http://web.test:${port}/allowed`])
+  assert.is(allowed.stdout, 'outside /allowed\n', allowed.stderr)
+  const other = await sb.exec(['wget', '-q', '-O', '-', `http://127.0.0.2:${port}/`])
+  assert.is.not(other.exitCode, 0)
+  assert.match(other.stderr, /403/)
 
   const runDir = join(MicrovmDefaults.runDir, 'vmn1')
   assert.ok(existsSync(join(runDir, sb.id)), 'its host directory while it runs')
