@@ -10,7 +10,7 @@ import { createError, ErrorCodes } from '../errors.js'
 import type { FlagValues } from './command.js'
 import { buildAndPush, pushTarget } from './image.js'
 import { createProgress } from './progress.js'
-import { parseMilliseconds, parsePairs } from './units.js'
+import { parseMemory, parseMilliseconds, parsePairs } from './units.js'
 
 export const SANDBOX_FLAGS = {
   backend: { type: 'string', value: 'B', help: 'function, container or microvm (container when an image is named, else function)' },
@@ -22,6 +22,12 @@ export const SANDBOX_FLAGS = {
   store: { type: 'string', value: 'BLOBS', help: 'push the --image-dir layer into this local blob store directory instead' },
   ttl: { type: 'string', value: 'DURATION', help: 'how long the sandbox lives: milliseconds, or 30s, 10m, 2h' },
   label: { type: 'string', multiple: true, value: 'K=V', help: 'a label to find it by with warren ps --label' },
+  cpus: { type: 'string', value: 'N', help: 'CPUs it may use (0.5, 2; a microvm gets that many vCPUs, rounded up)' },
+  memory: { type: 'string', value: 'SIZE', help: 'its memory: MiB, or 512MiB, 2GiB (a microvm\'s guest memory)' },
+  disk: { type: 'string', value: 'SIZE', help: 'its writable layer: MiB, or 512MiB, 4GiB (ENOSPC inside past it)' },
+  pids: { type: 'string', value: 'N', help: 'the most processes and threads it may have' },
+  env: { type: 'string', multiple: true, value: 'K=V', help: 'an environment variable of its commands' },
+  egress: { type: 'string', multiple: true, value: 'HOST', help: 'a host its commands may reach through its egress proxy (pypi.org, *.example.com, host:443)' },
   deterministic: { type: 'boolean', help: 'fixed hostname, TZ, LANG, SOURCE_DATE_EPOCH and a seed drawn once (WARREN_SEED)' },
   seed: { type: 'string', value: 'N', help: 'with --deterministic: this seed (0 to 4294967295) instead of a drawn one' }
 } as const
@@ -52,7 +58,8 @@ async function layerFromDir (dir: string, store: string | undefined): Promise<st
 
 /**
  * The create spec the flags describe. `--image-dir` builds and pushes its layer first.
- * @throws INVALID_ARGUMENT naming the flag (both --image and --image-dir, a bad --ttl or --label)
+ * @throws INVALID_ARGUMENT naming the flag (both --image and --image-dir, a bad --ttl, --label,
+ *   --env or limit)
  */
 export async function sandboxSpec (flags: SandboxFlagValues): Promise<CreateSpec> {
   if (flags.image !== undefined && flags['image-dir'] !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, 'give --image or --image-dir, not both', { field: 'image-dir' })
@@ -60,6 +67,14 @@ export async function sandboxSpec (flags: SandboxFlagValues): Promise<CreateSpec
   if (flags.snapshot !== undefined && layered !== undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, `give --snapshot or --${layered}, not both: the snapshot holds the layers`, { field: layered })
   if (flags.store !== undefined && flags['image-dir'] === undefined) throw createError(ErrorCodes.INVALID_ARGUMENT, '--store goes with --image-dir', { field: 'store' })
   const labels = parseLabels(flags.label)
+  const limits = limitsSpec(flags)
+  const env = parsePairs(flags.env, 'env', 'NAME=value')
+  const network = flags.egress !== undefined ? { egress: flags.egress } : undefined
+  const given: Pick<CreateSpec, 'limits' | 'env' | 'network'> = {
+    ...(limits !== undefined ? { limits } : {}),
+    ...(env !== undefined ? { env } : {}),
+    ...(network !== undefined ? { network } : {})
+  }
   const ttlMs = flags.ttl !== undefined ? parseMilliseconds(flags.ttl, 'ttl') : undefined
   const tools = flags.tools?.split(',').map((t) => t.trim()).filter((t) => t !== '')
   if (tools !== undefined && tools.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, '--tools takes a comma-separated list of layers', { field: 'tools' })
@@ -77,6 +92,7 @@ export async function sandboxSpec (flags: SandboxFlagValues): Promise<CreateSpec
       ...(flags.backend !== undefined ? { backend: flags.backend as CreateSpec['backend'] } : {}),
       ...(ttlMs !== undefined ? { ttlMs } : {}),
       ...(labels !== undefined ? { labels } : {}),
+      ...given,
       ...deterministicSpec(flags)
     }
   }
@@ -86,8 +102,33 @@ export async function sandboxSpec (flags: SandboxFlagValues): Promise<CreateSpec
     ...(image !== undefined ? { image } : {}),
     ...(ttlMs !== undefined ? { ttlMs } : {}),
     ...(labels !== undefined ? { labels } : {}),
+    ...given,
     ...deterministicSpec(flags)
   }
+}
+
+/**
+ * `--cpus --memory --disk --pids` as the spec's limits (only those given: the backend's defaults,
+ * or a snapshot's, fill the rest). Only their form is checked here; the control plane holds the
+ * bounds and names `limits.*` past them.
+ * @throws INVALID_ARGUMENT naming the flag when its value is not a number (or a size)
+ */
+function limitsSpec (flags: SandboxFlagValues): CreateSpec['limits'] {
+  const number = (field: 'cpus' | 'pids'): number | undefined => {
+    const text = flags[field]
+    if (text === undefined) return undefined
+    const n = Number(text)
+    if (text.trim() === '' || !Number.isFinite(n)) throw createError(ErrorCodes.INVALID_ARGUMENT, `--${field} must be a number, not ${JSON.stringify(text)}`, { field })
+    return n
+  }
+  const size = (field: 'memory' | 'disk'): number | undefined => {
+    const text = flags[field]
+    if (text === undefined) return undefined
+    return /^\d+$/.test(text.trim()) ? Number(text) : parseMemory(text, field)
+  }
+  const limits = { cpus: number('cpus'), memoryMiB: size('memory'), diskMiB: size('disk'), pids: number('pids') }
+  const set = Object.entries(limits).filter(([, v]) => v !== undefined)
+  return set.length === 0 ? undefined : Object.fromEntries(set)
 }
 
 /**

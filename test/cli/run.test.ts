@@ -153,6 +153,40 @@ test('warren exec passes its stdin on, up front to a function sandbox', timed(60
   assert.equal((await listed(env, 'exec=stop')).map(([, state]) => state), ['ready'], 'the sandbox stays')
 }))
 
+test('warren create refuses a limit or --env that is not one, naming the flag, and the cluster its bounds, naming the limit', timed(60_000, async (defer) => {
+  const { env } = await warrenUp(defer)
+  const cases: Array<[string[], RegExp]> = [
+    [['--cpus', 'two'], /WARREN_ERR_INVALID_ARGUMENT: --cpus must be a number, not "two"/],
+    [['--pids', ''], /WARREN_ERR_INVALID_ARGUMENT: --pids must be a number/],
+    [['--memory', '2XB'], /WARREN_ERR_INVALID_ARGUMENT: --memory: memory looks like/],
+    [['--env', 'NOVALUE'], /WARREN_ERR_INVALID_ARGUMENT: --env takes NAME=value, got NOVALUE/],
+    [['--backend', 'container', '--memory', '2048GiB'], /WARREN_ERR_BAD_SPEC: spec\.limits\.memoryMiB must be a whole number/],
+    [['--backend', 'container', '--cpus', '0.001'], /WARREN_ERR_BAD_SPEC: spec\.limits\.cpus must be a number/],
+    [['--egress', 'pypi.org'], /WARREN_ERR_BAD_SPEC: spec\.network\.egress is offered by the container and microvm backends only/]
+  ]
+  for (const [flags, refusal] of cases) {
+    const r = await warren(['create', '--label', 'refused=yes', ...flags], { env })
+    assert.is(r.status, 1, flags.join(' '))
+    assert.match(r.stderr, refusal)
+    assert.not.match(r.stderr, stack)
+  }
+  assert.equal(await listed(env, 'refused=yes'), [], 'no sandbox made')
+}))
+
+;(noContainers === undefined ? test : test.skip)('warren create --disk --pids --env reach the container: its writable layer, its process limit, its commands\' environment', timed(120_000, async (defer) => {
+  const { env } = await warrenUp(defer)
+  const created = await warren(['create', '--backend', 'container', '--cpus', '0.5', '--memory', '256MiB', '--disk', '64', '--pids', '40', '--env', 'GREETING=hi there', '--env', 'EMPTY='], { env })
+  assert.is(created.status, 0, created.stderr)
+  const id = created.stdout.trim()
+  const df = await warren(['exec', id, '--', 'sh', '-c', 'df -m / | tail -1'], { env })
+  assert.match(df.stdout, /^overlay\s+64\s/, df.stdout)
+  const said = await warren(['exec', id, '--', 'sh', '-c', 'echo "$GREETING|${EMPTY-unset}"'], { env })
+  assert.is(said.stdout, 'hi there|\n')
+  // 60 sleeps against a limit of 40: some forks fail, and the shell says so.
+  const forks = await warren(['exec', id, '--', 'sh', '-c', 'for i in $(seq 60); do sleep 30 & done 2>&1; kill $(jobs -p) 2>/dev/null; true'], { env })
+  assert.match(forks.stdout + forks.stderr, /can't fork|Resource temporarily unavailable/, forks.stdout + forks.stderr)
+}))
+
 test('warren up on a busy port names the address and port, without a stack, and exits non-zero', timed(60_000, async (defer) => {
   const server = createServer()
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
