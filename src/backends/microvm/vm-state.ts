@@ -21,7 +21,7 @@
 import { createWriteStream } from 'node:fs'
 import { chmod, chown, mkdir, rm } from 'node:fs/promises'
 import { createConnection, createServer, type Socket } from 'node:net'
-import { createError, ErrorCodes } from '../../errors.js'
+import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import { MicrovmDefaults } from './defaults.js'
 import type { LaunchedVm } from './launcher.js'
 import { connectQmp, type QmpClient } from './qmp.js'
@@ -81,10 +81,16 @@ export async function saveVmState (vm: StateSource, file: string, opts: { ram?: 
     await qmp.execute('stop')
     await qmp.execute('migrate-set-capabilities', ignoreShared(ram === 'shared-file'))
     if (ram === 'in-stream') await qmp.execute('migrate-set-parameters', { 'max-bandwidth': MicrovmDefaults.migrationBytesPerSecond })
+    // One deadline for the whole save: QEMU sending it, then the file holding it.
+    const deadline = Date.now() + timeoutMs
     await qmp.execute('migrate', { uri: `unix:${sink.qemuPath}` })
-    // A save cut at the bound fails the migration: the bound is the reason to give.
-    await migrated(qmp, timeoutMs, 'saving the VM\'s state').catch((err: unknown) => { throw sink.failure() ?? err })
-    await sink.written(timeoutMs)
+    await migrated(qmp, timeoutMs, 'saving the VM\'s state').catch(async (err: unknown) => {
+      // A save past its time is called off, so a VM run again is not still streaming its RAM out.
+      if (isWarrenError(err, ErrorCodes.TIMEOUT)) await qmp.execute('migrate_cancel').catch(() => {})
+      // A save cut at the bound fails the migration: the bound is the reason to give.
+      throw sink.failure() ?? err
+    })
+    await sink.written(deadline, timeoutMs)
   } finally {
     sink.close()
     qmp.close()
@@ -95,7 +101,7 @@ export async function saveVmState (vm: StateSource, file: string, opts: { ram?: 
  * Listens on `state.sock` in the VM's jail (its QEMU's user alone may connect) and writes the one
  * stream that comes to `file`, cut past `maxBytes`.
  */
-async function receiveState (vm: StateSource, file: string, maxBytes: number): Promise<{ qemuPath: string, written: (timeoutMs: number) => Promise<void>, failure: () => Error | undefined, close: () => void }> {
+async function receiveState (vm: StateSource, file: string, maxBytes: number): Promise<{ qemuPath: string, written: (deadline: number, timeoutMs: number) => Promise<void>, failure: () => Error | undefined, close: () => void }> {
   const path = jailPath(vm, STATE_SOCKET)
   // A VM adopted from before jails has no jail directory: its QEMU, unjailed, finds the socket by the host's path.
   await mkdir(jailDir(vm.dir), { recursive: true, mode: 0o711 })
@@ -135,10 +141,10 @@ async function receiveState (vm: StateSource, file: string, maxBytes: number): P
   return {
     qemuPath: path.qemu,
     failure: () => failure,
-    written: async (timeoutMs) => {
+    written: async (deadline, timeoutMs) => {
       let timer: NodeJS.Timeout | undefined
       const late = new Promise<never>((_resolve, reject) => {
-        timer = setTimeout(() => reject(createError(ErrorCodes.TIMEOUT, `the VM's saved state was not written within ${timeoutMs} ms`, { timeoutMs })), timeoutMs)
+        timer = setTimeout(() => reject(createError(ErrorCodes.TIMEOUT, `the VM's saved state was not written within ${timeoutMs} ms`, { timeoutMs })), Math.max(0, deadline - Date.now()))
       })
       try {
         await Promise.race([done, late])

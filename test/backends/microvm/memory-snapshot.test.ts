@@ -4,7 +4,8 @@
  * still counting) and the file, under a name and randomness of their own, and diverge after;
  * the source runs on; the forks share the snapshot's pages, and the command the source was streaming
  * ends in them. Refusals: a shape or a machine (accelerator, CPU model, QEMU) that differs from the saved one, a malformed state
- * digest, a guest past the snapshot bound, a container asked for memory.
+ * digest, a guest past the snapshot bound, a container asked for memory. A save past its time is
+ * called off.
  */
 import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -15,8 +16,10 @@ import * as assert from 'uvu/assert'
 import { createContainerBackend } from '../../../src/backends/container/index.js'
 import { MicrovmDefaults } from '../../../src/backends/microvm/index.js'
 import { saveMemorySnapshot } from '../../../src/backends/microvm/memory-snapshot.js'
-import { isWarrenError, type WarrenError } from '../../../src/errors.js'
-import { timed } from '../../support/index.js'
+import { connectQmp } from '../../../src/backends/microvm/qmp.js'
+import { saveVmState, setVcpus } from '../../../src/backends/microvm/vm-state.js'
+import { ErrorCodes, isWarrenError, type WarrenError } from '../../../src/errors.js'
+import { timed, waitFor } from '../../support/index.js'
 import { assertGone, newBackend, savedRamMapping, registerLeftoverCheck, sh, vmTest } from './helpers.js'
 
 const LIMITS = { cpus: 1, memoryMiB: 192, diskMiB: 32, pids: 64 }
@@ -117,6 +120,29 @@ vmTest('a memory snapshot restores in two VMs with the process still counting (s
     await assertGone(vm)
   }
   assert.is((await ticker).exitCode, 137, 'the source\'s command ended with its VM')
+}))
+
+vmTest('a save past its time is called off: TIMEOUT, the migration cancelled, the VM runs on once its vCPUs do', timed(120_000, async (defer) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'warren-vmlate-'))
+  defer(() => rmSync(dataDir, { recursive: true, force: true }))
+  const b = await newBackend(dataDir)
+  defer(() => b.close())
+  const h = await b.create({ id: 'mem-late', limits: { cpus: 1, memoryMiB: 128, diskMiB: 16, pids: 32 } })
+  const vm = b.vm(h)!
+  // 1 ms cannot hold the guest's 128 MiB going out (a socket and a file away, at most 8 GiB/s).
+  const late = await saveVmState(vm, join(dataDir, 'late.state'), { ram: 'in-stream', timeoutMs: 1, maxBytes: 256 * 1024 * 1024 }).catch((e: unknown) => e)
+  assert.ok(isWarrenError(late, ErrorCodes.TIMEOUT), String(late))
+  // QMP serves one client at a time: this one is gone before setVcpus connects.
+  const qmp = await connectQmp(vm.qmpSocket)
+  try {
+    await waitFor(async () => ((await qmp.execute('query-migrate')) as { status?: string }).status === 'cancelled', 20_000, 'the migration to be cancelled')
+  } finally {
+    qmp.close()
+  }
+  await setVcpus(vm.qmpSocket, true)
+  assert.is(await sh(b, h, 'echo ok'), 'ok\n')
+  await b.kill(h)
+  await assertGone(vm)
 }))
 
 test('a guest past the snapshot bound is refused before anything is saved (QUOTA naming memory)', async () => {
