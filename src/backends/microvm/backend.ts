@@ -311,7 +311,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       // Users whose QEMU still runs are held first, by that VM: no new VM is given one, and a
       // dead record naming the same user (left behind, or copied) does not end that VM with it.
       for (const entry of entries) {
-        if (entry.vm.uid !== undefined && await isAlive(entry.vm.pid, entry.vm.startTime)) holdQemuUser(entry.vm.uid, entry.vm.id)
+        if (entry.vm.uid !== undefined && await isAlive(entry.vm.pid, entry.vm.startTime)) holdQemuUser(entry.vm.uid, entry.vm.dir)
       }
       for (const entry of entries) {
         if (entry.claimed && await isAlive(entry.vm.pid, entry.vm.startTime)) {

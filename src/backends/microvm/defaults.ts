@@ -11,6 +11,8 @@ export const MicrovmDefaults = {
    * ranges container managers map.
    */
   qemuUsers: { first: 0x7000_0000, count: 1 << 20 },
+  /** Where each user given to a live VM has its lease (qemu-jail.ts), shared by the host's node agents. */
+  qemuUserLeases: '/run/warren/qemu-users',
   /** util-linux's unshare: a jailed QEMU starts in a network and IPC namespace of its own (qemu-jail.ts). */
   unsharePath: '/usr/bin/unshare',
   /** Where each VM gets `<id>/` with its sockets (agent, QMP, console) and pid file. */

@@ -149,7 +149,20 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
   // A page another VM could still write must never be mapped into this one.
   if (opts.ram !== undefined && !opts.ram.share && !opts.ram.of.sealed) throw createError(ErrorCodes.INVALID_ARGUMENT, 'a VM maps saved RAM only once it is sealed', { field: 'ram' })
   const dir = join(opts.runDir ?? MicrovmDefaults.runDir, opts.id)
-  const uid = canJail() ? takeQemuUser(opts.id) : undefined
+  const sockets = { agentSocket: join(dir, 'agent.sock'), egressSocket: join(dir, 'egress.sock'), qmpSocket: join(dir, 'qmp.sock'), consoleSocket: join(dir, 'con.sock') }
+  for (const s of [...Object.values(sockets), jailPath({ dir }, STATE_SOCKET).host]) {
+    if (Buffer.byteLength(s) > MAX_SOCKET_PATH) throw createError(ErrorCodes.INVALID_ARGUMENT, `socket path ${s} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter runDir`, { field: 'runDir' })
+  }
+  // The directory comes first: a user's lease names it (qemu-jail.ts).
+  await rm(dir, { recursive: true, force: true })
+  await mkdir(dir, { recursive: true, mode: 0o700 })
+  let uid: number | undefined
+  try {
+    uid = canJail() ? takeQemuUser(dir) : undefined
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true }).catch(() => {})
+    throw err
+  }
   const plan: VmPlan = {
     id: opts.id,
     hostname,
@@ -164,10 +177,7 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
     accel: opts.accel,
     ...(opts.cpu !== undefined ? { cpu: opts.cpu } : {}),
     ...(opts.tscKhz !== undefined ? { tscKhz: opts.tscKhz } : {}),
-    agentSocket: join(dir, 'agent.sock'),
-    egressSocket: join(dir, 'egress.sock'),
-    qmpSocket: join(dir, 'qmp.sock'),
-    consoleSocket: join(dir, 'con.sock'),
+    ...sockets,
     pidFile: join(dir, 'qemu.pid'),
     ...(opts.extraCmdline !== undefined ? { extraCmdline: opts.extraCmdline } : {}),
     ...(opts.ram !== undefined ? { memoryFile: { path: RAM_PATH, share: opts.ram.share } } : {}),
@@ -177,11 +187,6 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
   let vm: LaunchedVm | undefined
   let state: FileHandle | undefined
   try {
-    for (const s of [plan.agentSocket, plan.egressSocket, plan.qmpSocket, plan.consoleSocket, jailPath({ dir }, STATE_SOCKET).host]) {
-      if (Buffer.byteLength(s) > MAX_SOCKET_PATH) throw createError(ErrorCodes.INVALID_ARGUMENT, `socket path ${s} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter runDir`, { field: 'runDir' })
-    }
-    await rm(dir, { recursive: true, force: true })
-    await mkdir(dir, { recursive: true, mode: 0o700 })
     // The jail: empty, root's, searchable only (its QEMU finds the one socket a save puts there).
     await mkdir(jailDir(dir), { mode: 0o711 })
     // Opened here, as root, and handed over: a jailed QEMU could not open it itself.
@@ -198,8 +203,8 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
   } catch (err) {
     if (vm !== undefined) await destroyVm(vm).catch(() => {})
     else {
+      releaseQemuUser(uid, dir)
       await rm(dir, { recursive: true, force: true }).catch(() => {})
-      releaseQemuUser(uid, opts.id)
     }
     throw err
   } finally {
@@ -305,8 +310,8 @@ export async function destroyVm (vm: LaunchedVm, opts: { timeoutMs?: number } = 
   }
   // Whatever a QEMU a guest took over left running as its user ends before the user is given again.
   // (Only its own: a record left behind that names another live VM's user must not end that VM.)
-  if (vm.uid !== undefined && mayEndQemuUser(vm.uid, vm.id)) await endQemuUser(vm.uid)
-  releaseQemuUser(vm.uid, vm.id)
+  if (vm.uid !== undefined && mayEndQemuUser(vm.uid, vm.dir)) await endQemuUser(vm.uid)
+  releaseQemuUser(vm.uid, vm.dir)
   await rm(vm.dir, { recursive: true, force: true })
 }
 

@@ -12,12 +12,14 @@
  *
  * After that QEMU opens nothing by path: a saved state comes in on a descriptor it was started
  * with (`STATE_FD`, vm-state.ts) and goes out to a socket the node puts in the jail for the save.
- * Users are handed out per process from `MicrovmDefaults.qemuUsers`, starting at a random place
- * so that two node agents on one host seldom meet; a restarted node holds its adopted VMs' users.
+ * Users are handed out from `MicrovmDefaults.qemuUsers`, each leased in a file that every node
+ * agent of the host sees (`takeQemuUser`), so no two live VMs on the host share one; a restarted
+ * node holds its adopted VMs' users.
  * A node that is not root has no user to give: its QEMU runs as the node's own user, unjailed.
  */
 import { spawn } from 'node:child_process'
 import { randomInt } from 'node:crypto'
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createError, ErrorCodes } from '../../errors.js'
 import { MicrovmDefaults } from './defaults.js'
@@ -53,39 +55,68 @@ export function jailCommand (qemu: string, args: readonly string[]): [string, st
   return [MicrovmDefaults.unsharePath, ['--net', '--ipc', '--', qemu, ...args]]
 }
 
-/** Each user in use, and the VM (its id) it is given to. */
-const inUse = new Map<number, string>()
 let next = randomInt(MicrovmDefaults.qemuUsers.count)
 
+/** The lease of `uid`: a file in `MicrovmDefaults.qemuUserLeases` holding its VM's host directory. */
+function leasePath (uid: number): string {
+  return join(MicrovmDefaults.qemuUserLeases, String(uid))
+}
+
+/** The host directory of the VM that holds `uid`, or undefined when no VM does. */
+function leaseHolder (uid: number): string | undefined {
+  try {
+    return readFileSync(leasePath(uid), 'utf8')
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw err
+  }
+}
+
+/** Creates `uid`'s lease for `owner`, unless a VM holds it already: true when it is now `owner`'s. */
+function lease (uid: number, owner: string): boolean {
+  mkdirSync(MicrovmDefaults.qemuUserLeases, { recursive: true, mode: 0o700 })
+  try {
+    // O_EXCL: of two node agents asking for one user at once, one gets it.
+    writeFileSync(leasePath(uid), owner, { flag: 'wx', mode: 0o600 })
+    return true
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return leaseHolder(uid) === owner
+    throw err
+  }
+}
+
 /**
- * A user no live VM of this process has, for a new VM's QEMU (its group is the same number).
+ * A user no live VM on this host has, for a new VM's QEMU (its group is the same number), leased
+ * to `owner`, the VM's host directory (which must exist: a lease names it). Users are leased in
+ * files every node agent of the host sees, so two agents never give one user to two VMs; a lease
+ * is given back when its VM is destroyed, by its node or by the node that restarts and reclaims
+ * it. (One whose node never comes back stays until the host reboots, /run being memory: a user
+ * fewer, of a million.)
  * @throws WARREN_ERR_NO_CAPACITY when every user of the range is taken
  */
-export function takeQemuUser (vmId: string): number {
+export function takeQemuUser (owner: string): number {
   const { first, count } = MicrovmDefaults.qemuUsers
   for (let tried = 0; tried < count; tried++) {
-    const uid = first + next
+    const uid = first + (next % count)
     next = (next + 1) % count
-    if (!inUse.has(uid)) {
-      inUse.set(uid, vmId)
-      return uid
-    }
+    if (leaseHolder(uid) === undefined && lease(uid, owner)) return uid
   }
   throw createError(ErrorCodes.NO_CAPACITY, `all ${count} QEMU users are taken by live VMs`, { resource: 'qemuUsers' })
 }
 
 /**
- * Marks a user taken by `vmId`: an adopted VM's, which a restarted node must not hand out again.
- * A user already held stays its first holder's (a record copied or left behind names it too).
+ * Keeps `uid` leased to `owner`: an adopted VM's, which must not be handed out again (a record
+ * from before leases has none yet). A user leased to another VM stays that VM's (a record copied
+ * or left behind names it too).
  */
-export function holdQemuUser (uid: number, vmId: string): void {
-  if (!inUse.has(uid)) inUse.set(uid, vmId)
+export function holdQemuUser (uid: number, owner: string): void {
+  lease(uid, owner)
 }
 
-/** True when `uid` is `vmId`'s, or nobody's: only then may ending that VM end what runs as it. */
-export function mayEndQemuUser (uid: number, vmId: string): boolean {
-  const holder = inUse.get(uid)
-  return holder === undefined || holder === vmId
+/** True when `uid` is `owner`'s, or nobody's: only then may ending that VM end what runs as it. */
+export function mayEndQemuUser (uid: number, owner: string): boolean {
+  const holder = leaseHolder(uid)
+  return holder === undefined || holder === owner
 }
 
 /**
@@ -100,7 +131,7 @@ export function endQemuUser (uid: number): Promise<void> {
   })
 }
 
-/** Gives `vmId`'s user back once its QEMU and all it started are gone (`endQemuUser`); another VM's stays. */
-export function releaseQemuUser (uid: number | undefined, vmId: string): void {
-  if (uid !== undefined && inUse.get(uid) === vmId) inUse.delete(uid)
+/** Gives `owner`'s user back once its QEMU and all it started are gone (`endQemuUser`); another VM's stays. */
+export function releaseQemuUser (uid: number | undefined, owner: string): void {
+  if (uid !== undefined && leaseHolder(uid) === owner) rmSync(leasePath(uid), { force: true })
 }

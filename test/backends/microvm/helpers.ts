@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { createCgroupProvider, detectLayout, isAlive } from '../../../src/backends/container/index.js'
-import { createMicrovmBackend, GUEST_RAM_LINK, microvmUnavailable, type LaunchedVm, type MicrovmBackend, type MicrovmBackendOptions } from '../../../src/backends/microvm/index.js'
+import { createMicrovmBackend, GUEST_RAM_LINK, MicrovmDefaults, microvmUnavailable, type LaunchedVm, type MicrovmBackend, type MicrovmBackendOptions } from '../../../src/backends/microvm/index.js'
 import type { ExecOptions, ExecResult, SandboxHandle } from '../../../src/backends/types.js'
 
 /** The guest kernel, initramfs and module disk, made once and kept between runs (the download is 27 MB). */
@@ -125,10 +125,20 @@ export function leftoverCgroups (id: string): string[] {
   return Object.values(detectLayout()).map((p) => join(p.mount, CGROUP_PARENT, id)).filter((d) => existsSync(d))
 }
 
-/** Asserts nothing of `vm` is left: no QEMU, no directory, no cgroup. */
+/** The QEMU users leased to VMs under `dir` (qemu-jail.ts), by the directory each lease names. */
+export function leasesUnder (dir: string): string[] {
+  const leases = MicrovmDefaults.qemuUserLeases
+  if (!existsSync(leases)) return []
+  // Another test file's VM may give its lease back while this reads.
+  const owner = (uid: string): string => { try { return readFileSync(join(leases, uid), 'utf8') } catch { return '' } }
+  return readdirSync(leases).map(owner).filter((o) => o === dir || o.startsWith(`${dir}/`))
+}
+
+/** Asserts nothing of `vm` is left: no QEMU, no directory, no cgroup, no lease of its user. */
 export async function assertGone (vm: LaunchedVm): Promise<void> {
   assert.not.ok(await isAlive(vm.pid, vm.startTime), `QEMU ${vm.pid} of ${vm.id} still runs`)
   assert.not.ok(existsSync(vm.dir), `${vm.dir} is left`)
+  assert.equal(leasesUnder(vm.dir), [], 'its user is still leased')
   assert.equal(leftoverCgroups(vm.id), [], 'its cgroups are left')
 }
 
@@ -137,6 +147,7 @@ export function registerLeftoverCheck (): void {
   vmTest('leaves no VM directory or cgroup behind', async () => {
     const dir = await runDir()
     assert.equal(existsSync(dir) ? readdirSync(dir) : [], [], 'VM directories remain')
+    assert.equal(leasesUnder(dir), [], 'QEMU users are still leased')
     await rm(dir, { recursive: true, force: true })
     for (const templates of [await templateDir(), `${await templateDir()}-memory`]) {
       assert.not.ok(mounted(templates), `nothing is mounted at ${templates}`)

@@ -7,14 +7,15 @@
  * another VM's QEMU, and can signal its own.
  */
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs'
 import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { MicrovmDefaults, type LaunchedVm } from '../../../src/backends/microvm/index.js'
-import { endQemuUser } from '../../../src/backends/microvm/qemu-jail.js'
+import { endQemuUser, mayEndQemuUser, releaseQemuUser, takeQemuUser } from '../../../src/backends/microvm/qemu-jail.js'
+import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
 import { timed } from '../../support/index.js'
 import { assertGone, newBackend, registerLeftoverCheck, sh, vmTest } from './helpers.js'
 
@@ -107,6 +108,44 @@ test('a user is given again only once nothing runs as it: what a QEMU left runni
   const ended = new Promise<string | null>((resolve) => left.once('exit', (_code, signal) => resolve(signal)))
   await endQemuUser(uid)
   assert.is(await ended, 'SIGKILL')
+}))
+
+test('a user leased to a VM of another node agent on the host is not given again: leases are files every agent sees', timed(20_000, async (defer) => {
+  if (process.getuid?.() !== 0) return
+  // A range of two users, in this process and in the other agent's, so that the two must meet.
+  const range = { first: MicrovmDefaults.qemuUsers.first + MicrovmDefaults.qemuUsers.count - 8, count: 2 }
+  const saved = MicrovmDefaults.qemuUsers
+  const defaults = MicrovmDefaults as { qemuUsers: { first: number, count: number } }
+  defaults.qemuUsers = range
+  defer(() => { defaults.qemuUsers = saved })
+  const dir = mkdtempSync(join(tmpdir(), 'warren-lease-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const [a, b, c] = ['a', 'b', 'c'].map((n) => { const d = join(dir, n); mkdirSync(d); return d }) as [string, string, string]
+  // The other node agent: a process of its own that takes a user for its VM b and ends.
+  const jail = new URL('../../../src/backends/microvm/qemu-jail.js', import.meta.url).href
+  const defaultsUrl = new URL('../../../src/backends/microvm/defaults.js', import.meta.url).href
+  const other = spawnSync(process.execPath, ['--input-type=module', '-e', `
+    const { MicrovmDefaults } = await import(${JSON.stringify(defaultsUrl)})
+    const { takeQemuUser } = await import(${JSON.stringify(jail)})
+    MicrovmDefaults.qemuUsers = ${JSON.stringify(range)}
+    process.stdout.write(String(takeQemuUser(${JSON.stringify(b)})))`], { encoding: 'utf8', timeout: 10_000 })
+  assert.is(other.status, 0, other.stderr)
+  const theirs = Number(other.stdout)
+  defer(() => releaseQemuUser(theirs, b))
+  assert.ok(theirs === range.first || theirs === range.first + 1, other.stdout)
+  const ours = takeQemuUser(a)
+  defer(() => releaseQemuUser(ours, a))
+  assert.is(ours, theirs === range.first ? range.first + 1 : range.first, 'the user the other agent leased is not given here')
+  const none = (() => { try { return takeQemuUser(c) } catch (err) { return err } })()
+  assert.ok(isWarrenError(none, ErrorCodes.NO_CAPACITY), String(none))
+  assert.ok(!mayEndQemuUser(theirs, a), 'ending VM a does not end what runs as b\'s user')
+  assert.ok(mayEndQemuUser(theirs, b))
+  releaseQemuUser(theirs, a)
+  assert.ok(!mayEndQemuUser(theirs, c), 'only its holder gives a user back')
+  releaseQemuUser(theirs, b)
+  const again = takeQemuUser(c)
+  defer(() => releaseQemuUser(again, c))
+  assert.is(again, theirs, 'given again once given back')
 }))
 
 registerLeftoverCheck()
