@@ -64,6 +64,8 @@ export interface AgentClient {
   readonly files: AgentFiles
   /** True once the connection has ended. */
   readonly closed: boolean
+  /** Why it ended, once it has (PROTOCOL_VIOLATION or MALFORMED_FRAME: the agent broke the protocol). */
+  readonly endReason: WarrenError | undefined
   /** Resolves when the connection ends, for whatever reason. */
   readonly ended: Promise<void>
   /** Ends the connection; commands still running on it are killed by the agent. */
@@ -105,6 +107,12 @@ interface ExecState {
   reject: (err: unknown) => void
   nextSeq: number
   pid: number
+  /**
+   * Output bytes the agent may still send: its window plus every grant since (or, without a
+   * window, its cap). An agent past it broke the protocol: a VM's runs under the tenant's root,
+   * and what it sends beyond its credit would be held by the node without a bound.
+   */
+  allowance: number
   /** Set when a handler threw or the stream broke its rules: the exec is killed and rejects with it. */
   failure?: unknown
   done: boolean
@@ -192,6 +200,12 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
       case 'out':
         if (m.seq !== e.nextSeq) {
           fail(m.id, e, createError(ErrorCodes.PROTOCOL_VIOLATION, `exec ${m.id}: output frame ${m.seq} where ${e.nextSeq} was due`))
+          return
+        }
+        e.allowance -= m.data.length
+        if (e.allowance < 0) {
+          // Not one exec's fault: the agent itself ignores credit, and nothing it sends is held any more.
+          end(createError(ErrorCodes.PROTOCOL_VIOLATION, `exec ${m.id}: the agent sent output beyond the credit it was given`))
           return
         }
         e.nextSeq++
@@ -283,8 +297,11 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
     }
   }
 
-  /** An exec-like request's execution (exec and tree): replies started, out..., exit. */
-  function startExecution (id: number, handlers: AgentExecHandlers, firstSeq = 0): { execution: AgentExecution, e: ExecState, result: Promise<AgentExecResult> } {
+  /**
+   * An exec-like request's execution (exec and tree): replies started, out..., exit.
+   * @param allowance the output bytes it may send before a grant (`ExecState.allowance`)
+   */
+  function startExecution (id: number, handlers: AgentExecHandlers, allowance: number, firstSeq = 0): { execution: AgentExecution, e: ExecState, result: Promise<AgentExecResult> } {
     let resolve!: (r: AgentExecResult) => void
     let reject!: (err: unknown) => void
     const result = new Promise<AgentExecResult>((res, rej) => { resolve = res; reject = rej })
@@ -296,17 +313,19 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
       grant: (bytes) => {
         const e = execs.get(id)
         if (e === undefined || e.done || closed || !(bytes > 0)) return
+        e.allowance += Math.floor(bytes)
         send({ t: 'credit', id, bytes: Math.floor(bytes) })
       },
       // Also after the end: an ack past the exit's seq is what releases the agent's record of it.
       ack: (seq) => { if (!closed && seq >= 0) send({ t: 'ack', id, seq: Math.floor(seq) }) }
     }
-    return { execution, result, e: { handlers, resolve, reject, nextSeq: firstSeq, pid: 0, done: false } }
+    return { execution, result, e: { handlers, resolve, reject, nextSeq: firstSeq, pid: 0, allowance, done: false } }
   }
 
   function startTree (opts: { flatten?: boolean, windowBytes?: number }, handlers: AgentExecHandlers): AgentExecution {
     const id = nextId++
-    const { execution, e } = startExecution(id, handlers)
+    // Uncapped but for the credit, when there is a window.
+    const { execution, e } = startExecution(id, handlers, opts.windowBytes ?? Number.MAX_SAFE_INTEGER)
     try {
       // Uncapped: the consumer bounds what it takes through the credit.
       send({ t: 'tree', id, flatten: opts.flatten, window: opts.windowBytes, maxOutputBytes: Number.MAX_SAFE_INTEGER })
@@ -320,7 +339,7 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
 
   function startExec (argv: readonly string[], opts: AgentExecOptions = {}, handlers: AgentExecHandlers = {}): AgentExecution {
     const id = nextId++
-    const { execution, result, e } = startExecution(id, handlers)
+    const { execution, result, e } = startExecution(id, handlers, opts.windowBytes ?? opts.maxOutputBytes ?? AgentLimits.defaultMaxOutputBytes)
     const reject = e.reject
     if (!Array.isArray(argv) || argv.length === 0 || !argv.every((a) => typeof a === 'string')) {
       reject(createError(ErrorCodes.INVALID_ARGUMENT, 'argv must be a non-empty array of strings'))
@@ -381,7 +400,10 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
 
   function attachExec (execId: number, opts: { fromSeq: number, windowBytes?: number }, handlers: AgentExecHandlers = {}): AgentExecution {
     if (execId >= nextId) nextId = execId + 1
-    const { execution, e } = startExecution(execId, handlers, opts.fromSeq)
+    // The frames it kept are sent again first, whatever the window: at most retainMaxBytes of them.
+    // (Without a window its cap is not known here: it is not bounded.)
+    const allowance = opts.windowBytes !== undefined ? opts.windowBytes + AgentLimits.retainMaxBytes : Number.MAX_SAFE_INTEGER
+    const { execution, e } = startExecution(execId, handlers, allowance, opts.fromSeq)
     if (execs.has(execId)) {
       e.reject(createError(ErrorCodes.INVALID_ARGUMENT, `exec ${execId} is already attached to this connection`))
       return execution
@@ -418,6 +440,7 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
     kill: (execId, signal) => killExec(execId, signalNumber(signal)),
     files,
     get closed () { return closed },
+    get endReason () { return endReason },
     ended,
     async close () {
       if (!closed) {

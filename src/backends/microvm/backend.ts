@@ -16,7 +16,7 @@ import { nanoid } from 'nanoid'
 import { randomBytes } from 'node:crypto'
 import { readdir, rm, rmdir } from 'node:fs/promises'
 import { join } from 'node:path'
-import { createError, ErrorCodes } from '../../errors.js'
+import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import { LayerStore } from '../../images/index.js'
 import type { SandboxCgroup } from '../container/backend.js'
 import { connectAgent, type AgentClient } from '../container/agent-client.js'
@@ -63,6 +63,16 @@ interface Live extends VmExecTarget {
 
 /** `claimed`: handed out (an unclaimed record is a boot a crash interrupted, or a pooled VM). */
 interface JournalEntry { vm: LaunchedVm, meta: unknown, claimed: boolean, refs: string[], paused?: boolean, egress?: string[] }
+
+const VM_ENDED = 'the VM ended (QEMU exited or the guest powered off)'
+
+/** Why a VM's agent connection ended, as its sandbox's end tells it. */
+function endCause (agent: AgentClient): string {
+  const why = agent.endReason
+  // The guest (its root is the tenant's) broke the protocol: the node cut it off and ends the VM.
+  if (isWarrenError(why, ErrorCodes.PROTOCOL_VIOLATION) || isWarrenError(why, ErrorCodes.MALFORMED_FRAME)) return `the guest's agent broke the protocol (${why.message}); the VM was ended`
+  return VM_ENDED
+}
 
 export type { MicrovmBackend, MicrovmBackendOptions } from './backend-types.js'
 
@@ -111,9 +121,9 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     onTemplateFailure: (err) => options.onProgress?.(`a VM template failed, booting instead: ${(err as Error).message}`)
   })
 
-  /** The agent's connection ending, other than by kill or close, means the VM ended. */
+  /** The agent's connection ending, other than by kill or close, means the VM ended, or is ended now. */
   const watch = (id: string, entry: Live): void => {
-    void entry.agent.ended.then(() => { if (!closed && live.get(id) === entry) gone(id, 'the VM ended (QEMU exited or the guest powered off)') })
+    void entry.agent.ended.then(() => { if (!closed && live.get(id) === entry) gone(id, endCause(entry.agent)) })
   }
 
   /**
@@ -390,7 +400,10 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     },
 
     // It may have ended before anyone listened.
-    onGone: (handle, listener) => events.onGone(handle.id, listener, live.get(handle.id)?.agent.closed === true, 'the VM ended (QEMU exited or the guest powered off)'),
+    onGone: (handle, listener) => {
+      const agent = live.get(handle.id)?.agent
+      return events.onGone(handle.id, listener, agent?.closed === true, agent !== undefined ? endCause(agent) : VM_ENDED)
+    },
 
     layersLost () {
       for (const [id, entry] of live) {

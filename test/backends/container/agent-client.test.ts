@@ -1,7 +1,7 @@
 /**
  * The agent client against an agent that lies: a microVM's agent runs under the tenant's root,
  * so what it answers is checked, never trusted. A stand-in agent on a Unix socket answers `execs`
- * with malformed entries and more of them than any agent keeps.
+ * with malformed entries and more of them than any agent keeps, and sends output past its credit.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer, type Socket } from 'node:net'
@@ -11,13 +11,14 @@ import { Packr, Unpackr } from 'msgpackr'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { AgentLimits, connectAgent } from '../../../src/backends/container/index.js'
+import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
 import { timed } from '../../support/index.js'
 
 const packr = new Packr({ useRecords: false })
 const unpackr = new Unpackr({ useRecords: false })
 
-/** Serves one connection, answering each request's frame with what `answer` makes of it. */
-function fakeAgent (path: string, answer: (req: Record<string, unknown>) => Record<string, unknown>): { close: () => Promise<void> } {
+/** Serves one connection, answering each request's frame with what `answer` makes of it (none, one or more frames). */
+function fakeAgent (path: string, answer: (req: Record<string, unknown>) => Record<string, unknown> | Array<Record<string, unknown>>): { close: () => Promise<void> } {
   const sockets = new Set<Socket>()
   const server = createServer((s) => {
     sockets.add(s)
@@ -28,10 +29,13 @@ function fakeAgent (path: string, answer: (req: Record<string, unknown>) => Reco
         const n = buf.readUInt32BE(0)
         const req = unpackr.unpack(buf.subarray(4, 4 + n)) as Record<string, unknown>
         buf = buf.subarray(4 + n)
-        const body = packr.pack(answer(req))
-        const head = Buffer.alloc(4)
-        head.writeUInt32BE(body.length, 0)
-        s.write(Buffer.concat([head, body]))
+        const answered = answer(req)
+        for (const m of Array.isArray(answered) ? answered : [answered]) {
+          const body = packr.pack(m)
+          const head = Buffer.alloc(4)
+          head.writeUInt32BE(body.length, 0)
+          s.write(Buffer.concat([head, body]))
+        }
       }
     })
   })
@@ -62,6 +66,34 @@ test('listExecs keeps only well-formed entries, at most as many as an agent keep
   assert.is(listed.length, AgentLimits.maxExecs)
   assert.equal(listed[0], good(2))
   assert.ok(listed.every((x) => typeof x.tag === 'string' && x.acked <= x.seq))
+}))
+
+test('an agent that sends output past the credit it was given is cut off: the node holds none of it', timed(10_000, async (defer) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-agent-lies-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const out = (id: unknown, seq: number, bytes: number): Record<string, unknown> => ({ t: 'out', id, seq, fd: 1, data: Buffer.alloc(bytes, 'x') })
+  // Exec 'honest' stays within its window and the grant; 'greedy' sends 1,200 bytes on a window of 1,000.
+  let greedy = false
+  const agent = fakeAgent(join(dir, 'a.sock'), (req) => {
+    if (req.t === 'exec' && (req.argv as string[])[0] === 'honest') return [{ t: 'started', id: req.id, pid: 7 }, out(req.id, 0, 1000)]
+    if (req.t === 'credit') return [out(req.id, 1, 600), { t: 'exit', id: req.id, seq: 2, code: 0, durationMs: 1 }]
+    if (req.t === 'exec') { greedy = true; return [{ t: 'started', id: req.id, pid: 8 }, out(req.id, 0, 600), out(req.id, 1, 600)] }
+    return []
+  })
+  defer(() => agent.close())
+  const client = await connectAgent(join(dir, 'a.sock'))
+  defer(() => client.close())
+  let honestBytes = 0
+  const honest = client.startExec(['honest'], { windowBytes: 1000 }, { onStdout: (b) => { honestBytes += b.length; if (honestBytes === 1000) honest.grant(1000) } })
+  assert.is((await honest.result).exitCode, 0)
+  assert.is(honestBytes, 1600, 'all it was granted')
+  let greedyBytes = 0
+  const cut = await client.exec(['greedy'], { windowBytes: 1000 }, { onStdout: (b) => { greedyBytes += b.length } }).catch((e: unknown) => e)
+  assert.ok(greedy)
+  assert.ok(isWarrenError(cut, ErrorCodes.PROTOCOL_VIOLATION), String(cut))
+  assert.is(greedyBytes, 600, 'nothing past the credit reached the handler')
+  await client.ended
+  assert.ok(client.closed, 'the connection to that agent is ended')
 }))
 
 test.run()
