@@ -113,6 +113,12 @@ interface ExecState {
    * and what it sends beyond its credit would be held by the node without a bound.
    */
   allowance: number
+  /** Streamed stdin sent and not yet taken by the command's pipe (the stdin window, agents of version 2). */
+  stdinUntaken: number
+  /** The agent said the command's stdin is gone: nothing more is sent. */
+  stdinClosed: boolean
+  /** Wakes the stdin pump waiting for the window (or for the end). */
+  stdinWake?: () => void
   /** Set when a handler threw or the stream broke its rules: the exec is killed and rejects with it. */
   failure?: unknown
   done: boolean
@@ -151,7 +157,7 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
     endReason = reason
     stream.destroy()
     for (const [id, p] of pending) { clearTimeout(p.timer); pending.delete(id); p.reject(reason) }
-    for (const [id, e] of execs) { execs.delete(id); e.done = true; e.reject(e.failure ?? reason) }
+    for (const [id, e] of execs) { execs.delete(id); e.done = true; e.stdinWake?.(); e.reject(e.failure ?? reason) }
     markEnded()
   }
 
@@ -192,6 +198,11 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
     switch (m.t) {
       case 'err':
         settle(m.id, e, agentError(m))
+        return
+      case 'taken':
+        e.stdinUntaken = Math.max(0, e.stdinUntaken - m.bytes)
+        if (m.closed === true) e.stdinClosed = true
+        e.stdinWake?.()
         return
       case 'started':
         e.pid = m.pid
@@ -242,6 +253,7 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
   function settle (id: number, e: ExecState, failure: unknown, result?: AgentExecResult): void {
     e.done = true
     execs.delete(id)
+    e.stdinWake?.()
     if (failure !== undefined) e.reject(failure)
     else if (result !== undefined) e.resolve(result)
   }
@@ -282,16 +294,37 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
     await request({ t: 'kill', id: nextId++, exec: execId, signal })
   }
 
+  /** The agent's protocol version, asked once (a ping) and kept. */
+  let version: Promise<number> | undefined
+  function agentVersion (): Promise<number> {
+    version ??= request({ t: 'ping', id: nextId++ }).then((m) => typeof m.version === 'number' ? m.version : 1, () => 1)
+    return version
+  }
+
+  /**
+   * Streams `source` into the exec's stdin. With an agent of version 2 no more than
+   * `AgentLimits.stdinWindowBytes` are sent and not yet taken by the command's pipe, so the
+   * source is read only as fast as the command reads (before, the agent held whatever came).
+   */
   async function pumpStdin (id: number, e: ExecState, source: AsyncIterable<Uint8Array>): Promise<void> {
     const step = ContainerDefaults.stdinChunkBytes
+    const window = await agentVersion() >= 2 ? AgentLimits.stdinWindowBytes : Number.POSITIVE_INFINITY
+    const open = (): boolean => !e.done && !e.stdinClosed
     try {
       for await (const chunk of source) {
-        for (let at = 0; at < chunk.length && !e.done; at += step) {
-          await sendPaced({ t: 'stdin', id, data: chunk.subarray(at, at + step) })
+        for (let at = 0; at < chunk.length && open(); at += step) {
+          const piece = chunk.subarray(at, at + step)
+          while (open() && e.stdinUntaken + piece.length > window) {
+            await new Promise<void>((resolve) => { e.stdinWake = resolve })
+            e.stdinWake = undefined
+          }
+          if (!open()) break
+          e.stdinUntaken += piece.length
+          await sendPaced({ t: 'stdin', id, data: piece })
         }
-        if (e.done) return
+        if (!open()) return
       }
-      if (!e.done) send({ t: 'stdin', id, eof: true })
+      if (open()) send({ t: 'stdin', id, eof: true })
     } catch (err) {
       if (!e.done) fail(id, e, err)
     }
@@ -319,7 +352,7 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
       // Also after the end: an ack past the exit's seq is what releases the agent's record of it.
       ack: (seq) => { if (!closed && seq >= 0) send({ t: 'ack', id, seq: Math.floor(seq) }) }
     }
-    return { execution, result, e: { handlers, resolve, reject, nextSeq: firstSeq, pid: 0, allowance, done: false } }
+    return { execution, result, e: { handlers, resolve, reject, nextSeq: firstSeq, pid: 0, allowance, stdinUntaken: 0, stdinClosed: false, done: false } }
   }
 
   function startTree (opts: { flatten?: boolean, windowBytes?: number }, handlers: AgentExecHandlers): AgentExecution {

@@ -7,14 +7,14 @@
  * Every map has `t` (the kind); requests carry `id`, which replies echo. Requests: ping, exec,
  * stdin, credit, kill, resize, read, write, list, stat, remove, mkdir, rename, symlink, hostname,
  * identity, tree, execs, attach, ack. Replies
- * and events: ok, err, started, out, exit.
+ * and events: ok, err, started, out, taken, exit.
  */
 import { Packr, Unpackr } from 'msgpackr'
 import { createError, ErrorCodes } from '../../errors.js'
 
 /** Limits the agent enforces; the same numbers as agent/protocol.h. */
 export const AgentLimits = {
-  version: 1,
+  version: 2,
   maxFrameBytes: 16 * 1024 * 1024 + 64 * 1024,
   maxFileBytes: 16 * 1024 * 1024,
   defaultMaxOutputBytes: 16 * 1024 * 1024,
@@ -25,6 +25,10 @@ export const AgentLimits = {
   maxExecs: 1024,
   maxTag: 64,
   retainMaxBytes: 8 * 1024 * 1024,
+  /** Streamed stdin a client keeps sent and not yet taken (version 2). */
+  stdinWindowBytes: 1024 * 1024,
+  /** Stdin the agent holds for one exec at most: past it, it closes the exec's stdin. */
+  stdinMaxBytes: 4 * 1024 * 1024,
   retainExitMs: 10 * 60 * 1000
 } as const
 
@@ -93,6 +97,8 @@ export type AgentMessage =
   | { t: 'err', id: number, code: string, message: string, field?: string }
   | { t: 'started', id: number, pid: number }
   | { t: 'out', id: number, seq: number, fd: 1 | 2, data: Uint8Array }
+  /** Streamed stdin the command's pipe took; `closed`: its stdin is gone (version 2). */
+  | { t: 'taken', id: number, bytes: number, closed?: boolean }
   | {
     t: 'exit', id: number, seq: number, code?: number, signal?: number, timedOut: boolean, truncated: boolean,
     killed: boolean, durationMs: number
@@ -209,6 +215,9 @@ export function decodeBody (body: Uint8Array): AgentMessage {
       break
     case 'exit':
       if (typeof m.seq === 'number' && (typeof m.code === 'number' || typeof m.signal === 'number')) return m as AgentMessage
+      break
+    case 'taken':
+      if (typeof m.bytes === 'number' && (m.closed === undefined || typeof m.closed === 'boolean')) return m as AgentMessage
       break
     default:
       throw createError(ErrorCodes.UNKNOWN_FRAME_KIND, `agent sent an unknown kind ${JSON.stringify(m.t).slice(0, 40)}`)

@@ -6,7 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { connectAgent } from '../../../src/backends/container/index.js'
+import { AgentLimits, connectAgent } from '../../../src/backends/container/index.js'
 import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
 import { sleep, timed, waitFor } from '../../support/index.js'
 import { bytes, registerLeftoverCheck, run, sandboxTest, sh, startSandbox } from './helpers.js'
@@ -54,6 +54,25 @@ sandboxTest('stdin: bytes given up front, a large input, and a streamed one', ti
   assert.is(await sh(client, 'cat', { stdin: slowly() }), 'part0\npart1\npart2\npart3\npart4\n')
   // Without stdin a command sees EOF at once instead of hanging.
   assert.is(await sh(client, 'cat; echo done'), 'done\n')
+}))
+
+sandboxTest('streamed stdin is sent only as fast as the command reads it: a command that reads late loses none of it, and the agent never holds more than the window', timed(60_000, async (defer) => {
+  const { client } = await startSandbox(defer)
+  const total = 16 * 1024 * 1024
+  const chunk = 256 * 1024
+  let pulled = 0
+  async function * input (): AsyncGenerator<Uint8Array> {
+    for (let at = 0; at < total; at += chunk) { pulled += chunk; yield Buffer.alloc(chunk, at / chunk) }
+  }
+  // Reads nothing until /tmp/go exists.
+  const late = sh(client, 'while [ ! -e /tmp/go ]; do sleep 0.05; done; wc -c', { stdin: input() })
+  await waitFor(() => pulled >= AgentLimits.stdinWindowBytes, 10_000, 'the window to be sent')
+  // However long it waits, no more is taken from the source than the window, the pipe's 64 KiB
+  // and the chunk in hand (before, the agent held whatever came: 300 MiB cost a 512 MiB VM 256 MiB of it).
+  await sleep(500)
+  assert.ok(pulled <= AgentLimits.stdinWindowBytes + 64 * 1024 + 2 * chunk, `${pulled} bytes pulled while nothing was read`)
+  await client.exec(['touch', '/tmp/go'])
+  assert.is((await late).trim(), String(total), 'every byte, once the command reads')
 }))
 
 sandboxTest('a timeout kills the whole process group', timed(10_000, async (defer) => {

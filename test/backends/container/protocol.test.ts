@@ -41,6 +41,8 @@ test('the TypeScript limits mirror agent/protocol.h', () => {
   assert.is(define('WARREN_MAX_PATH'), AgentLimits.maxPath)
   assert.is(define('WARREN_MAX_CONNS'), AgentLimits.maxConns)
   assert.is(define('WARREN_MAX_EXECS'), AgentLimits.maxExecs)
+  assert.is(define('WARREN_STDIN_WINDOW_BYTES'), AgentLimits.stdinWindowBytes)
+  assert.is(define('WARREN_STDIN_MAX_BYTES'), AgentLimits.stdinMaxBytes)
   for (const code of header.matchAll(/"(WARREN_ERR_\w+)"/g)) assert.ok(Object.values(ErrorCodes).includes(code[1] as never), code[1])
 })
 

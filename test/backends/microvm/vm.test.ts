@@ -8,10 +8,11 @@ import { release, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
+import { AgentLimits } from '../../../src/backends/container/index.js'
 import type { MicrovmBackend } from '../../../src/backends/microvm/index.js'
 import type { SandboxHandle } from '../../../src/backends/types.js'
 import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
-import { timed, waitFor } from '../../support/index.js'
+import { sleep, timed, waitFor } from '../../support/index.js'
 import { assertGone, bytes, newBackend, p50, registerLeftoverCheck, run, sh, text, vmTest } from './helpers.js'
 
 const dataDir = mkdtempSync(join(tmpdir(), 'warren-vm-'))
@@ -65,6 +66,24 @@ vmTest('exec: exit codes, stdout and stderr in order, the sandbox env, a missing
     times.push(performance.now() - t)
   }
   console.log(`microvm exec true p50 (${b.status().accel}): ${p50(times).toFixed(1)} ms`)
+}))
+
+vmTest('streamed stdin into a VM is sent only as fast as the command reads: a late reader loses none, the guest holds no more than the window', timed(90_000, async () => {
+  const { b, h } = await vm()
+  const total = 8 * 1024 * 1024
+  const chunk = 256 * 1024
+  let pulled = 0
+  async function * input (): AsyncGenerator<Uint8Array> {
+    for (let at = 0; at < total; at += chunk) { pulled += chunk; yield Buffer.alloc(chunk, at / chunk) }
+  }
+  const late = run(b, h, ['sh', '-c', 'while [ ! -e /tmp/go-stdin ]; do sleep 0.05; done; wc -c'], { stdin: input() })
+  await waitFor(() => pulled >= AgentLimits.stdinWindowBytes, 30_000, 'the window to be sent')
+  await sleep(500)
+  // No more than the window, the pipe's 64 KiB and the chunk in hand, however long it waits.
+  assert.ok(pulled <= AgentLimits.stdinWindowBytes + 64 * 1024 + 2 * chunk, `${pulled} bytes pulled while nothing was read`)
+  await b.files.write(h, '/tmp/go-stdin', bytes(''))
+  const r = await late
+  assert.is(r.stdout.trim(), String(total))
 }))
 
 vmTest('exec streams output while the command runs, takes stdin up front and streamed, honours credit, timeout and abort', timed(60_000, async () => {

@@ -341,17 +341,41 @@ static ssize_t pump_out(struct exec *e, int *fd, int stream)
 	return 0;
 }
 
+/* Tells the client how much streamed stdin the pipe took, and whether stdin is gone: its window. */
+static void send_taken(struct exec *e, uint64_t bytes, int closed)
+{
+	if (!e->conn || !e->in_stream || (bytes == 0 && !closed)) return;
+	size_t m = frame_begin(e->conn);
+	struct buf *b = &e->conn->out;
+	mp_w_map(b, closed ? 4 : 3);
+	mp_w_cstr(b, "t"); mp_w_cstr(b, "taken");
+	mp_w_cstr(b, "id"); mp_w_u64(b, e->id);
+	mp_w_cstr(b, "bytes"); mp_w_u64(b, bytes);
+	if (closed) { mp_w_cstr(b, "closed"); mp_w_bool(b, 1); }
+	frame_end(e->conn, m);
+}
+
+/* Stdin that can never be read: what is held goes, and the client hears it is gone. */
+static void drop_in(struct exec *e)
+{
+	buf_free(&e->in_buf);
+	close_fd(&e->in_fd);
+	send_taken(e, 0, 1);
+}
+
 static void pump_in(struct exec *e)
 {
+	uint64_t taken = 0;
 	while (e->in_fd >= 0 && buf_len(&e->in_buf) > 0) {
 		ssize_t n = write(e->in_fd, buf_head(&e->in_buf), buf_len(&e->in_buf));
-		if (n > 0) { buf_consume(&e->in_buf, (size_t)n); continue; }
-		if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-		/* The command closed its stdin (EPIPE): what is left can never be read. */
-		buf_free(&e->in_buf);
-		close_fd(&e->in_fd);
+		if (n > 0) { buf_consume(&e->in_buf, (size_t)n); taken += (uint64_t)n; continue; }
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
+		/* The command closed its stdin (EPIPE). */
+		send_taken(e, taken, 0);
+		drop_in(e);
 		return;
 	}
+	send_taken(e, taken, 0);
 	buf_trim(&e->in_buf);
 	if (e->in_fd >= 0 && buf_len(&e->in_buf) == 0 && (!e->in_stream || e->in_eof)) close_fd(&e->in_fd);
 }
@@ -572,7 +596,10 @@ void exec_stdin(struct conn *c, const struct req *q)
 	struct exec *e = find(c, q->id);
 	/* No reply: stdin for a command that has ended, or never took streamed stdin, goes nowhere. */
 	if (!e || !e->in_stream || e->in_eof || e->in_fd < 0) return;
+	/* Past the window (a client that does not keep it), or out of memory: held no longer. */
+	if (q->data.set && buf_len(&e->in_buf) + q->data.n > WARREN_STDIN_MAX_BYTES) { drop_in(e); return; }
 	if (q->data.set) buf_put(&e->in_buf, q->data.p, q->data.n);
+	if (e->in_buf.oom) { drop_in(e); return; }
 	/* A terminal has no end of input of its own: its EOF character (^D) stands for it. */
 	if (q->eof && e->pty) buf_put(&e->in_buf, "\x04", 1);
 	if (q->eof) e->in_eof = 1;

@@ -19,7 +19,8 @@
  *           retain?:bool, tag?:str (with retain, up to WARREN_MAX_TAG bytes)}
  *                                                       -> started {id, pid}, out..., exit
  *                                                          or err {id, ...} if it could not start
- *   stdin  {id (the exec's), data?:bin, eof?:bool}       -> no reply (only for stdinStream execs)
+ *   stdin  {id (the exec's), data?:bin, eof?:bool}       -> no reply (only for stdinStream execs);
+ *          the agent sends taken as the command's stdin pipe takes the data (see "Stdin window")
  *   credit {id (the exec's), bytes}                     -> no reply (only for execs started with a window)
  *   execs  {id}                                         -> ok {id, execs:[{id, tag, pid, seq, acked, ended, attached}]}
  *          the resumable execs (see "Resumable execs" below); seq: the next out frame's
@@ -58,6 +59,9 @@
  *                                                field names the request field at fault, when one
  *                                                is (an exec's "cwd", "user" for uid/gid, "pty")
  *   started {id, pid}                            the command is running (pid in the sandbox)
+ *   taken   {id, bytes, closed?:bool}             streamed stdin the command's pipe took (or,
+ *                                                closed, that its stdin is gone: the command closed
+ *                                                it, or the client sent past the window)
  *   out     {id, seq, fd:1|2, data:bin}           seq counts the exec's out frames from 0
  *   exit    {id, seq, code?|signal?, timedOut, truncated, killed, durationMs}
  *                                                seq = the number of out frames sent before it
@@ -95,7 +99,7 @@
 #ifndef WARREN_PROTOCOL_H
 #define WARREN_PROTOCOL_H
 
-#define WARREN_PROTOCOL_VERSION 1
+#define WARREN_PROTOCOL_VERSION 2
 
 /* The largest frame body either side sends or accepts. */
 #define WARREN_MAX_FRAME_BYTES (16 * 1024 * 1024 + 64 * 1024)
@@ -116,6 +120,11 @@
 #define WARREN_MAX_TAG 64
 /* What a resumable exec keeps unacknowledged at most (its output then waits: nothing is dropped). */
 #define WARREN_RETAIN_MAX_BYTES (8 * 1024 * 1024)
+/* Stdin window (version 2): a client keeps at most this much streamed stdin sent and not yet
+ * taken; the agent holds at most WARREN_STDIN_MAX_BYTES of an exec's stdin, and closes its stdin
+ * (taken closed) rather than hold more, so a command that does not read costs no more memory. */
+#define WARREN_STDIN_WINDOW_BYTES (1024 * 1024)
+#define WARREN_STDIN_MAX_BYTES (4 * 1024 * 1024)
 /* How long a resumable exec that ended with nobody attached keeps its exit record. */
 #define WARREN_RETAIN_EXIT_MS (10 * 60 * 1000)
 
