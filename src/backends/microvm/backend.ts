@@ -14,6 +14,7 @@
  */
 import { nanoid } from 'nanoid'
 import { randomBytes } from 'node:crypto'
+import { existsSync } from 'node:fs'
 import { readdir, rm, rmdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
@@ -111,7 +112,13 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     })
     // A failure is not remembered: the next create tries again (the network may be back).
     guestWork.catch(() => { guestWork = undefined })
-    return guestWork
+    const work = guestWork
+    return work.then((g) => {
+      // Gone from a guest dir another node shares (it removes builds unused for a week): made again.
+      if (existsSync(g.initrd)) return g
+      if (guestWork === work) guestWork = undefined
+      return guest()
+    })
   }
 
   const launcher = createVmLauncher({

@@ -22,6 +22,8 @@ export const MicrovmDefaults = {
    * WARREN_GUEST_DIR lets nodes on one machine (tests) share one copy.
    */
   guestDir: process.env.WARREN_GUEST_DIR,
+  /** An initramfs of another build that no node has prepared for this long is removed from the guest dir. */
+  initramfsKeepMs: 7 * 24 * 3_600_000,
   /** The Debian package whose kernel the guest runs (its dependency names the real one). */
   kernelPackage: 'linux-image-cloud-amd64',
   /** Modules the guest needs to boot (with their dependencies); built-in ones are skipped. */

@@ -1,11 +1,11 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { ContainerDefaults } from '../../../src/backends/container/index.js'
 import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
-import { chooseAccel, kernelCmdline, qemuArgs, type VmPlan } from '../../../src/backends/microvm/index.js'
+import { chooseAccel, kernelCmdline, MicrovmDefaults, qemuArgs, type VmPlan } from '../../../src/backends/microvm/index.js'
 import { buildInitramfs, bzImageRelease, loadOrder, operatorKernel, parseModuleIndex, prepareGuest, writeCpio } from '../../../src/backends/microvm/guest/index.js'
 import { timed } from '../../support/index.js'
 import { GUEST_DIR, vmTest } from './helpers.js'
@@ -180,6 +180,19 @@ vmTest('the Debian guest: kernel, initramfs with the agent as /init and the boot
   defer(() => rmSync(out, { recursive: true, force: true }))
   const own = await buildInitramfs(await operatorKernel(guest.kernel, tree), ContainerDefaults.agentPath, out)
   assert.ok(readFileSync(own).equals(readFileSync(guest.initrd)))
+  // Another build's initramfs in the same dir may be another node's: kept while recent, removed
+  // once no node has prepared it for MicrovmDefaults.initramfsKeepMs.
+  const recent = join(out, 'initramfs-0123456789abcdef.cpio')
+  const stale = join(out, 'initramfs-fedcba9876543210.cpio')
+  writeFileSync(recent, 'another node\'s')
+  writeFileSync(stale, 'nobody\'s')
+  const longAgo = new Date(Date.now() - MicrovmDefaults.initramfsKeepMs - 60_000)
+  utimesSync(stale, longAgo, longAgo)
+  utimesSync(own, longAgo, longAgo)
+  assert.is(await buildInitramfs(await operatorKernel(guest.kernel, tree), ContainerDefaults.agentPath, out), own)
+  assert.ok(existsSync(recent), 'a recent one stays')
+  assert.not.ok(existsSync(stale), 'a stale one goes')
+  assert.ok(statSync(own).mtimeMs > longAgo.getTime(), 'its own is marked prepared now')
 }))
 
 test.run()

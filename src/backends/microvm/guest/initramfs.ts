@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto'
 import { existsSync } from 'node:fs'
-import { readdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { MicrovmDefaults } from '../defaults.js'
 import { writeCpio, type CpioEntry } from './cpio.js'
@@ -39,8 +39,18 @@ export async function buildInitramfs (kernel: GuestKernel, agentPath: string, di
     const tmp = `${path}.${process.pid}.tmp`
     await writeFile(tmp, bytes)
     await rename(tmp, path)
-    // QEMU copies the initramfs into guest memory at start: older ones are used by nobody.
-    for (const f of await readdir(dir)) if (/^initramfs-[0-9a-f]{16}\.cpio$/.test(f) && f !== name) await rm(join(dir, f), { force: true })
+  } else {
+    // In use from now on: its age is told from here (see below).
+    const now = new Date()
+    await utimes(path, now, now)
+  }
+  // Another build's initramfs may be another node's, on a guest dir nodes share, and it reads it at
+  // every VM start: only those no node has prepared for a while go.
+  const old = Date.now() - MicrovmDefaults.initramfsKeepMs
+  for (const f of await readdir(dir)) {
+    if (!/^initramfs-[0-9a-f]{16}\.cpio$/.test(f) || f === name) continue
+    const at = await stat(join(dir, f)).then((st) => st.mtimeMs, () => Date.now())
+    if (at < old) await rm(join(dir, f), { force: true })
   }
   return path
 }
