@@ -10,6 +10,7 @@ import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
+import { AgentLimits } from '../../../src/backends/container/index.js'
 import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
 import { timed } from '../../support/index.js'
 import { busyboxLayer, bytes, registerLeftoverCheck, run, runDir, sandboxTest, sh, startSandbox, text } from './helpers.js'
@@ -22,7 +23,7 @@ sandboxTest('the hostname is the sandbox id', timed(10_000, async (defer) => {
 
 sandboxTest('PID 1 is the agent and host processes are invisible', timed(10_000, async (defer) => {
   const { client } = await startSandbox(defer)
-  assert.equal(await client.ping(), { version: 1, pid: 1 })
+  assert.equal(await client.ping(), { version: AgentLimits.version, pid: 1 })
   assert.is((await sh(client, 'cat /proc/1/comm')).trim(), 'warren-init')
   // The agent's command line does not reveal host paths either.
   assert.is((await sh(client, "tr '\\0' ' ' < /proc/1/cmdline")).trim(), 'warren-init')

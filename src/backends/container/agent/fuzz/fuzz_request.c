@@ -33,8 +33,10 @@ static int key_is(const char *k, uint32_t n, const char *lit)
 
 static int known_code(const char *s, uint32_t n)
 {
+	/* Every code of protocol.h. */
 	static const char *const codes[] = { ERR_MALFORMED, ERR_TOO_LARGE, ERR_UNKNOWN_KIND, ERR_INVALID,
-		ERR_NOT_FOUND, ERR_FORBIDDEN, ERR_NO_CAPACITY, ERR_OVERLOADED, ERR_INTERNAL };
+		ERR_NOT_FOUND, ERR_FORBIDDEN, ERR_NO_CAPACITY, ERR_OVERLOADED, ERR_UNSUPPORTED, ERR_UNAVAILABLE,
+		ERR_INTERNAL, ERR_RESUME_GAP };
 	for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) if (key_is(s, n, codes[i])) return 1;
 	return 0;
 }
@@ -55,7 +57,7 @@ static void check_reply(const uint8_t *p, size_t n)
 		CHECK(mp_str(&r, &k, &kl) == 0);
 		if (key_is(k, kl, "t")) {
 			CHECK(mp_str(&r, &s, &sl) == 0);
-			CHECK(key_is(s, sl, "ok") || key_is(s, sl, "err") || key_is(s, sl, "started") || key_is(s, sl, "out") || key_is(s, sl, "exit"));
+			CHECK(key_is(s, sl, "ok") || key_is(s, sl, "err") || key_is(s, sl, "started") || key_is(s, sl, "out") || key_is(s, sl, "taken") || key_is(s, sl, "exit"));
 			is_err = key_is(s, sl, "err");
 			has_t = 1;
 		} else if (key_is(k, kl, "id")) {
