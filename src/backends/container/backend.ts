@@ -44,14 +44,14 @@ export interface ContainerBackendOptions {
   lazy?: LayerService
   runDir?: string
   cgroups?: CgroupProvider
-  pool?: { min?: number, max?: number }
+  pool?: { min?: number, max?: number, maxTotal?: number }
   /** Default layer stack when a spec names none. */
   defaultLayers?: string[]
   /** How egress proxies resolve names, and the operator's pinned names (see EgressProxyOptions). */
   egress?: EgressProxyOptions
 }
 
-export const ContainerBackendDefaults = { defaultLayers: ['busybox'], poolMax: 8 }
+export const ContainerBackendDefaults = { defaultLayers: ['busybox'], poolMax: 8, poolMaxTotal: 64 }
 
 interface Live {
   /** The layer references it was made from (released when it ends). */
@@ -163,7 +163,8 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
     },
     destroy: reclaim,
     min: options.pool?.min ?? 0,
-    max: options.pool?.max ?? ContainerBackendDefaults.poolMax
+    max: options.pool?.max ?? ContainerBackendDefaults.poolMax,
+    maxTotal: options.pool?.maxTotal ?? ContainerBackendDefaults.poolMaxTotal
   })
 
   async function shapeOf (spec: SandboxSpec): Promise<Shape> {

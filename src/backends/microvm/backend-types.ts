@@ -33,7 +33,7 @@ export interface MicrovmBackendOptions {
   /** A line per slow step of making the guest (first use only), and when templates fail. */
   onProgress?: (line: string) => void
   /** The warm pool: at most `max` ready VMs per shape (default `MicrovmDefaults.poolMax`; 0: none). */
-  pool?: { min?: number, max?: number }
+  pool?: { min?: number, max?: number, maxTotal?: number }
   /** Start VMs from saved templates (default true); off, every VM not from the pool boots. */
   templates?: boolean
   /** Where templates' states are kept (default `<runDir>-templates`; their RAM is the node's, guest-ram.ts). */

@@ -203,6 +203,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     destroy: reclaim,
     min: options.pool?.min ?? 0,
     max: options.pool?.max ?? MicrovmDefaults.poolMax,
+    maxTotal: options.pool?.maxTotal ?? MicrovmDefaults.poolMaxTotal,
     onError: (err) => options.onProgress?.(`a pooled VM failed to start: ${(err as Error).message}`)
   })
 

@@ -76,6 +76,8 @@ export const MicrovmDefaults = {
    * that found none); 0 turns the pool off.
    */
   poolMax: 2,
+  /** Ready VMs kept in the warm pool over all shapes (each holds its guest's memory). */
+  poolMaxTotal: 8,
   /** How long the guest's commands are given to freeze (pause, snapshot). */
   freezeTimeoutMs: 5_000,
   /** Output credit of a snapshot's tar stream: what may be in flight between guest and host. */
