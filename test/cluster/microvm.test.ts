@@ -10,6 +10,7 @@ import { MicrovmDefaults, microvmUnavailable } from '../../src/backends/microvm/
 import { startNode } from '../../src/cluster/index.js'
 import { pushLayer } from '../../src/images/blob/index.js'
 import { buildLayerFromDir } from '../../src/images/index.js'
+import { ErrorCodes, isWarrenError } from '../../src/errors.js'
 import { connect } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
 import { ALL_SCOPES, busyboxTree, spawnNode, startTestControlPlane } from './harness.js'
@@ -36,6 +37,12 @@ vtest('a microvm sandbox through the SDK and a real node: uname -r is the guest 
   const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]), requestTimeoutMs: 90_000 })
   defer(() => client.close())
 
+  // What a VM cannot be given is refused by the node's backend, naming the limit.
+  for (const [limits, field] of [[{ memoryMiB: 100 }, 'limits.memoryMiB'], [{ cpus: 0.1 }, 'limits.cpus']] as const) {
+    const refused = await client.create({ backend: 'microvm', limits }).catch((e: unknown) => e)
+    assert.ok(isWarrenError(refused, ErrorCodes.INVALID_ARGUMENT), String(refused))
+    assert.is(refused.details?.field, field, JSON.stringify(refused.details))
+  }
   const sb = await client.create({ backend: 'microvm', limits: { cpus: 1, memoryMiB: 256, diskMiB: 64 }, network: { egress: [`web.test:${port}`] } })
   const r = await sb.exec(['uname', '-r'])
   assert.is(r.exitCode, 0)

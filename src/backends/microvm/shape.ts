@@ -36,6 +36,8 @@ function badVmLimit (field: string, message: string): Error {
 export function vmLimits (limits: Limits | undefined): Omit<VmShape, 'refs' | 'layers'> {
   const cpus = limits?.cpus ?? 0
   if (!Number.isFinite(cpus) || cpus < 0) throw badVmLimit('limits.cpus', `limits.cpus must be a number >= 0, got ${String(cpus)}`)
+  // (0: no quota, for callers of the backend itself; the cluster always sends one.)
+  if (cpus > 0 && cpus < MicrovmDefaults.minCpus) throw badVmLimit('limits.cpus', `a VM needs at least ${MicrovmDefaults.minCpus} CPUs to start in time, got ${cpus}`)
   const memoryMiB = limits?.memoryMiB !== undefined && limits.memoryMiB > 0 ? limits.memoryMiB : MicrovmDefaults.memoryMiB
   if (!Number.isInteger(memoryMiB) || memoryMiB < MicrovmDefaults.minMemoryMiB) {
     throw badVmLimit('limits.memoryMiB', `a VM needs at least ${MicrovmDefaults.minMemoryMiB} MiB of memory, got ${String(memoryMiB)}`)

@@ -260,7 +260,9 @@ export class NodeAgent extends Actor<NodeMessage> {
 function startFailure (item: CreateItem, event: SandboxEvent): WarrenError {
   const kernel = new Set<string>([ErrorCodes.ACTOR_STOPPED, ErrorCodes.ACTOR_FAILED, ErrorCodes.NO_SUCH_ACTOR, ErrorCodes.ASK_TIMEOUT, ErrorCodes.DUPLICATE_NAME, ErrorCodes.SUPERVISOR_INTENSITY])
   const code = event.code !== undefined && !kernel.has(event.code) ? fromWireError({ code: event.code, message: '' }).code : ErrorCodes.INTERNAL
-  return createError(code, `sandbox ${item.id} could not start on the ${item.spec.backend} backend: ${withoutHostDirs(event.message ?? event.state)}`, { id: item.id, backend: item.spec.backend })
+  return createError(code, `sandbox ${item.id} could not start on the ${item.spec.backend} backend: ${withoutHostDirs(event.message ?? event.state)}`, {
+    id: item.id, backend: item.spec.backend, ...(event.field !== undefined ? { field: event.field } : {})
+  })
 }
 
 /**

@@ -56,6 +56,8 @@ export interface SandboxEvent {
   message?: string
   /** When its backend could not make it: the backend's error code (`WARREN_ERR_*`), beside `message`. */
   code?: string
+  /** And the spec field that error names (`limits.memoryMiB`), if it names one. */
+  field?: string
   /** On a pause (`paused`) or a resume (`ready`): the change's number, and when the sandbox now ends. */
   pauseSeq?: number
   expiresAt?: number
@@ -168,6 +170,7 @@ export class Sandbox extends Actor<SandboxMessage> {
   private endReason: EndReason | undefined
   private endMessage: string | undefined
   private startErrorCode: string | undefined
+  private startErrorField: string | undefined
   private unwatch: (() => void) | undefined
   private unwatchEgress: (() => void) | undefined
   private readonly outputPool: OutputPool
@@ -196,6 +199,8 @@ export class Sandbox extends Actor<SandboxMessage> {
       this.endReason = 'failed'
       this.endMessage = err instanceof Error ? err.message : String(err)
       this.startErrorCode = isWarrenError(err) ? err.code : undefined
+      const field = isWarrenError(err) ? err.details?.field : undefined
+      this.startErrorField = typeof field === 'string' ? field : undefined
       this.setState('failed')
       this.ctx.stop('normal')
       return
@@ -544,6 +549,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       ...(this.endReason !== undefined ? { reason: this.endReason } : {}),
       ...(this.endMessage !== undefined ? { message: this.endMessage } : {}),
       ...(this.startErrorCode !== undefined ? { code: this.startErrorCode } : {}),
+      ...(this.startErrorField !== undefined ? { field: this.startErrorField } : {}),
       ...(state === 'paused' || (state === 'ready' && this.freeze.seq > 0) ? { pauseSeq: this.freeze.seq, expiresAt: this.expiresAt } : {})
     })
   }
