@@ -1,8 +1,9 @@
 /**
  * What `files.write` accepts, cut into chunks of a fixed size: bytes, a string, a web
  * ReadableStream, or any async iterable of bytes or strings (a Node Readable is one). Bytes
- * given whole are cut as views, not copied; a stream's pieces are joined only where a chunk
- * needs them, so at most one chunk is held here.
+ * given whole are cut as views, not copied. A stream's pieces are copied as they come: a chunk
+ * is still in flight (and may be sent again after a reconnect) when the next piece is asked for,
+ * and a source may hand out one buffer again and again, refilled.
  */
 
 /** The data of a write. */
@@ -18,8 +19,9 @@ export function knownSize (data: WriteData): number | undefined {
   return undefined
 }
 
-function toBytes (piece: Uint8Array | string): Uint8Array {
-  return typeof piece === 'string' ? encoder.encode(piece) : piece
+/** A stream's piece as bytes of its own (see the file's head). */
+function ownBytes (piece: Uint8Array | string): Uint8Array {
+  return typeof piece === 'string' ? encoder.encode(piece) : Uint8Array.prototype.slice.call(piece)
 }
 
 async function * pieces (data: WriteData): AsyncGenerator<Uint8Array> {
@@ -32,13 +34,13 @@ async function * pieces (data: WriteData): AsyncGenerator<Uint8Array> {
       for (;;) {
         const r = await reader.read()
         if (r.done) return
-        yield toBytes(r.value)
+        yield ownBytes(r.value)
       }
     } finally {
       reader.releaseLock()
     }
   }
-  for await (const piece of data as AsyncIterable<Uint8Array | string>) yield toBytes(piece)
+  for await (const piece of data as AsyncIterable<Uint8Array | string>) yield ownBytes(piece)
 }
 
 /**

@@ -30,4 +30,18 @@ test('the size is known up front for bytes and strings only', () => {
   assert.is(knownSize(Readable.from([])), undefined)
 })
 
+test('a source that refills one buffer for every piece: each chunk keeps its own bytes while later ones are read (as chunks in flight are)', async () => {
+  const buffer = new Uint8Array(3)
+  async function * refilled (): AsyncGenerator<Uint8Array> {
+    for (let i = 0; i < 4; i++) { buffer.fill(i); yield buffer }
+  }
+  // Kept, not read, until the source is done.
+  const kept: Uint8Array[] = []
+  for await (const c of chunksOf(refilled(), 2)) kept.push(c)
+  assert.equal(kept.map((c) => [...c]), [[0, 0], [0, 1], [1, 1], [2, 2], [2, 3], [3, 3]])
+  const whole: Uint8Array[] = []
+  for await (const c of chunksOf(refilled(), 3)) whole.push(c)
+  assert.equal(whole.map((c) => [...c]), [[0, 0, 0], [1, 1, 1], [2, 2, 2], [3, 3, 3]])
+})
+
 test.run()
