@@ -14,6 +14,7 @@ import { pack } from 'tar-stream'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { containerUnavailable, type ControlPlane, type Step } from '../../src/cluster/index.js'
+import { ErrorCodes, isWarrenError } from '../../src/errors.js'
 import { connect, type Client, type Sandbox } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
 import { ALL_SCOPES, spawnNode, startTestControlPlane, type NodeChild } from './harness.js'
@@ -148,6 +149,10 @@ ctest('with a snapshot in the middle, a restore starts from it and applies only 
   await secondHalf(sb)
   const before = await storedAll(c.client, sb.id, 12)
   assert.equal(before[5], { seq: 5, at: before[5]!.at, kind: 'snapshot', snapshot: snap.id, layer: snap.layers.at(-1)! })
+  // Its layer named as an image is not there, as any layer the store lacks: its kind tells no one it exists.
+  const named = await c.client.create({ backend: 'container', image: { base: snap.layers.at(-1)! } }).catch((e: unknown) => e)
+  assert.ok(isWarrenError(named, ErrorCodes.BAD_SPEC) && named.details?.field === 'image.base', String(named))
+  assert.match((named as Error).message, /is not in the blob store/)
   const lost = await loseMachine(c, sb)
   const r = await c.client.restore(sb.id)
   assert.equal([r.sandbox.id, r.snapshot, r.replayed, r.matched, r.divergedAt, r.skipped], [sb.id, snap.id, 6, true, null, []], JSON.stringify({ ...r, sandbox: r.sandbox.id }))

@@ -57,11 +57,13 @@ export class ImageIndex extends Actor<ImageIndexMessage> {
   private resolve (ref: string, field: string): string {
     const { digest, kind: tagged } = this.index.lookup(ref, field)
     if (digest === ImageRefDefaults.builtinBase) return digest
-    if (digest.startsWith('sha256:') && !this.holds(digest)) {
-      throw createError(ErrorCodes.BAD_SPEC, `spec.${field}: layer ${digest} is not in the blob store`, { field })
-    }
+    // One refusal for a layer not there and for a snapshot's layer or a record, which is some
+    // tenant's: telling its kind would tell another tenant that such a snapshot exists.
+    const notStored = (): Error => createError(ErrorCodes.BAD_SPEC, `spec.${field}: layer ${digest} is not in the blob store (a snapshot's layers are used through spec.snapshot)`, { field })
+    if (digest.startsWith('sha256:') && !this.holds(digest)) throw notStored()
     const kind = tagged ?? this.kinds?.kindOf(digest)
     const want = kindForField(field)
+    if (kind === 'snapshot' || kind === 'record') throw notStored()
     if (kind !== undefined && kind !== want) {
       const named = ref === digest ? ref : `${ref} (${digest})`
       throw createError(ErrorCodes.BAD_SPEC,
