@@ -111,7 +111,8 @@ test('client.kill(ids): one outcome per id in order; unknown and another tenant\
   await ended!.kill()
   // The other tenant can neither kill nor shorten ours: NOT_FOUND, and they live on.
   assert.equal((await other.kill([a!.id, b!.id])).map(codeOf), [ErrorCodes.NOT_FOUND, ErrorCodes.NOT_FOUND])
-  assert.ok(isWarrenError(await other.request({ type: 'set-ttl', id: a!.id, ttlMs: 100 }).catch((e: unknown) => e), ErrorCodes.NOT_FOUND))
+  const shorten = await other.request({ type: 'set-ttl', id: a!.id, ttlMs: 100 }).catch((e: unknown) => e)
+  assert.ok(isWarrenError(shorten, ErrorCodes.NOT_FOUND) && shorten.details?.field === 'id', 'NOT_FOUND naming id')
   assert.is((await a!.info()).state, 'ready')
   const outcomes = await client.kill([a!.id, theirs.id, 'nosuchsandbox000', ended!.id, b!.id, a!.id])
   assert.equal(outcomes.map((o) => o.id), [a!.id, theirs.id, 'nosuchsandbox000', ended!.id, b!.id, a!.id])
@@ -122,6 +123,7 @@ test('client.kill(ids): one outcome per id in order; unknown and another tenant\
   // The other tenant's sandbox was not touched, and what it is told is what a missing id is told.
   const missing = outcomes[2]!
   const foreign = outcomes[1]!
+  assert.is(!missing.ok && missing.error.details?.field, 'ids', 'naming the request\'s ids')
   assert.is(!foreign.ok && foreign.error.message.replace(theirs.id, 'ID'), !missing.ok && missing.error.message.replace('nosuchsandbox000', 'ID'))
   assert.is((await theirs.exec(['js', 'console.log("untouched")'])).stdout, 'untouched\n')
   assert.is(theirs.state, 'ready')

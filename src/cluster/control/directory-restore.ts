@@ -20,7 +20,7 @@ export class RestoreClaims {
    *   hibernated one, or one a restore is making already; OVERLOADED past `max`
    */
   claim (r: SandboxRecord | undefined, tenant: string, id: string, ended: boolean): void {
-    if (r !== undefined && r.tenant !== tenant) throw createError(ErrorCodes.NOT_FOUND, `no sandbox ${id}`)
+    if (r !== undefined && r.tenant !== tenant) throw createError(ErrorCodes.NOT_FOUND, `no sandbox ${id}`, { field: 'id' })
     if (r !== undefined && !ended) {
       throw createError(ErrorCodes.INVALID_ARGUMENT, `sandbox ${id} is ${r.state}: there is nothing to restore${r.state === 'hibernated' ? ' (resume it)' : ''}`, { field: 'id', state: r.state })
     }

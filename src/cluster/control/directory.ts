@@ -185,7 +185,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         return undefined
       case 'get': {
         const r = this.records.get(m.id)
-        if (r === undefined || r.tenant !== m.tenant) throw createError(ErrorCodes.NOT_FOUND, `no sandbox ${String(m.id)}`)
+        if (r === undefined || r.tenant !== m.tenant) throw createError(ErrorCodes.NOT_FOUND, `no sandbox ${String(m.id)}`, { field: 'id' })
         return r
       }
       case 'list': {

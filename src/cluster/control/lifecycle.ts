@@ -90,7 +90,7 @@ export async function killMany (d: LifecycleDeps, target: { ids: string[] } | { 
   const after = new Map<string, SandboxRecord>()
   for (const r of await killAndWait(d, [...new Map(known.map((r) => [r.id, r])).values()])) if (r !== undefined) after.set(r.id, r)
   return ids.map((id, i): KillOutcome => {
-    if (records[i] === undefined) return { id, ok: false, error: toWireError(createError(ErrorCodes.NOT_FOUND, `no sandbox ${id}`, { id })) }
+    if (records[i] === undefined) return { id, ok: false, error: toWireError(createError(ErrorCodes.NOT_FOUND, `no sandbox ${id}`, { id, field: 'ids' })) }
     const r = after.get(id) ?? records[i]!
     if (!hasEnded(r.state)) return { id, ok: false, error: notEnded(id) }
     return { id, ok: true, killed: !endedBefore.has(id), state: r.state, ...(r.reason !== undefined ? { reason: r.reason } : {}) }

@@ -330,7 +330,7 @@ export class Session extends Actor<SessionMessage> {
 
   /** The tenant's record of a sandbox; another tenant's id is NOT_FOUND, like a missing one. */
   private record (id: unknown): Promise<SandboxRecord> {
-    if (typeof id !== 'string' || id.length === 0 || id.length > 64) return Promise.reject(createError(ErrorCodes.NOT_FOUND, `no sandbox ${String(id)}`))
+    if (typeof id !== 'string' || id.length === 0 || id.length > 64) return Promise.reject(createError(ErrorCodes.NOT_FOUND, `no sandbox ${String(id)}`, { field: 'id' }))
     return this.o.directory().ask<SandboxRecord>({ type: 'get', tenant: this.tenant, id })
   }
 
