@@ -12,7 +12,7 @@ import { Readable } from 'node:stream'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { containerUnavailable, FilesDefaults, startNode } from '../../src/cluster/index.js'
-import { ErrorCodes, isWarrenError, type ErrorCode } from '../../src/errors.js'
+import { ErrorCodes, isWarrenError, type ErrorCode, type WarrenError } from '../../src/errors.js'
 import { connect, type Client, type Sandbox } from '../../src/sdk/index.js'
 import { ALL_SCOPES, startTestControlPlane } from '../cluster/harness.js'
 import { timed } from '../support/index.js'
@@ -27,10 +27,11 @@ const MAX_FILE = 72 * MiB
 
 const sha = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex')
 
-async function refused (p: Promise<unknown>, code: ErrorCode, field?: string): Promise<void> {
+async function refused (p: Promise<unknown>, code: ErrorCode, field?: string): Promise<WarrenError> {
   const err = await p.then(() => undefined, (e: unknown) => e)
   assert.ok(isWarrenError(err, code), `expected ${code}, got ${String(err)}`)
   if (field !== undefined) assert.is((err.details as { field?: unknown } | undefined)?.field, field, `field of ${String(err)}`)
+  return err
 }
 
 interface Cluster { dir: string, client: Client, other: Client, sb: Sandbox }
@@ -137,6 +138,13 @@ ctest('list, stat, exists, mkdir, remove and rename do what they say, with the e
   await refused(sb.files.stat(''), ErrorCodes.INVALID_ARGUMENT, 'path')
   await refused(sb.files.stat('/a\0b'), ErrorCodes.INVALID_ARGUMENT)
   await refused(sb.files.mkdir('/w/m', { mode: 0o17777 }), ErrorCodes.INVALID_ARGUMENT, 'mode')
+  // What the sandbox's file system refuses names path, and the path the caller gave: never the
+  // upload's temporary name beside it.
+  await refused(sb.files.read('/no/such/file'), ErrorCodes.NOT_FOUND, 'path')
+  await refused(sb.files.write(`/w/${'x'.repeat(300)}`, 'a'), ErrorCodes.INVALID_ARGUMENT, 'path')
+  const inProc = await refused(sb.files.write('/proc/sysrq-trigger', 'h'), ErrorCodes.NOT_FOUND, 'path')
+  assert.match(inProc.message, /\/proc\/sysrq-trigger/)
+  assert.not.match(inProc.message, /warren-upload/)
 }))
 
 ctest('past the cluster maximum a file is refused naming size: declared, streamed, or read; nothing is left behind', timed(90_000, async (defer) => {

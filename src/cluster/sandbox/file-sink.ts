@@ -7,6 +7,7 @@
  */
 import { posix } from 'node:path'
 import type { SandboxFiles, SandboxHandle } from '../../backends/types.js'
+import { createError, isWarrenError } from '../../errors.js'
 import type { UploadSink } from './file-upload.js'
 
 /** The temporary name of an upload: hidden, beside its target, named after the upload. */
@@ -23,11 +24,11 @@ export class FileSink implements UploadSink {
 
   /** Creates the (empty) temporary file, and the directories above it. */
   async open (): Promise<void> {
-    await this.files.write(this.handle, this.temp, new Uint8Array(0), this.mode !== undefined ? { mode: this.mode } : {})
+    await this.files.write(this.handle, this.temp, new Uint8Array(0), this.mode !== undefined ? { mode: this.mode } : {}).catch((err: unknown) => { throw this.asTarget(err) })
   }
 
   async take (offset: number, data: Uint8Array): Promise<void> {
-    if (data.length > 0) await this.files.write(this.handle, this.temp, data, { offset })
+    if (data.length > 0) await this.files.write(this.handle, this.temp, data, { offset }).catch((err: unknown) => { throw this.asTarget(err) })
   }
 
   async finish (): Promise<void> {
@@ -35,8 +36,14 @@ export class FileSink implements UploadSink {
       await this.files.rename(this.handle, this.temp, this.path)
     } catch (err) {
       await this.abort()
-      throw err
+      throw this.asTarget(err)
     }
+  }
+
+  /** A refusal about the temporary file, told about the path the caller named (which it is for). */
+  private asTarget (err: unknown): unknown {
+    if (!isWarrenError(err) || !err.message.includes(this.temp)) return err
+    return createError(err.code, err.message.split(this.temp).join(this.path), err.details)
   }
 
   async abort (): Promise<void> {

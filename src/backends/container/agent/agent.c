@@ -103,9 +103,10 @@ const char *errno_code(int err)
 	}
 }
 
+/* Every errno refusal is about the request's path (a rename's too: its source). */
 void send_errno(struct conn *c, uint64_t id, int err, const char *what, const char *path)
 {
-	send_err(c, id, errno_code(err), "%s %s: %s", what, path, strerror(err));
+	send_err_field(c, id, errno_code(err), "path", "%s %s: %s", what, path, strerror(err));
 }
 
 void send_ok(struct conn *c, uint64_t id)
