@@ -33,7 +33,8 @@ export const DeterminismDefaults = {
 }
 
 const FIELDS = ['hostname', 'tz', 'lang', 'sourceDateEpoch', 'seed'] as const
-const HOSTNAME = /^[A-Za-z0-9-]+$/
+// One DNS label (RFC 1123): letters, digits and hyphens, neither first nor last a hyphen.
+const HOSTNAME = /^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?$/
 /** Printable ASCII without space: what a TZ or LANG value is made of, and nothing a shell or C string trips on. */
 const PRINTABLE = /^[\x21-\x7e]+$/
 
@@ -58,7 +59,7 @@ export function parseDeterminism (input: unknown): Determinism {
   onlyKnown(input, FIELDS, 'deterministic.')
   const hostname = input.hostname ?? d.hostname
   if (typeof hostname !== 'string' || hostname.length === 0 || hostname.length > d.maxHostname || !HOSTNAME.test(hostname)) {
-    bad('deterministic.hostname', `must be 1 to ${d.maxHostname} of A-Z, a-z, 0-9 and -`)
+    bad('deterministic.hostname', `must be 1 to ${d.maxHostname} of A-Z, a-z, 0-9 and -, not beginning or ending with -`)
   }
   const out: Determinism = {
     hostname,

@@ -44,6 +44,8 @@ test('bad deterministic fields and pausedTtl are BAD_SPEC naming them', () => {
     ['deterministic.hostname', { hostname: 'a'.repeat(64) }],
     ['deterministic.hostname', { hostname: 'a.b' }],
     ['deterministic.hostname', { hostname: 'a_b' }],
+    ['deterministic.hostname', { hostname: '-bad' }],
+    ['deterministic.hostname', { hostname: 'bad-' }],
     ['deterministic.tz', { tz: '' }],
     ['deterministic.tz', { tz: 'Europe/Paris Time' }],
     ['deterministic.tz', { tz: 'x'.repeat(65) }],
