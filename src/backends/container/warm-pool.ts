@@ -123,16 +123,16 @@ export class WarmPool<T> {
     }
   }
 
-  /** Ready sandboxes and builds in flight, over all keys. */
-  private held (): number {
+  /** Ready sandboxes over all keys, and the builds in flight for keys other than `asking` (its own is the one asking for room). */
+  private held (asking: Entry<T>): number {
     let n = 0
-    for (const e of this.entries.values()) n += e.items.length + (e.filling ? 1 : 0)
+    for (const e of this.entries.values()) n += e.items.length + (e.filling && e !== asking ? 1 : 0)
     return n
   }
 
   /** Makes room for one more under `maxTotal`: destroys a ready sandbox of the least recently used key other than `key`. */
   private makeRoom (key: string, entry: Entry<T>): boolean {
-    if (this.held() < this.o.maxTotal) return true
+    if (this.held(entry) < this.o.maxTotal) return true
     let victim: Entry<T> | undefined
     for (const [k, e] of this.entries) {
       if (k !== key && e.items.length > 0 && e.usedTurn < entry.usedTurn && (victim === undefined || e.usedTurn < victim.usedTurn)) victim = e
@@ -157,14 +157,9 @@ export class WarmPool<T> {
     entry.filling = true
     const work = (async () => {
       try {
-        // `filling` counts this build in `held`; each further one needs room of its own.
+        // Each build after the first needs room of its own.
         for (let built = 0; !this.closed && entry.items.length < entry.target; built++) {
-          if (built > 0) {
-            entry.filling = false
-            const room = this.makeRoom(key, entry)
-            entry.filling = true
-            if (!room) return
-          }
+          if (built > 0 && !this.makeRoom(key, entry)) return
           const item = await this.o.create(key)
           if (this.closed) { await this.o.destroy(item).catch(() => {}); return }
           entry.items.push(item)

@@ -99,7 +99,7 @@ export function takeQemuUser (owner: string): number {
   for (let tried = 0; tried < count; tried++) {
     const uid = first + (next % count)
     next = (next + 1) % count
-    if (leaseHolder(uid) === undefined && lease(uid, owner)) return uid
+    if (lease(uid, owner)) return uid
   }
   throw createError(ErrorCodes.NO_CAPACITY, `all ${count} QEMU users are taken by live VMs`, { resource: 'qemuUsers' })
 }

@@ -73,6 +73,10 @@ sandboxTest('streamed stdin is sent only as fast as the command reads it: a comm
   assert.ok(pulled <= AgentLimits.stdinWindowBytes + 64 * 1024 + 2 * chunk, `${pulled} bytes pulled while nothing was read`)
   await client.exec(['touch', '/tmp/go'])
   assert.is((await late).trim(), String(total), 'every byte, once the command reads')
+  // A command that closes its stdin early ends the stream: the rest of the source is not read.
+  pulled = 0
+  assert.is(await sh(client, 'head -c 10 | wc -c', { stdin: input() }), '10\n')
+  assert.ok(pulled < total, `${pulled} of ${total} bytes pulled`)
 }))
 
 sandboxTest('a timeout kills the whole process group', timed(10_000, async (defer) => {

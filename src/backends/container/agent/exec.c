@@ -355,12 +355,13 @@ static void send_taken(struct exec *e, uint64_t bytes, int closed)
 	frame_end(e->conn, m);
 }
 
-/* Stdin that can never be read: what is held goes, and the client hears it is gone. */
-static void drop_in(struct exec *e)
+/* Stdin that can never be read: what is held goes, and the client hears it is gone (with the
+ * `taken` bytes the pipe took before). */
+static void drop_in(struct exec *e, uint64_t taken)
 {
 	buf_free(&e->in_buf);
 	close_fd(&e->in_fd);
-	send_taken(e, 0, 1);
+	send_taken(e, taken, 1);
 }
 
 static void pump_in(struct exec *e)
@@ -371,8 +372,7 @@ static void pump_in(struct exec *e)
 		if (n > 0) { buf_consume(&e->in_buf, (size_t)n); taken += (uint64_t)n; continue; }
 		if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
 		/* The command closed its stdin (EPIPE). */
-		send_taken(e, taken, 0);
-		drop_in(e);
+		drop_in(e, taken);
 		return;
 	}
 	send_taken(e, taken, 0);
@@ -597,9 +597,9 @@ void exec_stdin(struct conn *c, const struct req *q)
 	/* No reply: stdin for a command that has ended, or never took streamed stdin, goes nowhere. */
 	if (!e || !e->in_stream || e->in_eof || e->in_fd < 0) return;
 	/* Past the window (a client that does not keep it), or out of memory: held no longer. */
-	if (q->data.set && buf_len(&e->in_buf) + q->data.n > WARREN_STDIN_MAX_BYTES) { drop_in(e); return; }
+	if (q->data.set && buf_len(&e->in_buf) + q->data.n > WARREN_STDIN_MAX_BYTES) { drop_in(e, 0); return; }
 	if (q->data.set) buf_put(&e->in_buf, q->data.p, q->data.n);
-	if (e->in_buf.oom) { drop_in(e); return; }
+	if (e->in_buf.oom) { drop_in(e, 0); return; }
 	/* A terminal has no end of input of its own: its EOF character (^D) stands for it. */
 	if (q->eof && e->pty) buf_put(&e->in_buf, "\x04", 1);
 	if (q->eof) e->in_eof = 1;
