@@ -160,5 +160,9 @@ export function parseArgv (input: unknown): string[] {
 /** What placing a sandbox of this spec reserves on a node. */
 export function placementRequestOf (spec: SandboxSpec): PlacementRequest {
   const layers = spec.image === undefined ? [] : specLayers(spec.image).map((l) => l.ref)
-  return { backend: spec.backend, cpus: spec.limits.cpus, memoryMiB: spec.limits.memoryMiB, diskMiB: spec.limits.diskMiB, layers }
+  const m = spec.memory
+  return {
+    backend: spec.backend, cpus: spec.limits.cpus, memoryMiB: spec.limits.memoryMiB, diskMiB: spec.limits.diskMiB, layers,
+    ...(m !== undefined ? { memory: { state: m.state, ...(m.machine !== undefined ? { machine: m.machine } : {}) } } : {})
+  }
 }

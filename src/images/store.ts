@@ -42,9 +42,12 @@ export class LayerStore {
     mkdirSync(dir, { recursive: true })
   }
 
-  /** Digests of the layers this store holds (`sha256:…`), for placement's locality. */
+  /**
+   * Digests of the layers and other blobs (`blobFile`'s) this store holds whole (`sha256:…`),
+   * for placement's locality; files still arriving (`.part`) are not among them.
+   */
   cached (): string[] {
-    const whole = readdirSync(this.dir).filter((f) => /^[0-9a-f]{64}\.erofs$/.test(f)).map((f) => `sha256:${f.slice(0, 64)}`)
+    const whole = readdirSync(this.dir).filter((f) => /^[0-9a-f]{64}\.[a-z]+$/.test(f)).map((f) => `sha256:${f.slice(0, 64)}`)
     return [...new Set([...whole, ...(this.lazy?.cached() ?? [])])]
   }
 

@@ -2,7 +2,8 @@
  * Memory snapshots through the SDK and a real node: fork({ memory }) of a VM running a counter
  * gives VMs where the counter runs on (same pid) with the files written before; the refusals
  * (a container's memory, limits or another backend over a memory snapshot, a bad flag); a file
- * system snapshot crosses backends (container to VM and back).
+ * system snapshot crosses backends (container to VM and back); forks are placed only on a node
+ * whose machine is the saved one's.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -36,10 +37,14 @@ async function refusal (p: Promise<unknown>): Promise<string> {
 vtest('fork({ memory }) of a VM: each fork runs the counter on (same pid) with the files; refusals name memory, limits, backend; a file system snapshot crosses backends', timed(280_000, async (defer) => {
   const dir = mkdtempSync(join(tmpdir(), 'warren-vmmemc-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))
-  const cp = await startTestControlPlane({ heartbeatTimeoutMs: 30_000, dataDir: join(dir, 'cp') })
+  // One shard sees both nodes: placed by room alone, a fork would go to the emptier one, not the source's.
+  const cp = await startTestControlPlane({ heartbeatTimeoutMs: 30_000, dataDir: join(dir, 'cp'), shards: 1 })
   defer(() => cp.close())
   const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'vmmem', dataDir: join(dir, 'node'), containerPool: { max: 0 }, microvm: { guestDir: GUEST_DIR, pool: { max: 0 } } })
   defer(() => node.close())
+  // A node that says it runs another machine (as a KVM node beside TCG ones would): no memory fork may land there.
+  const other = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'vmother', dataDir: join(dir, 'other'), containerPool: { max: 0 }, microvm: { guestDir: GUEST_DIR, pool: { max: 0 } }, capacity: { machines: ['kvm:host:qemu-0.0'] } })
+  defer(() => other.close())
   const client = await connect({ url: cp.url, token: await cp.createToken('t', [...ALL_SCOPES]), requestTimeoutMs: 120_000 })
   defer(() => client.close())
 
@@ -56,6 +61,7 @@ vtest('fork({ memory }) of a VM: each fork runs the counter on (same pid) with t
   for (const f of sandboxes) defer(() => f.kill())
   assert.ok(outcomes.every((o) => o.ok), outcomes.map((o) => o.ok ? 'ok' : `${o.error.code}: ${o.error.message}`).join('; '))
   assert.is(snapshot.memory, true)
+  assert.equal(await Promise.all(sandboxes.map(async (f) => (await f.info()).nodeId)), ['vmmem', 'vmmem'], 'placed on the node of the saved machine')
   for (const f of sandboxes) {
     assert.is((await f.exec(['hostname'])).stdout, `${f.id}\n`)
     assert.is((await f.exec(['cat', '/root/f'])).stdout, 'before\n')

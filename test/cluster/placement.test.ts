@@ -2,6 +2,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { ActorSystem, type Ref } from '../../src/actors/index.js'
 import { createPlacementShard, type NodeCapacity, type PlacementRequest, type ShardMessage, type ShardStats } from '../../src/cluster/placement/index.js'
+import { parseSandboxSpec, placementRequestOf } from '../../src/cluster/spec.js'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
 import { timed, waitFor } from '../support/index.js'
 
@@ -115,6 +116,43 @@ test('layer locality: a node caching the layers wins over an equally free one', 
   shard.tell({ type: 'node-up', id: 'warm', capacity: cap({ cpus: 1000, memoryMiB: 1e6 }), layers: ['sha256:base'] })
   // With no more nodes than sampleK every node is scored, so the warm one wins every time.
   for (let i = 0; i < 40; i++) assert.is(await place(shard, req({ layers: ['sha256:base'] })), 'warm')
+}))
+
+test('a memory snapshot goes only to a node restoring its saved machine; one no joined node restores is UNSUPPORTED naming snapshot at once', timed(5000, async (defer) => {
+  const system = new ActorSystem()
+  defer(() => system.shutdown(0))
+  const shards: Ref<ShardMessage>[] = []
+  for (let i = 0; i < 2; i++) shards.push(system.spawn(createPlacementShard({ peers: () => shards })))
+  // The freer node runs another machine: a spread-only choice would take it.
+  shards[0]!.tell({ type: 'node-up', id: 'kvm', capacity: cap({ cpus: 1000, memoryMiB: 1e6, backends: ['microvm'], machines: ['kvm:host:qemu-7.2'] }) })
+  shards[1]!.tell({ type: 'node-up', id: 'tcg', capacity: cap({ cpus: 100, memoryMiB: 1e5, cpuOvercommit: 64, backends: ['microvm'], machines: ['tcg:max:qemu-7.2'] }) })
+  for (let i = 0; i < 20; i++) assert.is(await place(shards[0]!, req({ backend: 'microvm', memory: { state: 'sha256:s', machine: 'tcg:max:qemu-7.2' } })), 'tcg')
+  // Without a saved machine (a boot, or a snapshot from before it was recorded) either node will do.
+  assert.is(await place(shards[0]!, req({ backend: 'microvm' })), 'kvm')
+  const startedAt = Date.now()
+  const err = await place(shards[0]!, req({ backend: 'microvm', memory: { state: 'sha256:s', machine: 'kvm:host:qemu-9.0' } }), 4000).catch((e: unknown) => e)
+  assert.ok(isWarrenError(err, ErrorCodes.UNSUPPORTED), String(err))
+  assert.equal(err.details, { field: 'snapshot', machine: 'kvm:host:qemu-9.0' })
+  assert.ok(Date.now() - startedAt < 2000, 'refused without waiting for the deadline')
+  // A lost node of that machine may come back: the request waits for it instead.
+  shards[1]!.tell({ type: 'node-up', id: 'old', capacity: cap({ backends: ['microvm'], machines: ['kvm:host:qemu-9.0'] }) })
+  shards[1]!.tell({ type: 'node-lost', id: 'old' })
+  const waiting = place(shards[1]!, req({ backend: 'microvm', memory: { state: 'sha256:s', machine: 'kvm:host:qemu-9.0' } }), 10_000)
+  shards[1]!.tell({ type: 'node-up', id: 'old', capacity: cap({ backends: ['microvm'], machines: ['kvm:host:qemu-9.0'] }) })
+  assert.is(await waiting, 'old')
+}))
+
+test('memory locality: a node holding the saved state wins over an equally free one', timed(5000, async (defer) => {
+  const system = new ActorSystem()
+  defer(() => system.shutdown(0))
+  const shard = system.spawn(createPlacementShard({ sampleK: 2 }))
+  const state = 'sha256:' + 'ab'.repeat(32)
+  shard.tell({ type: 'node-up', id: 'cold', capacity: cap({ cpus: 1000, memoryMiB: 1e6, backends: ['microvm'], machines: ['m'] }) })
+  shard.tell({ type: 'node-up', id: 'warm', capacity: cap({ cpus: 1000, memoryMiB: 1e6, backends: ['microvm'], machines: ['m'] }), layers: [state] })
+  const spec = parseSandboxSpec({ backend: 'microvm' })
+  const r = placementRequestOf({ ...spec, memory: { state, vcpus: 1, memoryMiB: 512, machine: 'm' } })
+  assert.equal({ layers: r.layers, memory: r.memory }, { layers: [], memory: { state, machine: 'm' } })
+  for (let i = 0; i < 20; i++) assert.is(await place(shard, r), 'warm')
 }))
 
 test('a shard with no room offers the request to its peers', timed(5000, async (defer) => {

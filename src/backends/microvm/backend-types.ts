@@ -45,6 +45,11 @@ export interface MicrovmBackendOptions {
 export interface MicrovmBackend extends Backend {
   /** VMs alive, ready ones in the pool, templates kept. */
   status (): { live: number, pooled: number, templates: number, memoryTemplates: number, accel: 'kvm' | 'tcg' }
+  /**
+   * The machine this node's VMs run on as a memory snapshot records it (`tcg:max:qemu-7.2`): the
+   * one its snapshots are saved on and the only one it restores (placement matches the two).
+   */
+  machine (): Promise<string>
   /** The guest's files, made on first call (creates wait for it too). */
   guest (): Promise<GuestImage>
   /** The QEMU process and host directory of a live VM, for inspection; undefined once it is gone. */

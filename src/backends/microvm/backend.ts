@@ -424,6 +424,8 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       return store.cached()
     },
 
+    machine: async () => await machineOf(accel, cpu, qemuPath),
+
     async prewarm (spec, n) {
       pool.prewarm(poolKey(plainShape(spec)), n)
     },

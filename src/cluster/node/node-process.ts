@@ -155,6 +155,7 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     // Ready sandboxes in the warm pools take room too: the cap leaves space for them.
     maxSandboxes: { function: 100_000, container: 3200 - (backends.container !== undefined ? options.containerPool?.max ?? ContainerBackendDefaults.poolMax : 0) },
     backends: Object.keys(backends) as BackendKind[],
+    ...(microvmBackend !== undefined ? { machines: [await microvmBackend.machine()] } : {}),
     ...options.capacity
   }
   const pushBlob = createBlobPusher(options.url, options.joinToken, undefined, options.ca)

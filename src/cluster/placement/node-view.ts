@@ -16,6 +16,11 @@ export interface NodeCapacity {
   /** Most sandboxes the node will run at once, by backend. */
   maxSandboxes: Partial<Record<BackendKind, number>>
   backends: BackendKind[]
+  /**
+   * The machines a memory snapshot restores on here (`tcg:max:qemu-7.2`: accelerator, CPU
+   * model, QEMU release): a saved VM loads only under the one it was saved from.
+   */
+  machines?: string[]
 }
 
 export interface NodeView extends NodeCapacity {
@@ -37,7 +42,13 @@ export interface PlacementRequest {
   memoryMiB: number
   /** The writable layer's size; only weighed against what a node has in all. */
   diskMiB?: number
+  /** The sandbox's layer stack (digests), bottom first. */
   layers: string[]
+  /**
+   * A memory snapshot's restore: its state (a node that holds the file is preferred, as for
+   * layers) and its saved machine (only a node listing it in `machines` can restore it).
+   */
+  memory?: { state: string, machine?: string }
 }
 
 /**
@@ -51,6 +62,8 @@ export interface Room {
   /** Nodes the shard knows, live or lost, and whether any of them offers the backend at all. */
   nodes: number
   offered: boolean
+  /** False when nodes offer the backend but none of them, live or lost, the request's machine. */
+  machineOffered: boolean
 }
 
 export function createNodeView (id: string, capacity: NodeCapacity): NodeView {
@@ -62,9 +75,15 @@ function holds (node: NodeCapacity, req: PlacementRequest): boolean {
   return node.cpus >= req.cpus && node.memoryMiB >= req.memoryMiB && (node.diskMiB ?? Infinity) >= (req.diskMiB ?? 0)
 }
 
+/** True when the node offers the backend and, for a memory snapshot, restores its machine. */
+function offers (node: NodeCapacity, req: PlacementRequest): boolean {
+  const machine = req.memory?.machine
+  return node.backends.includes(req.backend) && (machine === undefined || node.machines?.includes(machine) === true)
+}
+
 /** True when the node offers the backend, could hold the sandbox, and has room under its overcommit and caps. */
 export function fits (node: NodeView, req: PlacementRequest): boolean {
-  if (!node.alive || !node.backends.includes(req.backend) || !holds(node, req)) return false
+  if (!node.alive || !offers(node, req) || !holds(node, req)) return false
   const cap = node.maxSandboxes[req.backend] ?? Infinity
   if ((node.sandboxes[req.backend] ?? 0) + 1 > cap) return false
   return node.allocatedCpus + req.cpus <= node.cpus * node.cpuOvercommit &&
@@ -75,12 +94,14 @@ export function fits (node: NodeView, req: PlacementRequest): boolean {
 export function roomFor (nodes: readonly NodeView[], req: PlacementRequest): Room {
   let largest: Room['largest']
   const offered = nodes.some((n) => n.backends.includes(req.backend))
+  const machineOffered = nodes.some((n) => offers(n, req))
+  const room = { nodes: nodes.length, offered, machineOffered }
   for (const n of nodes) {
-    if (!n.alive || !n.backends.includes(req.backend)) continue
-    if (holds(n, req)) return { ever: true, nodes: nodes.length, offered }
+    if (!n.alive || !offers(n, req)) continue
+    if (holds(n, req)) return { ever: true, ...room }
     largest = { cpus: Math.max(largest?.cpus ?? 0, n.cpus), memoryMiB: Math.max(largest?.memoryMiB ?? 0, n.memoryMiB), diskMiB: Math.max(largest?.diskMiB ?? 0, n.diskMiB ?? Infinity) }
   }
-  return largest === undefined ? { ever: false, nodes: nodes.length, offered } : { ever: false, largest, nodes: nodes.length, offered }
+  return largest === undefined ? { ever: false, ...room } : { ever: false, largest, ...room }
 }
 
 /**
@@ -89,6 +110,14 @@ export function roomFor (nodes: readonly NodeView[], req: PlacementRequest): Roo
  */
 export function offeredByNone (rooms: readonly Room[]): boolean {
   return rooms.some((r) => r.nodes > 0) && !rooms.some((r) => r.offered)
+}
+
+/**
+ * True when nodes offer the backend and none of them, live or lost, restores the request's
+ * saved machine (a memory snapshot made on a node of another kind, or on one that left).
+ */
+export function machineOfferedByNone (rooms: readonly Room[]): boolean {
+  return rooms.some((r) => r.offered) && !rooms.some((r) => r.machineOffered)
 }
 
 /**
@@ -109,14 +138,16 @@ export function beyondEveryNode (rooms: readonly Room[], req: PlacementRequest):
 
 /**
  * Higher is better: the share of CPU and memory left after placing (spreads load), plus a bonus
- * per requested layer the node already caches (cold starts cost what is fetched).
+ * per requested layer (and memory snapshot state) the node already caches (cold starts cost
+ * what is fetched).
  */
 export function score (node: NodeView, req: PlacementRequest): number {
   const cpuLeft = 1 - (node.allocatedCpus + req.cpus) / (node.cpus * node.cpuOvercommit)
   const memLeft = 1 - (node.allocatedMemoryMiB + req.memoryMiB) / (node.memoryMiB * node.memoryOvercommit)
+  const files = req.memory !== undefined ? [...req.layers, req.memory.state] : req.layers
   let cached = 0
-  for (const layer of req.layers) if (node.layers.has(layer)) cached++
-  const locality = req.layers.length === 0 ? 0 : cached / req.layers.length
+  for (const file of files) if (node.layers.has(file)) cached++
+  const locality = files.length === 0 ? 0 : cached / files.length
   return Math.min(cpuLeft, memLeft) + locality
 }
 

@@ -7,7 +7,8 @@
  * fits either, it waits here until capacity frees up or its deadline passes
  * (`WARREN_ERR_NO_CAPACITY`). A request larger than every joined node is refused at once, with
  * the same code: no amount of waiting makes room for it; one of a backend no joined node offers
- * is `WARREN_ERR_UNSUPPORTED` (field `backend`), at once. The waiting list is bounded
+ * is `WARREN_ERR_UNSUPPORTED` (field `backend`), at once, and so is a memory snapshot's whose
+ * saved machine no joined node restores (field `snapshot`). The waiting list is bounded
  * (`WARREN_ERR_OVERLOADED` beyond it).
  *
  * The simulator drives this same class on a virtual clock: time comes from `now`, randomness
@@ -17,7 +18,7 @@ import { Actor, type Ref, type ReplyTo } from '../../actors/index.js'
 import type { BackendKind } from '../../backends/types.js'
 import { createError, ErrorCodes } from '../../errors.js'
 import { chooseNode } from './choose.js'
-import { beyondEveryNode, createNodeView, offeredByNone, release, reserve, roomFor, shiftCpu, type NodeCapacity, type NodeView, type PlacementRequest, type Room } from './node-view.js'
+import { beyondEveryNode, createNodeView, machineOfferedByNone, offeredByNone, release, reserve, roomFor, shiftCpu, type NodeCapacity, type NodeView, type PlacementRequest, type Room } from './node-view.js'
 
 export const PlacementDefaults = {
   /** Nodes sampled per decision. */
@@ -235,6 +236,12 @@ export class PlacementShard extends Actor<ShardMessage> {
     if (offeredByNone(all)) {
       this.refused++
       reply.reject(createError(ErrorCodes.UNSUPPORTED, `no node of this cluster offers the ${req.backend} backend`, { field: 'backend', backend: req.backend }))
+      return
+    }
+    if (machineOfferedByNone(all)) {
+      this.refused++
+      const machine = req.memory?.machine
+      reply.reject(createError(ErrorCodes.UNSUPPORTED, `no node of this cluster restores a memory snapshot saved on ${String(machine)}`, { field: 'snapshot', machine }))
       return
     }
     const field = beyondEveryNode(all, req)
