@@ -62,7 +62,9 @@ export const FuseDefaults = {
   /** Where the kernel's fusectl file system is (to abort a connection nobody answers for). */
   fusectlDir: '/sys/fs/fuse/connections',
   /** Interrupts for requests not seen yet are remembered this long (readers race the event loop). */
-  interruptMemoryMs: 5_000
+  interruptMemoryMs: 5_000,
+  /** An interrupted request whose reader was not being killed is checked for a kill this often. */
+  interruptPollMs: 100
 }
 
 export type FuseTunables = typeof FuseDefaults

@@ -61,6 +61,7 @@ export async function mountLayerFs (options: MountLayerFsOptions): Promise<Layer
   const session = new FuseSession(channel, fs, {
     init: { maxWrite: t.maxWrite, maxPages: t.maxPages, maxReadahead: t.maxReadahead, maxBackground: t.maxBackground, congestionThreshold: t.congestionThreshold },
     interruptMemoryMs: t.interruptMemoryMs,
+    interruptPollMs: t.interruptPollMs,
     onError: (err) => report(err, { op: typeof err.details?.op === 'string' ? err.details.op : 'FUSE' })
   })
 
@@ -98,7 +99,7 @@ export async function mountLayerFs (options: MountLayerFsOptions): Promise<Layer
     closed,
     stats (): LayerFsStats {
       const s = session.stats()
-      return { requests: s.requests, ...fs.counters, interrupted: s.interrupted, inFlight: s.inFlight, maxInFlight: s.maxInFlight }
+      return { requests: s.requests, ...fs.counters, interrupted: s.interrupted, interruptsDeferred: s.interruptsDeferred, inFlight: s.inFlight, maxInFlight: s.maxInFlight }
     },
     unmount () {
       unmounting ??= unmount(session.ended, mountpoint, id, closed, t)

@@ -3,13 +3,16 @@
  * opcode to the file system's handlers, and writes exactly one reply per request that wants one.
  *
  * Requests are served concurrently: a handler returning a promise does not hold up the requests
- * behind it. INTERRUPT answers the interrupted request with EINTR at once and aborts its signal,
- * so a killed reader is never left waiting on a slow fetch. Opcodes without a handler get
+ * behind it. An INTERRUPT of a request whose reader is being killed answers it with EINTR at once
+ * and aborts its signal, so a killed reader is never left waiting on a slow fetch; any other
+ * signal (a shell's SIGCHLD) leaves the request to be answered as usual, watched until then in
+ * case a kill follows (requester.ts). Opcodes without a handler get
  * ENOSYS, which also tells the kernel not to send some of them again.
  */
 import { createError, ErrorCodes, type WarrenError } from '../../errors.js'
 import type { Channel } from './channel.js'
 import { Errno, FUSE_MAJOR, FUSE_MIN_KERNEL_MINOR, FUSE_MINOR, InitFlag, Op, opName, Size } from './protocol.js'
+import { requesterDying } from './requester.js'
 import { initOut, outHeader, parseBatchForget, parseForgetIn, parseInHeader, parseInitIn, parseInterruptIn, type InHeader } from './structs.js'
 
 /** One request as a handler sees it. */
@@ -47,6 +50,10 @@ export interface SessionOptions {
   init: InitParams
   /** How long an INTERRUPT for a request not seen yet is remembered. */
   interruptMemoryMs: number
+  /** How often a request interrupted by a signal that does not kill is checked for a kill since. */
+  interruptPollMs: number
+  /** Whether the request's thread is being killed (default: its /proc status, requester.ts). */
+  dying?: (tid: number) => boolean
   /** Protocol trouble and handler failures, for the node's log. */
   onError: (err: WarrenError) => void
 }
@@ -70,8 +77,10 @@ export interface SessionStats {
   inFlight: number
   /** The most requests that were running at once. */
   maxInFlight: number
-  /** Requests answered EINTR because the kernel interrupted them. */
+  /** Requests answered EINTR because their reader was being killed. */
   interrupted: number
+  /** INTERRUPTs for a signal that does not kill: the request was answered as usual. */
+  interruptsDeferred: number
   /** Replies the kernel refused or no longer wanted. */
   replyErrors: number
 }
@@ -86,6 +95,16 @@ const WANTED_FLAGS =
 // attribute refreshes must not drop cached pages), DO_READDIRPLUS (a flat directory of a few
 // entries gains nothing and every entry would carry a lookup reference).
 
+/** A request whose handler is running. */
+interface InFlight {
+  opcode: number
+  /** The thread that sent it. */
+  tid: number
+  controller: AbortController
+  /** Set once an INTERRUPT came for a reader that was not being killed. */
+  watch?: NodeJS.Timeout
+}
+
 export class FuseSession {
   /** Resolves when INIT is done; rejects if it fails or the connection ends first. */
   readonly ready: Promise<SessionInfo>
@@ -96,16 +115,18 @@ export class FuseSession {
   private resolveClosed!: (code: string) => void
   private info: SessionInfo | undefined
   private isClosed = false
-  /** Requests whose handler is running: id → its opcode and the signal to abort. */
-  private readonly inFlight = new Map<bigint, { opcode: number, controller: AbortController }>()
+  /** Requests whose handler is running: id → its opcode, reader, the signal to abort, and the watch of an interrupted one. */
+  private readonly inFlight = new Map<bigint, InFlight>()
   /** INTERRUPTs whose request was not dispatched yet (two readers can deliver out of order). */
   private readonly earlyInterrupts = new Map<bigint, number>()
-  private readonly counters: SessionStats = { requests: 0, inFlight: 0, maxInFlight: 0, interrupted: 0, replyErrors: 0 }
+  private readonly counters: SessionStats = { requests: 0, inFlight: 0, maxInFlight: 0, interrupted: 0, interruptsDeferred: 0, replyErrors: 0 }
+  private readonly dying: (tid: number) => boolean
 
   constructor (private readonly channel: Channel, private readonly ops: FileSystemOps, private readonly options: SessionOptions) {
     this.ready = new Promise((resolve, reject) => { this.resolveReady = resolve; this.rejectReady = reject })
     this.ready.catch(() => undefined) // observed by the mount; never an unhandled rejection
     this.closed = new Promise((resolve) => { this.resolveClosed = resolve })
+    this.dying = options.dying ?? ((tid) => requesterDying(tid))
   }
 
   /** Starts reading requests with `readers` threads, each with a buffer of `bufferBytes`. */
@@ -153,7 +174,8 @@ export class FuseSession {
     if (this.info === undefined) return this.send(h, Errno.EIO) // the kernel sends nothing else before INIT
     const handler = this.ops.handlers.get(h.opcode)
     if (handler === undefined) return this.send(h, Errno.ENOSYS)
-    if (this.earlyInterrupts.delete(h.unique)) {
+    const interruptedEarly = this.earlyInterrupts.delete(h.unique)
+    if (interruptedEarly && this.dying(h.pid)) {
       this.counters.interrupted++
       return this.send(h, Errno.EINTR)
     }
@@ -165,29 +187,39 @@ export class FuseSession {
       this.options.onError(createError(ErrorCodes.INTERNAL, `FUSE ${opName(h.opcode)} handler threw: ${(err as Error).message}`))
       return this.send(h, Errno.EIO)
     }
-    if (!(result instanceof Promise)) return this.send(h, result)
-    this.inFlight.set(h.unique, { opcode: h.opcode, controller })
+    if (!(result instanceof Promise)) {
+      if (interruptedEarly) this.counters.interruptsDeferred++
+      return this.send(h, result)
+    }
+    const running: InFlight = { opcode: h.opcode, tid: h.pid, controller }
+    this.inFlight.set(h.unique, running)
     this.counters.maxInFlight = Math.max(this.counters.maxInFlight, this.inFlight.size)
+    if (interruptedEarly) this.deferInterrupt(h.unique, running)
+    const done = (): boolean => {
+      clearInterval(running.watch)
+      return this.inFlight.delete(h.unique)
+    }
     result.then(
-      (reply) => { if (this.inFlight.delete(h.unique)) this.send(h, reply) },
+      (reply) => { if (done()) this.send(h, reply) },
       (err: unknown) => {
-        if (!this.inFlight.delete(h.unique)) return
+        if (!done()) return
         this.options.onError(createError(ErrorCodes.INTERNAL, `FUSE ${opName(h.opcode)} handler failed: ${(err as Error)?.message ?? String(err)}`))
         this.send(h, Errno.EIO)
       }
     )
   }
 
-  /** Answers the interrupted request with EINTR (if still running) and aborts its work. */
+  /**
+   * An interrupted request still running: answered EINTR, its work aborted, when its reader is
+   * being killed; else left to finish, and watched for a kill until it does.
+   */
   private interrupt (body: Buffer): void {
     const arg = parseInterruptIn(body)
     if (arg === undefined) return
     const running = this.inFlight.get(arg.unique)
     if (running !== undefined) {
-      this.inFlight.delete(arg.unique)
-      this.counters.interrupted++
-      this.sendRaw(arg.unique, running.opcode, Errno.EINTR)
-      running.controller.abort() // the standard AbortError: the reader gave up, nothing failed
+      if (this.dying(running.tid)) this.endInterrupted(arg.unique, running)
+      else this.deferInterrupt(arg.unique, running)
       return
     }
     // Either answered already (nothing to do; the kernel ignores the interrupt) or read by another
@@ -199,6 +231,25 @@ export class FuseSession {
       this.earlyInterrupts.delete(unique)
     }
     this.earlyInterrupts.set(arg.unique, now)
+  }
+
+  /** Leaves an interrupted request to finish, checking every `interruptPollMs` whether its reader is being killed since. */
+  private deferInterrupt (unique: bigint, running: InFlight): void {
+    this.counters.interruptsDeferred++
+    if (running.watch !== undefined) return
+    running.watch = setInterval(() => {
+      if (this.inFlight.get(unique) === running && this.dying(running.tid)) this.endInterrupted(unique, running)
+    }, this.options.interruptPollMs)
+    running.watch.unref()
+  }
+
+  /** Answers an interrupted request EINTR and aborts its work. */
+  private endInterrupted (unique: bigint, running: InFlight): void {
+    clearInterval(running.watch)
+    this.inFlight.delete(unique)
+    this.counters.interrupted++
+    this.sendRaw(unique, running.opcode, Errno.EINTR)
+    running.controller.abort() // the standard AbortError: the reader gave up, nothing failed
   }
 
   private init (h: InHeader, body: Buffer): void {
@@ -271,7 +322,10 @@ export class FuseSession {
   private onEnd (code: string): void {
     if (this.isClosed) return
     this.isClosed = true
-    for (const { controller } of this.inFlight.values()) controller.abort(createError(ErrorCodes.CONNECTION_CLOSED, 'the FUSE connection ended'))
+    for (const { controller, watch } of this.inFlight.values()) {
+      clearInterval(watch)
+      controller.abort(createError(ErrorCodes.CONNECTION_CLOSED, 'the FUSE connection ended'))
+    }
     this.inFlight.clear()
     this.rejectReady(createError(ErrorCodes.CONNECTION_CLOSED, `the FUSE connection ended before INIT (${code})`))
     this.resolveClosed(code)

@@ -71,8 +71,10 @@ export interface LayerFsStats {
   readErrors: number
   /** READs answered EIO because the callback took longer than `readTimeoutMs`. */
   readTimeouts: number
-  /** Requests answered EINTR because the kernel interrupted them (a killed reader). */
+  /** Requests answered EINTR because their reader was being killed. */
   interrupted: number
+  /** INTERRUPTs for a signal that does not kill (a shell's SIGCHLD): the request was answered as usual. */
+  interruptsDeferred: number
   /** Requests being served right now, and the most that ever were at once. */
   inFlight: number
   maxInFlight: number

@@ -189,6 +189,7 @@ async function runSeed (seed: number): Promise<Violation[]> {
   const session = new FuseSession(channel, fs, {
     init: { maxWrite: FuseDefaults.maxWrite, maxPages: FuseDefaults.maxPages, maxReadahead: FuseDefaults.maxReadahead, maxBackground: 64, congestionThreshold: 48 },
     interruptMemoryMs: FuseDefaults.interruptMemoryMs,
+    interruptPollMs: FuseDefaults.interruptPollMs,
     onError: (err) => {
       // Reported protocol trouble is a clean answer; a handler that threw or failed is not.
       if (/handler (threw|failed)/.test(err.message)) violated(`${err.code}: ${err.message}`)

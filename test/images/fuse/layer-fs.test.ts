@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process'
+import { spawn, type ChildProcess } from 'node:child_process'
 import { open, readdir, readFile, readlink, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'uvu'
@@ -6,7 +6,7 @@ import * as assert from 'uvu/assert'
 import { isWarrenError, type WarrenError } from '../../../src/errors.js'
 import { run } from '../../../src/images/index.js'
 import { mountLayerFs, type LayerFsErrorContext } from '../../../src/images/fuse/index.js'
-import { timed } from '../../support/index.js'
+import { timed, waitFor } from '../../support/index.js'
 import { memoryRead, mountMemory, rootTest, seededBytes, sha256, skipReason, SUBTYPE, tempDir, testMounts } from './helpers.js'
 
 const KiB = 1024
@@ -252,6 +252,53 @@ rootTest('a reader killed while its read waits is released at once (INTERRUPT â†
   dd.kill('SIGKILL')
   assert.is(await exited, 'SIGKILL')
   assert.ok(signal.aborted, 'the callback was told')
+  assert.is(fs.stats().interrupted, 1)
+}))
+
+rootTest('a reader that takes a signal it handles while its read waits gets its bytes, not EINTR; a kill after that still releases it', timed(20_000, async (defer) => {
+  const files = new Map<string, Uint8Array>([['held', seededBytes(MiB, 20)], ['hang', seededBytes(MiB, 21)]])
+  let release: () => void = () => undefined
+  const released = new Promise<void>((resolve) => { release = resolve })
+  let entered: (signal: AbortSignal) => void = () => undefined
+  let inside = new Promise<AbortSignal>((resolve) => { entered = resolve })
+  const fs = await mountMemory(defer, tempDir(defer), files, {
+    readTimeoutMs: 120_000,
+    read: async (name, offset, length, signal) => {
+      entered(signal)
+      if (name === 'hang') return await new Promise<Uint8Array>(() => undefined)
+      await released
+      return files.get(name)!.subarray(offset, offset + length)
+    }
+  })
+  // perl's handlers are SA_RESTART, and still an EINTR answer would reach sysread: it reports what it got.
+  const reader = (name: string): ChildProcess => spawn('perl', ['-MFcntl', '-e',
+    '$SIG{USR1} = sub {}; sysopen(F, $ARGV[0], O_RDONLY | O_DIRECT) or die "open: $!"; my $n = sysread(F, my $b, 4096); print defined $n ? "read $n\\n" : "error $!\\n"',
+    join(fs.mountpoint, name)], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const perl = reader('held')
+  defer(() => { perl.kill('SIGKILL') })
+  let out = ''
+  perl.stdout!.on('data', (b: Buffer) => { out += b.toString() })
+  const exited = new Promise<number | null>((resolve) => perl.once('close', (code) => resolve(code)))
+  const signal = await inside
+  perl.kill('SIGUSR1')
+  await waitFor(() => fs.stats().interruptsDeferred === 1, 10_000, 'the kernel to send INTERRUPT')
+  assert.not.ok(signal.aborted, 'the read goes on')
+  release()
+  assert.is(await exited, 0)
+  assert.is(out, 'read 4096\n')
+  assert.is(fs.stats().interrupted, 0)
+
+  // Interrupted by a handled signal first, then killed: the watch sees the kill and answers.
+  inside = new Promise<AbortSignal>((resolve) => { entered = resolve })
+  const doomed = reader('hang')
+  defer(() => { doomed.kill('SIGKILL') })
+  const gone = new Promise<NodeJS.Signals | null>((resolve) => doomed.once('close', (_code, sig) => resolve(sig)))
+  const hung = await inside
+  doomed.kill('SIGUSR1')
+  await waitFor(() => fs.stats().interruptsDeferred === 2, 10_000, 'the second INTERRUPT')
+  doomed.kill('SIGKILL')
+  assert.is(await gone, 'SIGKILL')
+  assert.ok(hung.aborted, 'the callback was told')
   assert.is(fs.stats().interrupted, 1)
 }))
 
