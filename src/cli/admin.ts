@@ -9,7 +9,7 @@ import { configPath, resolveConfig, writeConfig } from '../sdk/index.js'
 import { withClient } from './client.js'
 import { writeTable } from './columns.js'
 import type { Out } from './commands.js'
-import { parseDuration } from './units.js'
+import { parseDuration, parseNumber } from './units.js'
 
 const std: Out = { stdout: process.stdout, stderr: process.stderr }
 
@@ -113,8 +113,7 @@ function quotaChange (flags: QuotaFlags): Partial<Quotas> {
   for (const [flag, name] of Object.entries(QUOTA_FLAGS) as Array<[keyof QuotaFlags, keyof Quotas]>) {
     const v = flags[flag]
     if (v === undefined) continue
-    if (!/^\d+(?:\.\d+)?$/.test(v.trim())) throw createError(ErrorCodes.INVALID_ARGUMENT, `--${flag} must be a number, not ${JSON.stringify(v)}`, { field: flag })
-    change[name] = Number(v)
+    change[name] = parseNumber(v, `--${flag}`, { min: 0 })
   }
   return change
 }

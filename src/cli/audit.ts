@@ -3,22 +3,17 @@
  * which sandbox, when, and how it ended. A table by default, JSON lines with --json.
  */
 import type { AuditQuery, AuditRecord } from '../cluster/index.js'
-import { createError, ErrorCodes } from '../errors.js'
 import { withClient } from './client.js'
 import { writeTable } from './columns.js'
 import type { Out } from './commands.js'
-import { parseMilliseconds } from './units.js'
+import { parseMilliseconds, parseNumber } from './units.js'
 
 export interface AuditFlags { tenant?: string, sandbox?: string, action?: string, since?: string, limit?: string, json?: boolean }
 
 /** The flags as a query; `--since 1h` is an hour before now. */
 export function auditQuery (flags: AuditFlags, now = Date.now()): AuditQuery {
-  let limit: number | undefined
-  if (flags.limit !== undefined) {
-    limit = Number(flags.limit)
-    // The control plane checks the bound (and names it); the CLI only needs a number.
-    if (!/^\d+$/.test(flags.limit.trim())) throw createError(ErrorCodes.INVALID_ARGUMENT, `--limit must be a whole number, not ${flags.limit}`, { field: 'limit' })
-  }
+  // The control plane checks the bound (and names it); the CLI only needs a number.
+  const limit = flags.limit !== undefined ? parseNumber(flags.limit, '--limit', { whole: true }) : undefined
   return {
     ...(flags.tenant !== undefined ? { tenant: flags.tenant } : {}),
     ...(flags.sandbox !== undefined ? { sandbox: flags.sandbox } : {}),

@@ -7,6 +7,7 @@ import type { StepOutcome, StreamOutcome } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
 import { withClient } from './client.js'
 import type { Out } from './commands.js'
+import { parseNumber } from './units.js'
 
 const std: Out = { stdout: process.stdout, stderr: process.stderr }
 
@@ -51,10 +52,7 @@ const skippedLine = (skipped: number[]): string => skipped.length === 0 ? '' : `
 
 /** `warren replay ID [--up-to N] [--compare exit|output]` */
 export async function replay (id: string, flags: { 'up-to'?: string, compare?: string }, out: Out = std): Promise<number> {
-  const upTo = flags['up-to'] === undefined ? undefined : Number(flags['up-to'])
-  if (upTo !== undefined && (!/^\d+$/.test(flags['up-to']!) || !Number.isSafeInteger(upTo))) {
-    throw createError(ErrorCodes.INVALID_ARGUMENT, `--up-to must be a seq (a whole number), not ${JSON.stringify(flags['up-to'])}`, { field: 'upTo' })
-  }
+  const upTo = flags['up-to'] === undefined ? undefined : parseNumber(flags['up-to'], '--up-to', { whole: true }, 'upTo')
   const compare = flags.compare
   if (compare !== undefined && compare !== 'exit' && compare !== 'output') {
     throw createError(ErrorCodes.INVALID_ARGUMENT, `--compare must be exit or output, not ${JSON.stringify(compare)}`, { field: 'compare' })

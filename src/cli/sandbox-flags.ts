@@ -10,7 +10,7 @@ import { createError, ErrorCodes } from '../errors.js'
 import type { FlagValues } from './command.js'
 import { buildAndPush, pushTarget } from './image.js'
 import { createProgress } from './progress.js'
-import { parseMemory, parseMilliseconds, parsePairs } from './units.js'
+import { parseMebibytes, parseMilliseconds, parseNumber, parsePairs } from './units.js'
 
 export const SANDBOX_FLAGS = {
   backend: { type: 'string', value: 'B', help: 'function, container or microvm (container when an image is named, else function)' },
@@ -114,18 +114,10 @@ export async function sandboxSpec (flags: SandboxFlagValues): Promise<CreateSpec
  * @throws INVALID_ARGUMENT naming the flag when its value is not a number (or a size)
  */
 function limitsSpec (flags: SandboxFlagValues): CreateSpec['limits'] {
-  const number = (field: 'cpus' | 'pids'): number | undefined => {
-    const text = flags[field]
-    if (text === undefined) return undefined
-    const n = Number(text)
-    if (text.trim() === '' || !Number.isFinite(n)) throw createError(ErrorCodes.INVALID_ARGUMENT, `--${field} must be a number, not ${JSON.stringify(text)}`, { field })
-    return n
-  }
-  const size = (field: 'memory' | 'disk'): number | undefined => {
-    const text = flags[field]
-    if (text === undefined) return undefined
-    return /^\d+$/.test(text.trim()) ? Number(text) : parseMemory(text, field)
-  }
+  const number = (field: 'cpus' | 'pids'): number | undefined =>
+    flags[field] === undefined ? undefined : parseNumber(flags[field], `--${field}`, { whole: field === 'pids' })
+  const size = (field: 'memory' | 'disk'): number | undefined =>
+    flags[field] === undefined ? undefined : parseMebibytes(flags[field], field)
   const limits = { cpus: number('cpus'), memoryMiB: size('memory'), diskMiB: size('disk'), pids: number('pids') }
   const set = Object.entries(limits).filter(([, v]) => v !== undefined)
   return set.length === 0 ? undefined : Object.fromEntries(set)
@@ -139,7 +131,5 @@ function deterministicSpec (flags: SandboxFlagValues): Pick<CreateSpec, 'determi
   if (flags.seed !== undefined && flags.deterministic !== true) throw createError(ErrorCodes.INVALID_ARGUMENT, '--seed goes with --deterministic', { field: 'seed' })
   if (flags.deterministic !== true) return {}
   if (flags.seed === undefined) return { deterministic: true }
-  const seed = Number(flags.seed)
-  if (flags.seed.trim() === '' || !Number.isInteger(seed)) throw createError(ErrorCodes.INVALID_ARGUMENT, `--seed must be a whole number, not ${JSON.stringify(flags.seed)}`, { field: 'seed' })
-  return { deterministic: { seed } }
+  return { deterministic: { seed: parseNumber(flags.seed, '--seed', { whole: true }) } }
 }

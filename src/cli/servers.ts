@@ -11,7 +11,7 @@ import { createError, ErrorCodes } from '../errors.js'
 import { configPath, writeConfig } from '../sdk/index.js'
 import { loadCa, loadServerTls, type TlsServerConfig } from '../transport/index.js'
 import { systemCause } from './failure.js'
-import { parseMilliseconds, parsePairs } from './units.js'
+import { parseMilliseconds, parseNumber, parsePairs } from './units.js'
 import { createLogger, resolveLogLevel, type Logger } from '../log/index.js'
 
 /**
@@ -111,8 +111,8 @@ function configToken (): string | undefined {
 /** `warren up`: prints the URL and an admin token, writes ~/.warren/config.json (0600), runs until a signal. */
 export async function up (flags: UpFlags, until: Promise<unknown> = waitForSignal()): Promise<number> {
   const dataDir = flags['data-dir'] ?? join(homedir(), '.warren', 'data')
-  const port = flags.port !== undefined ? Number(flags.port) : ControlPlaneDefaults.port
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw createError(ErrorCodes.INVALID_ARGUMENT, `--port must be 0-65535, got ${flags.port}`, { field: 'port' })
+  const port = flags.port !== undefined ? parseNumber(flags.port, '--port', { whole: true, max: 65535 }) : ControlPlaneDefaults.port
+  const shards = flags.shards !== undefined ? parseNumber(flags.shards, '--shards', { whole: true, min: 1, max: ControlPlaneDefaults.maxShards }) : undefined
   const host = flags.host ?? ControlPlaneDefaults.host
   const retention = flags['trajectory-retention'] !== undefined ? parseMilliseconds(flags['trajectory-retention'], 'trajectory-retention') : undefined
   const logger = serverLogger(flags['log-level'])
@@ -127,7 +127,7 @@ export async function up (flags: UpFlags, until: Promise<unknown> = waitForSigna
     host,
     dataDir,
     logger,
-    ...(flags.shards !== undefined ? { shards: Number(flags.shards) } : {}),
+    ...(shards !== undefined ? { shards } : {}),
     ...(retention !== undefined ? { trajectoryRetentionMs: retention } : {}),
     ...(metricsToken !== undefined ? { metricsToken } : {})
   }).catch((err: unknown) => { throw listenRefusal(err, host, port) })

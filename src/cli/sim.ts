@@ -22,7 +22,7 @@ import { calibrationTrace, compareObserved, probeCreation, replayOnCluster, simu
 import { ControlPlaneDefaults, type NodeStatus } from '../cluster/index.js'
 import { withClient } from './client.js'
 import { createProgress } from './progress.js'
-import { parseDuration, parseMemory } from './units.js'
+import { parseDuration, parseMemory, parseNumber } from './units.js'
 
 export interface SimFlags {
   nodes?: string
@@ -43,19 +43,11 @@ export interface SimFlags {
   'heartbeat-timeout'?: string
 }
 
-const num = (v: string | undefined, name: string): number | undefined => {
-  if (v === undefined) return undefined
-  const n = Number(v)
-  if (!Number.isFinite(n) || n <= 0) throw createError(ErrorCodes.INVALID_ARGUMENT, `--${name} must be a positive number`)
-  return n
-}
+const num = (v: string | undefined, name: string): number | undefined =>
+  v === undefined ? undefined : parseNumber(v, `--${name}`, { above: 0 })
 
-const nonNegative = (v: string | undefined, name: string): number | undefined => {
-  if (v === undefined) return undefined
-  const n = Number(v)
-  if (!Number.isFinite(n) || n < 0) throw createError(ErrorCodes.INVALID_ARGUMENT, `--${name} must be a number >= 0`)
-  return n
-}
+const nonNegative = (v: string | undefined, name: string): number | undefined =>
+  v === undefined ? undefined : parseNumber(v, `--${name}`, { min: 0 })
 
 function nodeFlags (flags: SimFlags): { count?: number, cpus?: number, memoryMiB?: number, crashesPerNodePerDay?: number } {
   const crashes = nonNegative(flags['node-crashes-per-day'], 'node-crashes-per-day')

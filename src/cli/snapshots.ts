@@ -2,11 +2,11 @@
  * The snapshot commands of `warren`: snapshot, snapshots, snapshot-rm, fork and hibernate. Each
  * prints what a script needs (ids, one a line) and returns the process exit code.
  */
-import { createError, ErrorCodes } from '../errors.js'
 import { withClient } from './client.js'
 import { writeTable } from './columns.js'
 import type { Out } from './commands.js'
 import { parseLabels } from './sandbox-flags.js'
+import { parseNumber } from './units.js'
 
 const std: Out = { stdout: process.stdout, stderr: process.stderr }
 
@@ -43,8 +43,7 @@ export async function snapshotRm (ref: string, out: Out = std): Promise<number> 
 
 /** `warren fork ID N [--label K=V] [--memory]`: prints each new sandbox's id, a line each; a fork that failed goes to stderr (exit 1). */
 export async function fork (id: string, n: string, flags: { label?: string[], memory?: boolean }, out: Out = std): Promise<number> {
-  const count = Number(n)
-  if (!/^\d+$/.test(n) || !Number.isSafeInteger(count)) throw createError(ErrorCodes.INVALID_ARGUMENT, `N must be a whole number, not ${JSON.stringify(n)}`, { field: 'count' })
+  const count = parseNumber(n, 'N', { whole: true }, 'count')
   const labels = parseLabels(flags.label)
   return await withClient(async (client) => {
     const sb = await client.attach(id)

@@ -1,6 +1,6 @@
 /**
- * Durations, sizes and `key=value` pairs as a person types them in a flag (`24h`, `90m`,
- * `1.5TiB`, `run=r1`). Each refusal is INVALID_ARGUMENT naming the flag.
+ * Numbers, durations, sizes and `key=value` pairs as a person types them in a flag (`8`, `0.5`,
+ * `24h`, `90m`, `1.5TiB`, `run=r1`). Each refusal is INVALID_ARGUMENT naming the flag.
  */
 import { createError, ErrorCodes } from '../errors.js'
 
@@ -29,6 +29,45 @@ export function parseMilliseconds (text: string, field: string): number {
     throw createError(ErrorCodes.INVALID_ARGUMENT, `--${field} must be more than 0 ms (e.g. 600000, 10m, 2h), not ${text}`, { field })
   }
   return Math.round(ms)
+}
+
+/** What a number flag may be: digits only (`whole`), and its bounds (`above` is exclusive). */
+export interface NumberForm {
+  whole?: boolean
+  min?: number
+  above?: number
+  max?: number
+}
+
+/**
+ * A number as typed (`2`, `0.5`): only its form and the bounds the CLI itself needs; the control
+ * plane holds the rest and names its own field past them.
+ * @param label how the refusal names it (`--pids`, or `N` for an argument)
+ * @param field the refusal's field (default: the label without its dashes)
+ */
+export function parseNumber (text: string, label: string, form: NumberForm = {}, field = label.replace(/^--/, '')): number {
+  const refuse = (must: string): never => {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, `${label} must be ${must}, not ${JSON.stringify(text)}`, { field })
+  }
+  const t = text.trim()
+  const n = Number(t)
+  if (form.whole === true ? !/^\d+$/.test(t) || !Number.isSafeInteger(n) : t === '' || !Number.isFinite(n)) refuse(form.whole === true ? 'a whole number' : 'a number')
+  const { min, above, max } = form
+  const range = [min !== undefined ? `at least ${min}` : above !== undefined ? `more than ${above}` : '', max !== undefined ? `at most ${max}` : ''].filter((x) => x !== '').join(' and ')
+  if ((min !== undefined && n < min) || (above !== undefined && n <= above) || (max !== undefined && n > max)) refuse(range)
+  return n
+}
+
+/**
+ * A size flag in MiB, plain (`512`) or with its unit (`512MiB`, `2GiB`), as `--memory` and
+ * `--disk` take it.
+ */
+export function parseMebibytes (text: string, field: string): number {
+  if (/^\d+$/.test(text.trim())) return parseNumber(text, `--${field}`, { whole: true }, field)
+  if (!/^(\d+(?:\.\d+)?)(MiB|GiB|TiB)$/.test(text.trim())) {
+    throw createError(ErrorCodes.INVALID_ARGUMENT, `--${field}: sizes look like 512 (MiB), 512MiB or 2GiB, not ${text}`, { field })
+  }
+  return parseMemory(text, field)
 }
 
 /** `1.5TiB`, `512GiB`, `65536MiB` → MiB. */

@@ -60,7 +60,7 @@ test('token create/ls/revoke/rotate-admin and quota set/get/ls; the admin key su
   assert.ok((await warren(['quota', 'ls'], { env })).stdout.includes(set.stdout))
   assert.equal((await warren(['tenant', 'ls'], { env })).stdout, (await warren(['quota', 'ls'], { env })).stdout)
   for (const [args, pattern] of [
-    [['--max-sandboxes=-1'], /--max-sandboxes must be a number/],
+    [['--max-sandboxes=-1'], /--max-sandboxes must be at least 0, not "-1"/],
     [['--max-sandboxes', 'many'], /--max-sandboxes must be a number/],
     [['--max-sandboxes', '2000000000'], /WARREN_ERR_INVALID_ARGUMENT: maxSandboxes must be/],
     [['--creates-per-second', '0'], /WARREN_ERR_INVALID_ARGUMENT: createsPerSecond must be/],

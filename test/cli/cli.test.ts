@@ -113,7 +113,7 @@ test('warren sim prints the table and writes the HTML report and the JSON summar
   assert.is(f.overPromised, 0)
   const negative = spawnSync(process.execPath, [cli, 'sim', '--node-crashes-per-day=-1'], { encoding: 'utf8', timeout: 10_000 })
   assert.is(negative.status, 1)
-  assert.match(negative.stderr, /node-crashes-per-day must be a number >= 0/)
+  assert.match(negative.stderr, /--node-crashes-per-day must be at least 0, not "-1"/)
 }))
 
 const noContainers = containerUnavailable()

@@ -157,8 +157,9 @@ test('warren create refuses a limit or --env that is not one, naming the flag, a
   const { env } = await warrenUp(defer)
   const cases: Array<[string[], RegExp]> = [
     [['--cpus', 'two'], /WARREN_ERR_INVALID_ARGUMENT: --cpus must be a number, not "two"/],
-    [['--pids', ''], /WARREN_ERR_INVALID_ARGUMENT: --pids must be a number/],
-    [['--memory', '2XB'], /WARREN_ERR_INVALID_ARGUMENT: --memory: memory looks like/],
+    [['--pids', ''], /WARREN_ERR_INVALID_ARGUMENT: --pids must be a whole number/],
+    [['--pids', '1.5'], /WARREN_ERR_INVALID_ARGUMENT: --pids must be a whole number, not "1.5"/],
+    [['--memory', '2XB'], /WARREN_ERR_INVALID_ARGUMENT: --memory: sizes look like 512 \(MiB\), 512MiB or 2GiB, not 2XB/],
     [['--env', 'NOVALUE'], /WARREN_ERR_INVALID_ARGUMENT: --env takes NAME=value, got NOVALUE/],
     [['--backend', 'container', '--memory', '2048GiB'], /WARREN_ERR_BAD_SPEC: spec\.limits\.memoryMiB must be a whole number/],
     [['--backend', 'container', '--cpus', '0.001'], /WARREN_ERR_BAD_SPEC: spec\.limits\.cpus must be a number/],

@@ -43,6 +43,8 @@ export const ControlPlaneDefaults = {
   port: 7100,
   host: '127.0.0.1',
   shards: 4,
+  /** The most placement shards a control plane may be started with (`warren up --shards`). */
+  maxShards: 64,
   heartbeatTimeoutMs: 3000
 }
 
