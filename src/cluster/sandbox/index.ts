@@ -1,9 +1,10 @@
 /** Sandbox actors: the public face of src/cluster/sandbox. */
 export { ExecOutput, ExecOutputDefaults, type OutputChunk, type OutputPage, type StreamName } from './exec-output.js'
+export { Sandbox } from './sandbox.js'
 export {
-  Sandbox, SandboxDefaults, type SandboxMeta,
+  SandboxDefaults, type SandboxMeta,
   type EndReason, type SandboxArgs, type SandboxEvent, type SandboxInfo, type SandboxMessage, type SandboxState, type WireExecOptions
-} from './sandbox.js'
+} from './sandbox-types.js'
 export { ExecCredit, OutputDefaults, OutputPool, type OutputLimits } from './output-pool.js'
 export { StdinDefaults, StdinPipe, type StdinAck } from './stdin-pipe.js'
 export {
