@@ -24,6 +24,7 @@ FUNCTIONS_DIR = REPO / "test" / "cluster" / "fixtures" / "functions"
 TENANT_SCOPES = ["sandbox:create", "sandbox:exec", "sandbox:read"]
 # A container node can take a while to come up on a busy machine (layer service, cgroups).
 UP_TIMEOUT_S = 90.0
+GUEST_DIR = "/var/tmp/warren-test-guest"
 STOP_TIMEOUT_S = 30.0
 
 
@@ -82,6 +83,8 @@ def start_cluster(extra_args: tuple[str, ...] = (), tenant_key: bool = True) -> 
     config_path = tmp / "config.json"
     log_path = tmp / "up.log"
     env = dict(os.environ, WARREN_CONFIG=str(config_path))
+    # The guest kernel of microvm sandboxes, unpacked once and shared with the TS suite's nodes.
+    env.setdefault("WARREN_GUEST_DIR", GUEST_DIR)
     # Output goes to a file, not a pipe: nobody has to keep draining it for the cluster to run.
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
