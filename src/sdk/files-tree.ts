@@ -26,6 +26,9 @@ export async function uploadTree (files: SandboxFiles, localPath: string, sandbo
   if (st.isFile()) return await files.write(sandboxPath, createReadStream(localPath), { mode: st.mode & 0o7777 })
   if (!st.isDirectory()) throw createError(ErrorCodes.INVALID_ARGUMENT, `${localPath} is neither a file nor a directory`, { field: 'localPath' })
   const packer = pack()
+  // A local read that failed destroys the packer with why: the send reading it rejects with that
+  // (or has stopped already), so the event itself needs no one else.
+  packer.on('error', () => {})
   packLocal(packer, resolve(localPath), '', 0).then(() => packer.finalize(), (err: unknown) => packer.destroy(err as Error))
   try {
     return await files.send(sandboxPath, packer as unknown as AsyncIterable<Uint8Array>, { format: 'tar' })
@@ -55,6 +58,9 @@ async function packLocal (packer: Pack, dir: string, rel: string, depth: number)
       let settle!: (err?: Error | null) => void
       const done = new Promise<void>((resolve, reject) => { settle = (err) => { if (err !== undefined && err !== null) reject(err); else resolve() } })
       const entry = packer.entry({ ...common, type: 'file', size: st.size }, settle)
+      // An upload the cluster refused mid-file destroys the packer and the entry: the pipeline
+      // below then throws, and `done`, never awaited, must not be an unhandled rejection.
+      done.catch(() => {})
       await pipeline(createReadStream(path), entry as unknown as NodeJS.WritableStream)
       await done
     }

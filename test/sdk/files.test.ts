@@ -253,6 +253,40 @@ ctest('a tree download cannot write outside localPath: a symlink in the sandbox 
   assert.equal(readdirNames(victim), [])
 }))
 
+ctest('a tree download of a file that reads short or cannot be read ends that download naming path; the cluster goes on (was: the node process ended)', timed(90_000, async (defer) => {
+  const { sb, dir } = await cluster(defer)
+  // sysfs files say 4096 bytes and read fewer; some cannot be read at all (write-only).
+  const short = await sb.files.download('/sys/kernel/mm/transparent_hugepage', join(dir, 'thp')).then(() => undefined, (e: unknown) => e as WarrenError)
+  assert.ok(short !== undefined && short.code === ErrorCodes.INVALID_ARGUMENT, String(short))
+  assert.is(short.details?.field, 'path')
+  // A file truncated by the sandbox's own code while the trainer downloads its directory.
+  await sb.exec(['sh', '-c', 'mkdir -p /results && head -c 60000000 /dev/zero > /results/log.bin'])
+  const cut = sb.exec(['sh', '-c', 'sleep 0.2; : > /results/log.bin'])
+  const truncated = await sb.files.download('/results', join(dir, 'results')).then(() => undefined, (e: unknown) => e as WarrenError)
+  await cut
+  if (truncated !== undefined) assert.is(truncated.details?.field, 'path', String(truncated))
+  // The node is alive and serves the next download.
+  assert.is((await sb.exec(['echo', 'alive'])).stdout, 'alive\n')
+  await sb.exec(['sh', '-c', 'mkdir -p /ok && echo fine > /ok/f'])
+  await sb.files.download('/ok', join(dir, 'ok'))
+  assert.is(readFileSync(join(dir, 'ok', 'f'), 'utf8'), 'fine\n')
+}))
+
+ctest('an upload of a tree the sandbox has no room for rejects with its refusal; the client process goes on (was: an uncaught error ended it)', timed(90_000, async (defer) => {
+  const { client, dir } = await cluster(defer)
+  const small = await client.create({ backend: 'container', limits: { memoryMiB: 256, cpus: 1, diskMiB: 16 } })
+  defer(() => small.kill())
+  const tree = join(dir, 'big-tree')
+  mkdirSync(join(tree, 'sub'), { recursive: true })
+  writeFileSync(join(tree, 'a.txt'), 'a')
+  writeFileSync(join(tree, 'sub', 'big.bin'), Buffer.alloc(40 * MiB, 7))
+  writeFileSync(join(tree, 'z.txt'), 'z')
+  const err = await small.files.upload(tree, '/repo').then(() => undefined, (e: unknown) => e as WarrenError)
+  assert.ok(err !== undefined && typeof err.code === 'string' && err.code.startsWith('WARREN_ERR_'), String(err))
+  // Still here: the sandbox answers.
+  assert.is((await small.exec(['echo', 'alive'])).stdout, 'alive\n')
+}))
+
 ctest('a tar upload cannot write through a symlink it made, nor climb out with ..', timed(60_000, async (defer) => {
   const { sb, client } = await cluster(defer)
   const { pack } = await import('tar-stream')

@@ -28,6 +28,8 @@ export class TarSource {
 
   constructor (private readonly files: SandboxFiles, private readonly handle: SandboxHandle, private readonly root: string, private readonly limits: FilesLimits & { maxTarMembers: number }) {
     this.pages = this.packer[Symbol.asyncIterator]() as AsyncIterator<Buffer>
+    // The walk's failure is the next page's rejection; with no page asked for yet, it is only an event.
+    this.packer.on('error', () => {})
     this.walk().then(() => this.packer.finalize(), (err: unknown) => this.packer.destroy(err instanceof Error ? err : new Error(String(err))))
   }
 
@@ -122,9 +124,12 @@ export class TarSource {
     let settle!: (err?: Error | null) => void
     const ended = new Promise<void>((resolve, reject) => { settle = (err) => { if (err !== undefined && err !== null) reject(err); else resolve() } })
     const entry = this.packer.entry({ name, type: 'file', size: st.size, mode: st.mode, mtime: new Date(st.mtimeMs) }, settle)
-    // A download closed mid-file destroys the entry, which rejects `ended` while the loop below
-    // awaits a read: handled here, or that rejection would be unhandled and end the node process.
+    // A download closed mid-file, or a walk that failed in it (the file shrank, a read was
+    // refused), destroys the entry: it rejects `ended` while the loop below awaits a read and
+    // emits 'error'. Both are handled here (the walk's own error reaches the reader through the
+    // packer); unhandled, either would end the node process.
     ended.catch(() => {})
+    entry.on('error', () => {})
     for (let offset = 0; offset < st.size;) {
       if (this.closed || entry.destroyed) throw createError(ErrorCodes.INVALID_ARGUMENT, 'the download was closed', { field: 'download' })
       const data = await this.files.read(this.handle, path, { offset, length: Math.min(this.limits.maxChunkBytes, st.size - offset) })
