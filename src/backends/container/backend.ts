@@ -182,7 +182,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
 
   function find (handle: SandboxHandle): Live {
     const entry = live.get(handle.id)
-    if (entry === undefined) throw createError(ErrorCodes.SANDBOX_GONE, `container ${handle.id} is gone`, { id: handle.id })
+    if (entry === undefined) throw createError(ErrorCodes.SANDBOX_GONE, `the sandbox's container has ended`)
     return entry
   }
 
@@ -195,7 +195,7 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
 
   /** A pause or snapshot that failed because the sandbox was killed meanwhile says so. */
   const goneOr = (handle: SandboxHandle, err: unknown): unknown =>
-    live.has(handle.id) ? err : createError(ErrorCodes.SANDBOX_GONE, `container ${handle.id} is gone`, { id: handle.id })
+    live.has(handle.id) ? err : createError(ErrorCodes.SANDBOX_GONE, `the sandbox's container has ended`)
 
   return {
     kind: 'container',

@@ -225,7 +225,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
 
   function find (handle: SandboxHandle): Live {
     const entry = live.get(handle.id)
-    if (entry === undefined) throw createError(ErrorCodes.SANDBOX_GONE, `VM ${handle.id} is gone`, { id: handle.id })
+    if (entry === undefined) throw createError(ErrorCodes.SANDBOX_GONE, `the sandbox's VM has ended`)
     return entry
   }
   /** A live VM that is not paused: its vCPUs are stopped, so a request would wait until resume. */
@@ -236,7 +236,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
   }
   /** A pause or snapshot that failed because the VM was killed meanwhile says so. */
   const goneOr = (handle: SandboxHandle, err: unknown): unknown =>
-    live.has(handle.id) ? err : createError(ErrorCodes.SANDBOX_GONE, `VM ${handle.id} is gone`, { id: handle.id })
+    live.has(handle.id) ? err : createError(ErrorCodes.SANDBOX_GONE, `the sandbox's VM has ended`)
 
   /** A VM the old agent left running, its agent connected again, and its resumable commands (none when adopted paused). */
   async function adoptOne (entry: JournalEntry): Promise<{ live: Live, execs: AdoptedExec[] }> {

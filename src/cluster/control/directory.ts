@@ -48,6 +48,8 @@ export interface SandboxRecord {
   snapshot?: string
   /** Set while a hibernate is ending it on its node: its end makes it `hibernated`, not `gone`. */
   hibernating?: string
+  /** Set once a kill of it was asked for: a hibernate that has not begun ending it must not (the kill wins). */
+  killAsked?: boolean
   /** True while its CPU share is given back to placement (it is paused). */
   cpuFree?: boolean
   /** The newest pause or resume heard of (`SandboxInfo.pauseSeq`): an older report of one is ignored. */
@@ -250,7 +252,10 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
       }
       case 'hibernating': {
         const r = this.records.get(m.id)
-        this.hibernated.admit(r, m.tenant, m.id, r !== undefined && TERMINAL.has(r.state)).hibernating = m.snapshot
+        const live = this.hibernated.admit(r, m.tenant, m.id, r !== undefined && TERMINAL.has(r.state))
+        // A kill asked for while the snapshot was cut: it ends the sandbox, the hibernate does not.
+        if (live.killAsked === true) throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${m.id} was killed before it could hibernate`, { id: m.id, state: 'stopping' })
+        live.hibernating = m.snapshot
         return true
       }
       case 'resumed': {
@@ -269,6 +274,7 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
           const r = this.records.get(id)
           if (r === undefined || r.tenant !== m.tenant) continue
           delete r.hibernating
+          if (!TERMINAL.has(r.state) && r.state !== 'hibernated') r.killAsked = true
           if (r.state === 'hibernated') { r.reason = 'killed'; this.transition(r, 'gone') }
         }
         return undefined

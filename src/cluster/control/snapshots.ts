@@ -179,6 +179,8 @@ export async function hibernate (d: SnapshotDeps, id: string): Promise<SandboxVi
   await d.refFor<SandboxMessage>(r.address)?.ask({ type: 'kill' }, { timeoutMs: 10_000 }).catch(() => {})
   const [after] = await d.directory().ask<Array<SandboxRecord | undefined>>({ type: 'await-end', tenant: d.tenant, ids: [id], timeoutMs: 60_000 }, { timeoutMs: 65_000 })
   if (after?.state !== 'hibernated') {
+    // Killed meanwhile: nothing will resume from the snapshot, which the tenant did not ask for.
+    await d.snapshots().ask({ type: 'delete', tenant: d.tenant, ref: snap.id }).catch(() => {})
     const state = after?.state ?? 'gone'
     throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${id} is ${state}: it ended before it could hibernate`, { id, state })
   }

@@ -80,6 +80,22 @@ test('a hibernating sandbox\'s end makes it hibernated: its node, CPU, memory an
   assert.equal((await s.dir.ask<{ snapshots: string[] }>({ type: 'in-use' })).snapshots, [])
 }))
 
+test('a kill asked for while a hibernate cuts its snapshot wins: the hibernate is refused and the end is gone (killed), not hibernated', timed(5000, async (defer) => {
+  const s = setup(defer)
+  s.dir.tell({ type: 'add', records: [record('a')] })
+  // The kill reaches the directory before the hibernate's snapshot is done.
+  s.dir.tell({ type: 'killing', tenant: 't', ids: ['a'] })
+  const refused = await s.dir.ask({ type: 'hibernating', tenant: 't', id: 'a', snapshot: 'snap-0000000000000001' }).catch((e: unknown) => e)
+  assert.ok(isWarrenError(refused, ErrorCodes.SANDBOX_GONE), String(refused))
+  s.dir.tell({ type: 'events', nodeId: 'n1', events: [{ id: 'a', tenant: 't', state: 'gone', reason: 'killed' }] })
+  const ended = await get(s, 'a')
+  assert.equal([ended.state, ended.reason, ended.snapshot], ['gone', 'killed', undefined])
+  // Another tenant's kill of a live sandbox asks nothing of it.
+  s.dir.tell({ type: 'add', records: [record('b')] })
+  s.dir.tell({ type: 'killing', tenant: 'other', ids: ['b'] })
+  assert.is(await s.dir.ask({ type: 'hibernating', tenant: 't', id: 'b', snapshot: 'snap-0000000000000002' }), true)
+}))
+
 test('a resumed sandbox is ready on its new node with its new stack; a resume of one no longer hibernated answers false', timed(5000, async (defer) => {
   const s = setup(defer, ['n2'])
   s.dir.tell({ type: 'add', records: [record('a')] })
