@@ -161,10 +161,12 @@ ctest('hibernate: state hibernated, no node or quota held; resume: same id, file
   // Its quota is free: another sandbox fits, and goes, and the slot is free again.
   const other = await client.create(SPEC)
   await other.kill()
-  // Resumed by attaching from another client: the same id, its files, none of its processes.
+  // Resumed twice at once, by this handle and by attaching from another client: one makes it, both
+  // answer ready (was: the second INTERNAL); the same id, its files, none of its processes.
   const again = await connect({ url: cp.url, token: await cp.createToken('tenant-a', [...ALL_SCOPES]) })
   defer(() => again.close())
-  const back = await again.attach(sb.id)
+  const [resumed, back] = await Promise.all([sb.resume(), again.attach(sb.id)])
+  assert.is(resumed.state, 'ready')
   assert.is(back.id, sb.id)
   assert.is((await back.info()).state, 'ready')
   assert.is((await back.info()).snapshot, undefined)

@@ -83,6 +83,13 @@ export type DirectoryMessage =
    * `hibernated` instead. Refused (QUOTA) when the tenant has `maxHibernatedPerTenant` already.
    */
   | { type: 'hibernating', tenant: string, id: string, snapshot: string }
+  /**
+   * A resume of hibernated sandbox `id` begins: true when it is this request's to make (the
+   * tenant's, hibernated, no other resume of it under way), false otherwise; until `resumed` or
+   * `resume-release`, no other resume of it begins.
+   */
+  | { type: 'resume-claim', tenant: string, id: string }
+  | { type: 'resume-release', id: string }
   /** A hibernated sandbox runs again (same id) at `address`: answers false when it is no longer hibernated (killed meanwhile). */
   | { type: 'resumed', tenant: string, id: string, nodeId: string, address: string, spec: SandboxSpec, req: PlacementRequest }
   /** A kill of these is on its way: a hibernated one ends (`killed`), a hibernating one ends instead of hibernating. */
@@ -144,6 +151,8 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
   private readonly hibernated = new HibernatedSet(DirectoryDefaults.maxHibernatedPerTenant)
   /** Ids a restore is making again. */
   private readonly restoring = new RestoreClaims(DirectoryDefaults.maxRestoring)
+  /** Hibernated ids a resume is making again (one resume each; the hibernated bound bounds it). */
+  private readonly resuming = new Set<string>()
 
   constructor (private readonly o: DirectoryOptions) { super() }
 
@@ -258,7 +267,17 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         live.hibernating = m.snapshot
         return true
       }
+      case 'resume-claim': {
+        const r = this.records.get(m.id)
+        if (r === undefined || r.tenant !== m.tenant || r.state !== 'hibernated' || this.resuming.has(m.id)) return false
+        this.resuming.add(m.id)
+        return true
+      }
+      case 'resume-release':
+        this.resuming.delete(m.id)
+        return undefined
       case 'resumed': {
+        this.resuming.delete(m.id)
         const r = this.records.get(m.id)
         if (r === undefined || r.tenant !== m.tenant || r.state !== 'hibernated') return false
         delete r.snapshot

@@ -194,6 +194,35 @@ export async function hibernate (d: SnapshotDeps, id: string): Promise<SandboxVi
  * @throws WARREN_ERR_SANDBOX_GONE when it was killed meanwhile; QUOTA, NO_CAPACITY as a create
  */
 export async function resumeHibernated (d: SnapshotDeps, r: SandboxRecord, deadline: number): Promise<SandboxView> {
+  // Sent twice (a retry, two workers): one of them makes it, the other answers what it became.
+  if (!await d.directory().ask<boolean>({ type: 'resume-claim', tenant: d.tenant, id: r.id })) return await resumedByAnother(d, r.id, deadline)
+  try {
+    return await makeResumed(d, r, deadline)
+  } finally {
+    d.directory().tell({ type: 'resume-release', id: r.id })
+  }
+}
+
+/** How often a resume that another request is making looks whether it is done. */
+const RESUME_LOOK_MS = 100
+
+/**
+ * The sandbox once another request's resume of it is done: its view when it runs again.
+ * @throws WARREN_ERR_SANDBOX_GONE when it ended instead; WARREN_ERR_TIMEOUT at the deadline
+ */
+async function resumedByAnother (d: SnapshotDeps, id: string, deadline: number): Promise<SandboxView> {
+  for (;;) {
+    const now = await d.record(id)
+    if (now.state !== 'hibernated') {
+      if (now.state === 'ready' || now.state === 'paused') return toView(now)
+      throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${id} is ${now.state}: it ended while another request resumed it`, { id, state: now.state })
+    }
+    if (Date.now() >= deadline) throw createError(ErrorCodes.TIMEOUT, `sandbox ${id} was still being resumed by another request at the deadline`, { id })
+    await new Promise((resolve) => setTimeout(resolve, RESUME_LOOK_MS))
+  }
+}
+
+async function makeResumed (d: SnapshotDeps, r: SandboxRecord, deadline: number): Promise<SandboxView> {
   const snap = await d.snapshots().ask<SnapshotRecord | undefined>({ type: 'get-any', id: r.snapshot! })
   if (snap === undefined) throw createError(ErrorCodes.INTERNAL, `the snapshot ${String(r.snapshot)} of hibernated sandbox ${r.id} is missing`)
   const spec = onSnapshot({ ...r.spec, ttlMs: Math.max(1, r.expiresAt - Date.now()) }, snap)

@@ -104,6 +104,12 @@ test('a resumed sandbox is ready on its new node with its new stack; a resume of
   const req2 = placementRequestOf(withDiff)
   await s.shard.ask({ type: 'place', req: req2, deadline: Date.now() + 1000 })
   assert.is(await s.dir.ask({ type: 'resumed', tenant: 'other', id: 'a', nodeId: 'n2', address: 'n2/sb-a', spec: withDiff, req: req2 }), false)
+  // One resume at a time: a second claim waits its turn, another tenant's is never one.
+  assert.is(await s.dir.ask({ type: 'resume-claim', tenant: 'other', id: 'a' }), false)
+  assert.is(await s.dir.ask({ type: 'resume-claim', tenant: 't', id: 'a' }), true)
+  assert.is(await s.dir.ask({ type: 'resume-claim', tenant: 't', id: 'a' }), false)
+  s.dir.tell({ type: 'resume-release', id: 'a' })
+  assert.is(await s.dir.ask({ type: 'resume-claim', tenant: 't', id: 'a' }), true)
   assert.is(await s.dir.ask({ type: 'resumed', tenant: 't', id: 'a', nodeId: 'n2', address: 'n2/sb-a', spec: withDiff, req: req2 }), true)
   const r = await get(s, 'a')
   assert.equal([r.state, r.nodeId, r.address, r.snapshot], ['ready', 'n2', 'n2/sb-a', undefined])
