@@ -17,7 +17,7 @@
  * they would point at the host's own `/`. cp opens the path as given. It also keeps the freeze to
  * the copy alone.
  */
-import { lstat, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { lstat, mkdir, mkdtemp, readdir, readFile, rm, statfs } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createError, ErrorCodes } from '../../errors.js'
 import { buildLayerFromDir, run } from '../../images/index.js'
@@ -42,8 +42,29 @@ export interface CutOptions {
  * @throws WARREN_ERR_QUOTA when the tree holds more than `maxBytes`
  */
 export async function cutSnapshot (sb: LaunchedSandbox, storeDir: string, opts: CutOptions): Promise<SnapshotLayer> {
+  // With `diskMiB` the writable layer is a tmpfs of that size in the sandbox's mounts, reached
+  // through its agent's descriptor; without, a directory on the host's disk (no bound of its own).
+  const disk = opts.flatten === true ? undefined : await statfs(upperPath(sb)).then((s) => s.type === TMPFS_MAGIC ? s.blocks * s.bsize : undefined, () => undefined)
   return await buildStagedLayer(storeDir, sb.id, async (stage) =>
-    await opts.whileFrozen(async () => opts.flatten === true ? await stageRoot(sb, stage) : await stageUpper(sb, stage)), opts.maxBytes)
+    await opts.whileFrozen(async () => opts.flatten === true ? await stageRoot(sb, stage) : await stageUpper(sb, stage)),
+  snapshotBound(opts.maxBytes, disk))
+}
+
+/** statfs(2)'s f_type of a tmpfs. */
+const TMPFS_MAGIC = 0x01021994
+
+/** Whole writes past their disk: `buildStagedLayer`'s refusal names the limit. */
+export interface SnapshotBound { maxBytes: number, field?: string }
+
+/**
+ * What one snapshot may hold: at most `maxBytes` (default `ContainerDefaults.snapshotMaxBytes`)
+ * and, when the size of the sandbox's writable layer is known, no more than fits on it. Sparse
+ * files count whole (mkfs.erofs writes them out), so a 4 GiB hole in a 256 MiB disk is refused
+ * rather than turned into 4 GiB of zeros in the blob store.
+ */
+export function snapshotBound (maxBytes: number | undefined, diskBytes: number | undefined): SnapshotBound {
+  const most = maxBytes ?? ContainerDefaults.snapshotMaxBytes
+  return diskBytes !== undefined && diskBytes > 0 && diskBytes < most ? { maxBytes: diskBytes, field: 'limits.diskMiB' } : { maxBytes: most }
 }
 
 /**
@@ -53,7 +74,8 @@ export async function cutSnapshot (sb: LaunchedSandbox, storeDir: string, opts: 
  * owners, modes, xattrs and device nodes kept. The staging directory is removed whatever happens.
  * @throws WARREN_ERR_QUOTA when the tree holds more than `maxBytes` (default `ContainerDefaults.snapshotMaxBytes`)
  */
-export async function buildStagedLayer (storeDir: string, id: string, fill: (stage: string) => Promise<string[]>, maxBytes: number = ContainerDefaults.snapshotMaxBytes): Promise<SnapshotLayer> {
+export async function buildStagedLayer (storeDir: string, id: string, fill: (stage: string) => Promise<string[]>, bound: SnapshotBound = snapshotBound(undefined, undefined)): Promise<SnapshotLayer> {
+  const { maxBytes, field } = bound
   // The copy goes one level down: its top gets the mode of the sandbox's root, which the
   // sandbox chooses, while this directory stays 0700, so no host user reaches a setuid file or a
   // device node the sandbox made (it is root inside) while it sits on the host.
@@ -64,7 +86,8 @@ export async function buildStagedLayer (storeDir: string, id: string, fill: (sta
     const excludes = await fill(stage)
     const bytes = await treeBytes(stage, maxBytes)
     if (bytes > maxBytes) {
-      throw createError(ErrorCodes.QUOTA, `sandbox ${id} holds over ${maxBytes} bytes (sparse files count whole): too large to snapshot`, { id, maxBytes })
+      const over = field !== undefined ? `more than its disk (${field}) holds` : 'too large to snapshot'
+      throw createError(ErrorCodes.QUOTA, `the sandbox's files come to over ${maxBytes} bytes (sparse files count whole): ${over}`, { maxBytes, ...(field !== undefined ? { field } : {}) })
     }
     return await buildLayerFromDir(stage, storeDir, { preserve: true, excludeRegex: excludes })
   } finally {

@@ -391,7 +391,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
         }
         const g = await guest()
         const mountPoints = g.modulesDisk !== undefined ? [`lib/modules/${g.release}`] : []
-        return await cutVmSnapshot(entry.agent, handle.id, store.dir, { flatten: opts.flatten === true, whileFrozen: entry.pause.whileFrozen, mountPoints })
+        return await cutVmSnapshot(entry.agent, handle.id, store.dir, { flatten: opts.flatten === true, whileFrozen: entry.pause.whileFrozen, mountPoints, ...(entry.vm.diskMiB !== undefined ? { diskMiB: entry.vm.diskMiB } : {}) })
       } catch (err) {
         throw goneOr(handle, err)
       }

@@ -82,6 +82,8 @@ export interface LaunchedVm {
   readonly accel: 'kvm' | 'tcg'
   readonly vcpus: number
   readonly memoryMiB: number
+  /** The size of its writable layer (a guest tmpfs; 0: half the guest's memory); absent in records from before it was kept. */
+  readonly diskMiB?: number
   /** From starting QEMU to the agent answering; 0 until then. */
   readonly bootMs: number
 }
@@ -197,7 +199,7 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
     const pid = Number.parseInt(await readFile(plan.pidFile, 'utf8'), 10)
     const info = Number.isInteger(pid) && pid > 0 ? await processInfo(pid) : undefined
     if (info === undefined) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `QEMU of VM ${opts.id} died right after start`, { reason: 'launch-failed' })
-    vm = { id: opts.id, pid, startTime: info.startTime, dir, ...(uid !== undefined ? { uid } : {}), agentSocket: plan.agentSocket, egressSocket: plan.egressSocket, qmpSocket: plan.qmpSocket, accel: opts.accel, vcpus: opts.vcpus, memoryMiB: opts.memoryMiB, bootMs: 0 }
+    vm = { id: opts.id, pid, startTime: info.startTime, dir, ...(uid !== undefined ? { uid } : {}), agentSocket: plan.agentSocket, egressSocket: plan.egressSocket, qmpSocket: plan.qmpSocket, accel: opts.accel, vcpus: opts.vcpus, memoryMiB: opts.memoryMiB, diskMiB: opts.diskMiB, bootMs: 0 }
     opts.onStarted?.(vm)
     return { vm, plan }
   } catch (err) {

@@ -15,8 +15,7 @@ import { rmdir } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { createError, ErrorCodes } from '../../errors.js'
 import type { AgentClient } from '../container/agent-client.js'
-import { ContainerDefaults } from '../container/defaults.js'
-import { buildStagedLayer } from '../container/snapshot.js'
+import { buildStagedLayer, snapshotBound, type SnapshotBound } from '../container/snapshot.js'
 import type { SnapshotLayer } from '../types.js'
 import { MicrovmDefaults } from './defaults.js'
 
@@ -29,6 +28,8 @@ export interface VmCutOptions {
   /** Runs the stream with the guest's commands frozen (pause.ts). */
   whileFrozen: <T>(work: () => Promise<T>) => Promise<T>
   maxBytes?: number
+  /** The size of its writable layer (0 or absent: not known as a bound). */
+  diskMiB?: number
   /**
    * Mount points the guest made in its writable layer for the host's disks (the module tree's
    * `lib/modules/<release>`): left out of the layer when empty, and so are the parents they
@@ -42,13 +43,14 @@ export interface VmCutOptions {
  * @throws WARREN_ERR_QUOTA past `maxBytes`; WARREN_ERR_BACKEND_UNAVAILABLE when the guest could not archive its tree
  */
 export async function cutVmSnapshot (agent: AgentClient, id: string, storeDir: string, opts: VmCutOptions): Promise<SnapshotLayer> {
-  const maxBytes = opts.maxBytes ?? ContainerDefaults.snapshotMaxBytes
+  // Its writes fit its writable layer (a plain snapshot): more, sparse files counted whole, is refused.
+  const bound = snapshotBound(opts.maxBytes, opts.flatten === true || opts.diskMiB === undefined ? undefined : opts.diskMiB * 1024 * 1024)
   return await buildStagedLayer(storeDir, id, async (stage) => {
-    await opts.whileFrozen(async () => await streamTree(agent, id, stage, opts.flatten === true, maxBytes))
+    await opts.whileFrozen(async () => await streamTree(agent, id, stage, opts.flatten === true, bound))
     for (const point of opts.mountPoints ?? []) await dropEmpty(stage, point)
     // The guest left the other mounts' contents out itself.
     return []
-  }, maxBytes)
+  }, bound)
 }
 
 /** Removes `stage/<path>` when it is an empty directory, then each parent it leaves empty. */
@@ -60,7 +62,8 @@ async function dropEmpty (stage: string, path: string): Promise<void> {
 }
 
 /** The guest's tar, unpacked into `stage` as it comes. */
-async function streamTree (agent: AgentClient, id: string, stage: string, flatten: boolean, maxBytes: number): Promise<void> {
+async function streamTree (agent: AgentClient, id: string, stage: string, flatten: boolean, bound: SnapshotBound): Promise<void> {
+  const { maxBytes, field } = bound
   const limit = maxBytes + HEADER_SLACK
   const tar = spawn('tar', ['-x', '-C', stage, '-f', '-', '--xattrs', '--xattrs-include=*', '--numeric-owner', '--same-owner', '--same-permissions'], { stdio: ['pipe', 'ignore', 'pipe'] })
   let tarErr = ''
@@ -75,7 +78,7 @@ async function streamTree (agent: AgentClient, id: string, stage: string, flatte
   const execution = agent.startTree({ flatten, windowBytes: MicrovmDefaults.treeWindowBytes }, {
     onStdout: (chunk) => {
       streamed += chunk.length
-      if (streamed > limit) throw createError(ErrorCodes.QUOTA, `VM ${id} holds over ${maxBytes} bytes: too large to snapshot`, { id, maxBytes })
+      if (streamed > limit) throw createError(ErrorCodes.QUOTA, `the sandbox's files come to over ${maxBytes} bytes: ${field !== undefined ? `more than its disk (${field}) holds` : 'too large to snapshot'}`, { maxBytes, ...(field !== undefined ? { field } : {}) })
       // Credit goes back as tar takes the bytes: no more than the window is ever held here.
       tar.stdin.write(chunk, () => execution.grant(chunk.length))
     },

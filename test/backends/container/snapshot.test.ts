@@ -145,6 +145,21 @@ ctest('a sandbox whose upper is on the host disk (diskMiB 0) snapshots the same 
   assert.is(await sh(b, copy, 'cat /d/f; [ -d /d/e ] && [ ! -e /bin/ls ] && echo ok'), 'on-disk\nok\n')
 }))
 
+ctest('a sparse file larger than the sandbox\'s disk is refused at the snapshot (QUOTA naming limits.diskMiB), not written out in zeros; one within it goes', timed(60_000, async (defer) => {
+  const b = makeBackend(defer)
+  const h = await b.create({ limits: { cpus: 0, memoryMiB: 0, diskMiB: 64, pids: 0 } })
+  // 4 GiB of hole in a 64 MiB disk: nothing is written, and mkfs.erofs would write every byte.
+  await sh(b, h, 'truncate -s 4G /sparse && echo small > /f')
+  const err = await b.snapshot!(h).then(() => undefined, (e: unknown) => e)
+  assert.ok(isWarrenError(err, ErrorCodes.QUOTA), String(err))
+  assert.is(err.details?.field, 'limits.diskMiB')
+  assert.match(err.message, /sparse files count whole/)
+  await sh(b, h, 'rm /sparse && truncate -s 16M /sparse')
+  const layer = await b.snapshot!(h)
+  const copy = await b.create({ layers: ['busybox', layer.digest] })
+  assert.is(await sh(b, copy, 'cat /f; stat -c %s /sparse'), 'small\n16777216\n')
+}))
+
 ctest('a snapshot of a killed sandbox is WARREN_ERR_SANDBOX_GONE', timed(30_000, async (defer) => {
   const b = makeBackend(defer)
   const h = await b.create({})

@@ -13,6 +13,7 @@ import { createCgroupProvider, createContainerBackend } from '../../../src/backe
 import { vmRunState } from '../../../src/backends/microvm/index.js'
 import { containerUnavailable } from '../../../src/cluster/index.js'
 import { buildLayerFromDir } from '../../../src/images/index.js'
+import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
 import { timed } from '../../support/index.js'
 import { assertGone, newBackend, registerLeftoverCheck, sh, text, vmTest } from './helpers.js'
 
@@ -88,6 +89,13 @@ vmTest('a VM\'s writes become a layer: a new VM on it sees them all (deletes and
   const alone = await b.create({ id: 'snap-flat', limits: LIMITS, layers: [flat.digest] })
   assert.is(await sh(b, alone, TREE), tree)
   assert.is(await sh(b, alone, 'ls /proc/self >/dev/null && echo proc is mounted again'), 'proc is mounted again\n')
+
+  // A sparse file past the VM's disk (64 MiB) is refused, naming it, before it is streamed out in zeros.
+  await sh(b, alone, 'truncate -s 1G /sparse')
+  const sparse = await b.snapshot!(alone).then(() => undefined, (e: unknown) => e)
+  assert.ok(isWarrenError(sparse, ErrorCodes.QUOTA), String(sparse))
+  assert.is(sparse.details?.field, 'limits.diskMiB')
+  await sh(b, alone, 'rm /sparse')
 
   // A paused VM is cut as it stands and left paused.
   await sh(b, alone, 'echo while-paused > /data/p')
