@@ -50,6 +50,8 @@ export async function cutSnapshot (sb: LaunchedSandbox, storeDir: string, opts: 
   snapshotBound(opts.maxBytes, disk))
 }
 
+const SLASH = Buffer.from('/')
+
 /** statfs(2)'s f_type of a tmpfs. */
 const TMPFS_MAGIC = 0x01021994
 
@@ -124,11 +126,12 @@ function escapeRegex (text: string): string {
 async function treeBytes (dir: string, limit: number): Promise<number> {
   let total = 0
   const linked = new Set<number>()
-  const pending = [dir]
+  // Names as bytes: a sandbox's file names need not be UTF-8, and a decoded one names no file.
+  const pending: Buffer[] = [Buffer.from(dir)]
   while (pending.length > 0 && total <= limit) {
     const d = pending.pop()!
-    for (const e of await readdir(d, { withFileTypes: true })) {
-      const p = join(d, e.name)
+    for (const e of await readdir(d, { withFileTypes: true, encoding: 'buffer' })) {
+      const p = Buffer.concat([d, SLASH, e.name])
       if (e.isDirectory()) { pending.push(p); continue }
       if (!e.isFile()) continue
       const st = await lstat(p)

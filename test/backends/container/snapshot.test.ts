@@ -160,6 +160,15 @@ ctest('a sparse file larger than the sandbox\'s disk is refused at the snapshot 
   assert.is(await sh(b, copy, 'cat /f; stat -c %s /sparse'), 'small\n16777216\n')
 }))
 
+ctest('a file whose name is not UTF-8 is snapshotted like any other (was: INTERNAL naming a host path)', timed(60_000, async (defer) => {
+  const b = makeBackend(defer)
+  const h = await b.create({ limits: { cpus: 0, memoryMiB: 0, diskMiB: 64, pids: 0 } })
+  await sh(b, h, 'mkdir -p /n && echo x > "/n/$(printf \'b\\377d\')"')
+  const layer = await b.snapshot!(h)
+  const copy = await b.create({ layers: ['busybox', layer.digest] })
+  assert.is(await sh(b, copy, 'cat /n/* && for f in /n/*; do printf %s "$f" | od -An -tx1; done'), 'x\n 2f 6e 2f 62 ff 64\n')
+}))
+
 ctest('a snapshot of a killed sandbox is WARREN_ERR_SANDBOX_GONE', timed(30_000, async (defer) => {
   const b = makeBackend(defer)
   const h = await b.create({})
