@@ -29,6 +29,7 @@ function detailsOf (r: AuditRecord): string {
   if (r.sandbox !== undefined) parts.push(`sandbox=${r.sandbox}`)
   if (r.sandboxes !== undefined) parts.push(`sandboxes=${r.sandboxes.join(',')}${r.count !== undefined && r.count > r.sandboxes.length ? `,…(${r.count})` : ''}`)
   else if (r.count !== undefined) parts.push(`count=${r.count}`)
+  if (r.failed !== undefined) parts.push(`failed=${r.failed}`)
   if (r.exec !== undefined) parts.push(`exec=${r.exec}`)
   if (r.argv !== undefined) parts.push(`argv=${JSON.stringify(r.argv)}${r.argvTruncated === true ? '…' : ''}`)
   if (r.path !== undefined) parts.push(`path=${r.path}`)

@@ -37,12 +37,18 @@ export function cappedArgv (argv: string[]): Fields {
   return { argv: out }
 }
 
-/** The ids of the sandboxes a result lists (views, kill outcomes, fork outcomes), capped, and their count. */
+/**
+ * The ids of the sandboxes a result lists (views, kill outcomes, fork outcomes), capped, and
+ * their count; outcomes that failed (`ok: false`: another tenant's id, no room) are counted in
+ * `failed` and named nowhere, so the log never says a sandbox was touched that was not.
+ */
 function sandboxIds (items: unknown): Fields {
   if (!Array.isArray(items)) return {}
-  const ids = items.map((o) => (o as { id?: unknown, sandbox?: { id?: unknown } } | null)?.sandbox?.id ?? (o as { id?: unknown } | null)?.id)
+  const done = items.filter((o) => (o as { ok?: unknown } | null)?.ok !== false)
+  const ids = done.map((o) => (o as { id?: unknown, sandbox?: { id?: unknown } } | null)?.sandbox?.id ?? (o as { id?: unknown } | null)?.id)
     .filter((id): id is string => typeof id === 'string')
-  return { sandboxes: ids.slice(0, AuditDefaults.maxIds), count: items.length }
+  const failed = items.length - done.length
+  return { sandboxes: ids.slice(0, AuditDefaults.maxIds), count: done.length, ...(failed > 0 ? { failed } : {}) }
 }
 
 const sandbox = (r: { id: string }): Fields => ({ sandbox: r.id })

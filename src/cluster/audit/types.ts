@@ -59,6 +59,8 @@ export interface AuditRecord {
   /** The sandboxes a create, fork or kill of many made or ended (at most `maxIds`), and how many in all. */
   sandboxes?: string[]
   count?: number
+  /** Of a kill or fork of many: how many of its items were refused (their ids are not in `sandboxes`). */
+  failed?: number
   exec?: string
   argv?: string[]
   argvTruncated?: true

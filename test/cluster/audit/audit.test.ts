@@ -64,6 +64,13 @@ test('create, exec, kill and a token create are audited in order with principal,
   assert.equal((await admin.audit({ sandbox: sb.id })).records.map((x) => x.action), ['sandbox.create', 'exec', 'sandbox.kill'])
   assert.equal((await admin.audit({ tenant: 'ops', action: 'token' })).records.map((x) => x.action), ['token.create'])
 
+  // A kill of many names only what it ended: an id the tenant has not (another's, or none) is counted as failed.
+  const second = await tenant.create({ backend: 'function', ttlMs: 60_000 })
+  const outcomes = await tenant.kill([second.id, 'zzzzzzzzzzzzzzzz'])
+  assert.equal(outcomes.map((o) => o.ok), [true, false])
+  const many = (await admin.audit({ action: 'sandbox.kill' })).records.at(-1)!
+  assert.equal([many.outcome, many.sandboxes, many.count, many.failed], ['ok', [second.id], 1, 1])
+
   // On disk: JSON lines in the data dir, never a key's secret, stdin or output.
   const file = readFileSync(join(dir, 'cp', 'audit.log'), 'utf8')
   assert.is(file.trimEnd().split('\n').length >= 6, true)
