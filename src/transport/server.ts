@@ -33,6 +33,12 @@ export const CLOSE_TRY_AGAIN = 1013
 /** Close code after refusing a client's protocol version (4000–4999: application codes). */
 export const CLOSE_PROTOCOL_VERSION = 4426
 
+/** The close frame's reason of a refused login, by its error's code (the rest: too many sockets waiting to log in). */
+const CLOSE_REASONS: Partial<Record<string, string>> = {
+  [ErrorCodes.UNAUTHENTICATED]: 'unauthenticated',
+  [ErrorCodes.PROTOCOL_VERSION]: 'unsupported protocol version'
+}
+
 export interface LinkServerOptions extends LinkOptionsInput {
   /**
    * Checks a token. Returns the principal (any value but null/undefined) to accept, null or
@@ -194,7 +200,7 @@ class Server_ extends EventEmitter<LinkServerEvents> implements LinkServer {
       if (err.code === ErrorCodes.UNAUTHENTICATED) this.emit('refused', err)
       if (ws.readyState !== WebSocket.OPEN) { socket.destroy(); return }
       try { ws.send(this.codec.encode({ k: 'error', err: toWireError(err) })) } catch { /* cannot fail for this small frame */ }
-      ws.close(closeCode, err.code === ErrorCodes.UNAUTHENTICATED ? 'unauthenticated' : 'too many unauthenticated connections')
+      ws.close(closeCode, CLOSE_REASONS[err.code] ?? 'too many unauthenticated connections')
       // Not waiting for the peer's close: a peer that never answers would hold the socket.
       socket.destroySoon()
     }

@@ -37,6 +37,7 @@ test('the handshake names the protocol version: welcome carries it, an auth aski
   assert.equal(err.details.supported, [PROTOCOL_VERSION])
   assert.is(err.details.field, 'v')
   assert.is(await future.closed, 4426)
+  assert.is(future.closeReason(), 'unsupported protocol version')
   assert.is(asked, 2)
   const bad = await rawPeer(defer, server.url)
   bad.send({ k: 'auth', token: TOKEN, v: 'one' } as Record<string, unknown>)

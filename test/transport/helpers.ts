@@ -54,6 +54,8 @@ export interface RawPeer {
   frames: Array<Record<string, unknown>>
   messages: number
   closed: Promise<number>
+  /** The close frame's reason, once closed. */
+  closeReason: () => string
   isClosed: () => boolean
   send (frame: Frame | Record<string, unknown>): void
   sendBytes (bytes: Uint8Array | string, binary?: boolean): void
@@ -66,12 +68,14 @@ export async function rawPeer (defer: Defer, url: string): Promise<RawPeer> {
   defer(() => ws.terminate())
   ws.on('error', () => {})
   let closedFlag = false
-  const closed = new Promise<number>((resolve) => ws.on('close', (code) => { closedFlag = true; resolve(code) }))
+  let reason = ''
+  const closed = new Promise<number>((resolve) => ws.on('close', (code, why) => { closedFlag = true; reason = why.toString(); resolve(code) }))
   const peer: RawPeer = {
     ws,
     frames: [],
     messages: 0,
     closed,
+    closeReason: () => reason,
     isClosed: () => closedFlag,
     send (frame) { ws.send(codec.encode(frame as Frame)) },
     sendBytes (bytes, binary = true) { ws.send(bytes, { binary }) },
