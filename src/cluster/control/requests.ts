@@ -115,13 +115,13 @@ function text (v: unknown, field: string, max: number): string {
 }
 
 function count (v: unknown, field: string): number {
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) invalid(field, 'must be an integer >= 0')
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) invalid(field, 'must be an integer from 0 to 2^53 - 1')
   return v
 }
 
 function positive (v: unknown, field: string): number {
-  if (count(v, field) === 0) invalid(field, 'must be an integer >= 1')
-  return v as number
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) invalid(field, 'must be an integer >= 1')
+  return v
 }
 
 /** A checker of an integer from 1 to `max`, with one message for every way to miss it. */
@@ -163,10 +163,8 @@ function cText (v: unknown, field: string, max: number): string {
   return v as string
 }
 
-function cells (v: unknown, field: string): number {
-  if (positive(v, field) > RequestLimits.maxTerminalCells) invalid(field, `must be an integer from 1 to ${RequestLimits.maxTerminalCells}`)
-  return v as number
-}
+/** A terminal's columns or rows. */
+const cells = upTo(RequestLimits.maxTerminalCells)
 
 function terminalSize (v: unknown, field: string): { cols: number, rows: number } {
   if (!isPlainObject(v)) invalid(field, 'must be an object { cols, rows }')

@@ -154,7 +154,9 @@ sandboxTest('filling the disk gives ENOSPC inside; the host is unaffected', time
   assert.ok(size <= 16 * 1024 * 1024 && size > 8 * 1024 * 1024, `wrote ${size}`)
   // The sandbox still works once full, and frees space by deleting.
   const w = await client.files.write('/more', new Uint8Array(1024 * 1024)).then(() => 'ok', (e: unknown) => e)
-  assert.ok(isWarrenError(w, ErrorCodes.NO_CAPACITY), String(w))
+  // The sandbox's own limit, named: not the cluster's room (NO_CAPACITY would say try elsewhere).
+  assert.ok(isWarrenError(w, ErrorCodes.QUOTA), String(w))
+  assert.is(w.details?.field, 'limits.diskMiB')
   await sh(client, 'rm /big; echo fine > /small; cat /small')
   // The writable layer is private to the sandbox: the host sees an empty directory, same free space.
   assert.equal(await readdir(sb.upperDir), [])

@@ -1,19 +1,23 @@
 /**
  * The admin requests' bounded fields as they come off the wire: each bounded integer
- * (cluster-stats windowSec, token-list and audit-query limit, fork count) is refused the same
+ * (cluster-stats windowSec, token-list and audit-query limit, fork count, a terminal's cols and
+ * rows) is refused the same
  * way whichever way it misses (0, negative, fraction, NaN, a string, past the bound), naming its
  * field and giving the range; within the range it is taken as sent.
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { parseClientRequest } from '../../../src/cluster/index.js'
+import { parseClientRequest, RequestLimits } from '../../../src/cluster/index.js'
 import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
 
 const cases: Array<{ type: string, field: string, max: number, extra?: Record<string, unknown> }> = [
   { type: 'cluster-stats', field: 'windowSec', max: 600 },
   { type: 'token-list', field: 'limit', max: 1000 },
   { type: 'audit-query', field: 'limit', max: 1000 },
-  { type: 'fork', field: 'count', max: 1000, extra: { id: 'abc' } }
+  { type: 'fork', field: 'count', max: 1000, extra: { id: 'abc' } },
+  // A terminal's size: -1 was told 'must be >= 0', and 0 then refused as well.
+  { type: 'exec-resize', field: 'cols', max: RequestLimits.maxTerminalCells, extra: { id: 'abc', execId: 'e1', rows: 24 } },
+  { type: 'exec-resize', field: 'rows', max: RequestLimits.maxTerminalCells, extra: { id: 'abc', execId: 'e1', cols: 80 } }
 ]
 
 test('each bounded integer is refused with one message naming its field and range, however it misses', () => {

@@ -92,7 +92,9 @@ const char *errno_code(int err)
 	switch (err) {
 	case ENOENT: case ENOTDIR: case ESRCH: return ERR_NOT_FOUND;
 	case EACCES: case EPERM: case EROFS: case ETXTBSY: return ERR_FORBIDDEN;
-	case ENOSPC: case EDQUOT: case EFBIG: case ENOMEM: case EMFILE: case ENFILE: case EAGAIN: return ERR_NO_CAPACITY;
+	/* The sandbox's own disk is full: its limit, not the cluster's room (send_errno names it). */
+	case ENOSPC: case EDQUOT: return ERR_QUOTA;
+	case EFBIG: case ENOMEM: case EMFILE: case ENFILE: case EAGAIN: return ERR_NO_CAPACITY;
 	case EEXIST: case EISDIR: case ENOTEMPTY: case EINVAL: case ENAMETOOLONG: case ELOOP:
 	case EBUSY: case EXDEV: case ENOEXEC: case E2BIG: case ENXIO: return ERR_INVALID;
 	case ENOTSUP: case ENOSYS: case ENOTTY: return ERR_UNSUPPORTED;
@@ -103,10 +105,12 @@ const char *errno_code(int err)
 	}
 }
 
-/* Every errno refusal is about the request's path (a rename's too: its source). */
+/* Every errno refusal is about the request's path (a rename's too: its source), but a full
+ * disk, which is about the sandbox's limits.diskMiB. */
 void send_errno(struct conn *c, uint64_t id, int err, const char *what, const char *path)
 {
-	send_err_field(c, id, errno_code(err), "path", "%s %s: %s", what, path, strerror(err));
+	const char *field = err == ENOSPC || err == EDQUOT ? "limits.diskMiB" : "path";
+	send_err_field(c, id, errno_code(err), field, "%s %s: %s", what, path, strerror(err));
 }
 
 void send_ok(struct conn *c, uint64_t id)
@@ -120,9 +124,9 @@ void send_ok(struct conn *c, uint64_t id)
 
 int take_field_path(struct conn *c, const struct req *q, const struct field *f, const char *name, char out[WARREN_MAX_PATH + 1])
 {
-	if (!f->set || f->n == 0) { send_err(c, q->id, ERR_INVALID, "%s is required", name); return -1; }
-	if (f->n > WARREN_MAX_PATH) { send_err(c, q->id, ERR_INVALID, "%s longer than %d bytes", name, WARREN_MAX_PATH); return -1; }
-	if (memchr(f->p, 0, f->n)) { send_err(c, q->id, ERR_INVALID, "%s contains NUL", name); return -1; }
+	if (!f->set || f->n == 0) { send_err_field(c, q->id, ERR_INVALID, name, "%s is required", name); return -1; }
+	if (f->n > WARREN_MAX_PATH) { send_err_field(c, q->id, ERR_INVALID, name, "%s longer than %d bytes", name, WARREN_MAX_PATH); return -1; }
+	if (memchr(f->p, 0, f->n)) { send_err_field(c, q->id, ERR_INVALID, name, "%s contains NUL", name); return -1; }
 	memcpy(out, f->p, f->n);
 	out[f->n] = 0;
 	return 0;

@@ -37,7 +37,7 @@ void file_read(struct conn *c, const struct req *q)
 	struct stat st;
 	if (fstat(fd, &st) < 0) { send_errno(c, q->id, errno, "stat", path); close(fd); return; }
 	if (S_ISDIR(st.st_mode)) { send_err(c, q->id, ERR_INVALID, "read %s: is a directory", path); close(fd); return; }
-	if (!S_ISREG(st.st_mode)) { send_err(c, q->id, ERR_INVALID, "read %s: not a regular file", path); close(fd); return; }
+	if (!S_ISREG(st.st_mode)) { send_err_field(c, q->id, ERR_INVALID, "path", "read %s: not a regular file", path); close(fd); return; }
 	uint64_t offset = q->has_offset ? q->offset : 0;
 	uint64_t want;
 	if (q->has_length) {
@@ -119,7 +119,7 @@ void file_write(struct conn *c, const struct req *q)
 	struct stat pre;
 	/* Refuse FIFOs and devices before opening them (a FIFO without a reader would be ENXIO). */
 	if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode)) {
-		send_err(c, q->id, ERR_INVALID, "write %s: not a regular file", path);
+		send_err_field(c, q->id, ERR_INVALID, "path", "write %s: not a regular file", path);
 		return;
 	}
 	if (q->mkdirs && make_parents(path) < 0) { send_errno(c, q->id, errno, "mkdir parents of", path); return; }
@@ -132,7 +132,7 @@ void file_write(struct conn *c, const struct req *q)
 	if (fd < 0) { send_errno(c, q->id, errno, "open", path); return; }
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		send_err(c, q->id, ERR_INVALID, "write %s: not a regular file", path);
+		send_err_field(c, q->id, ERR_INVALID, "path", "write %s: not a regular file", path);
 		close(fd);
 		return;
 	}
