@@ -4,6 +4,7 @@
  * terminal as typed; its size follows the local window (SIGWINCH). Ends with the shell's exit
  * code, the local terminal restored.
  */
+import { RequestLimits } from '../cluster/index.js'
 import type { ExecHandle } from '../sdk/index.js'
 import { withClient } from './client.js'
 
@@ -22,7 +23,9 @@ export interface ShellIo {
  */
 export async function shell (id: string, io: ShellIo = { stdin: process.stdin, stdout: process.stdout }): Promise<number> {
   const { stdin, stdout } = io
-  const size = (): { cols: number, rows: number } => ({ cols: stdout.columns ?? 80, rows: stdout.rows ?? 24 })
+  // A window past the cluster's bound (a wall of monitors) gets the bound, not a refused shell.
+  const cells = (n: number | undefined, fallback: number): number => Math.min(Math.max(1, n ?? fallback), RequestLimits.maxTerminalCells)
+  const size = (): { cols: number, rows: number } => ({ cols: cells(stdout.columns, 80), rows: cells(stdout.rows, 24) })
   return await withClient(async (client) => {
     const raw = stdin.isTTY === true && typeof stdin.setRawMode === 'function'
     let handle: ExecHandle | undefined

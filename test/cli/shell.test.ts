@@ -36,6 +36,18 @@ ctest('warren shell with piped stdin: commands run on a terminal in the sandbox 
   const code = await new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)))
   assert.is(code, 3, out)
   assert.match(out, /\/dev\/pts\/\d+\r\n24 80\r\n/, JSON.stringify(out))
+
+  // A window wider and taller than the cluster's bound gets the bound (was: the shell refused).
+  const wide = script.replace(/\.mjs$/, '-wide.mjs')
+  writeFileSync(wide, `Object.assign(process.stdout, { columns: 5000, rows: 3000 })\n${readFileSync(script, 'utf8')}`)
+  const big = spawn(process.execPath, [wide], { env, stdio: ['pipe', 'pipe', 'pipe'] })
+  defer(() => { if (big.exitCode === null) big.kill('SIGKILL') })
+  let bigOut = ''
+  big.stdout.on('data', (b: Buffer) => { bigOut += b.toString() })
+  big.stderr.on('data', (b: Buffer) => { bigOut += b.toString() })
+  big.stdin.end('stty size; exit 0\n')
+  assert.is(await new Promise<number | null>((resolve) => big.once('close', (c) => resolve(c))), 0, bigOut)
+  assert.match(bigOut, /1000 1000\r\n/, JSON.stringify(bigOut))
 }))
 
 ;(hasTmux ? ctest : test.skip)('warren shell in a real terminal (tmux): raw keys reach the sandbox, the size follows the window, exit code returns', timed(120_000, async (defer) => {
