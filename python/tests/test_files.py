@@ -1,6 +1,8 @@
 """sandbox.files against a real container sandbox: round trips, directory ops, trees, refusals."""
 from __future__ import annotations
 
+import asyncio
+import gc
 import hashlib
 import os
 import tempfile
@@ -67,4 +69,31 @@ def test_upload_and_download_a_tree_keep_modes_and_symlinks(cluster):
             assert os.stat(os.path.join(out, "pkg", "run.sh")).st_mode & 0o777 == 0o755
             with open(os.path.join(src, "pkg", "sub", "data"), "rb") as a, open(os.path.join(out, "pkg", "sub", "data"), "rb") as b:
                 assert a.read() == b.read()
+    with_sandbox(cluster, fn)
+
+
+def test_an_upload_past_the_sandboxs_disk_raises_quota_naming_it_and_leaves_no_task_unretrieved(cluster):
+    async def fn(c, sb):
+        small = await c.create(backend="container", limits={"disk_mib": 16}, labels=sb.labels)
+        unretrieved: list[object] = []
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, ctx: unretrieved.append(ctx.get("message")))
+        try:
+            with tempfile.TemporaryDirectory() as src:
+                with open(os.path.join(src, "big.bin"), "wb") as f:
+                    f.write(b"\7" * (40 * 1024 * 1024))
+                with pytest.raises(warren.QuotaError) as e:
+                    await small.files.upload(src, "/repo")
+                assert e.value.field == "limits.diskMiB"
+                with pytest.raises(warren.QuotaError):
+                    await small.files.write("/one.bin", b"\7" * (40 * 1024 * 1024))
+            # Chunks that failed together were all retrieved: nothing is left for the loop to report.
+            await asyncio.sleep(0)
+            gc.collect()
+            await asyncio.sleep(0)
+            assert unretrieved == []
+            assert (await small.exec("echo alive")).stdout == "alive\n"
+        finally:
+            loop.set_exception_handler(None)
+            await small.kill()
     with_sandbox(cluster, fn)

@@ -126,8 +126,12 @@ class SandboxFiles:
                 offset += len(piece)
                 while len(inflight) >= self.d.in_flight:
                     done, inflight = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
-                    for t in done:
-                        t.result()
+                    # Every finished chunk's outcome is taken (several may have failed at once:
+                    # one left unread would be logged as never retrieved); the first failure is raised.
+                    failures = [t.exception() for t in done if not t.cancelled()]
+                    first = next((e for e in failures if e is not None), None)
+                    if first is not None:
+                        raise first
             if inflight:
                 for t in await asyncio.gather(*inflight):
                     pass
