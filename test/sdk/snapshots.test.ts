@@ -210,6 +210,14 @@ ctest('a hibernated sandbox resumes on another node when its own is gone (its la
   assert.is((await gone.info()).state, 'gone')
   assert.is((await gone.info()).reason, 'killed')
   await refused(gone.resume(), ErrorCodes.SANDBOX_GONE)
+
+  // One whose TTL ran out while it slept is not made again (was: ready, past its end, then killed).
+  const brief = await client.create({ ...SPEC, ttlMs: 4000 })
+  defer(() => brief.kill())
+  const slept = await brief.hibernate()
+  await waitFor(() => Date.now() > slept.expiresAt, 10_000, 'its TTL to pass')
+  const late = await refused(brief.resume(), ErrorCodes.SANDBOX_GONE)
+  assert.is((late as { details?: { reason?: string } }).details?.reason, 'ttl')
 }))
 
 /** The collector, run now (it also runs after each delete and every minute). */
