@@ -300,6 +300,10 @@ ctest('another tenant\'s snapshot answers exactly like one that never was; field
   await refused(sb.fork(1, { ttlMs: -1 }), ErrorCodes.BAD_SPEC, 'ttlMs')
   await refused(sb.fork(1, { backend: 'function' }), ErrorCodes.BAD_SPEC, 'backend')
   await refused(sb.fork(1, { nonsense: 1 } as never), ErrorCodes.BAD_SPEC, 'nonsense')
+  // A fork no node could ever hold makes nothing, and leaves no snapshot behind.
+  const before = (await client.snapshots()).map((x) => x.id)
+  await refused(sb.fork(2, { limits: { memoryMiB: 1024 * 1024 } }), ErrorCodes.NO_CAPACITY, 'limits.memoryMiB')
+  assert.equal((await client.snapshots()).map((x) => x.id), before)
   await refused(client.request({ type: 'fork', id: sb.id, count: 1, spec: 'garbage' }), ErrorCodes.BAD_SPEC, '')
   await refused(client.create({ snapshot: 'not a ref' }), ErrorCodes.BAD_SPEC, 'snapshot')
   await refused(client.create({ snapshot: s.id, image: { base: 'busybox' } }), ErrorCodes.BAD_SPEC, 'image')

@@ -136,7 +136,7 @@ export async function takeSnapshot (d: SnapshotDeps, r: SandboxRecord, name?: st
  * Forks a sandbox: one snapshot, then `count` sandboxes from it in one request, each with its
  * own outcome (some may be made when others find no room). The quota of all `count` is
  * admitted first, all or nothing: a fork the quota cannot hold is refused whole (QUOTA) before
- * any snapshot is cut.
+ * any snapshot is cut. A fork that made none is refused with the first one's error, its snapshot deleted.
  * @throws WARREN_ERR_INVALID_ARGUMENT naming `count`; BAD_SPEC naming a field of `spec`
  */
 export async function fork (d: SnapshotDeps, m: { id: string, count: number, spec?: unknown, memory?: boolean }, deadline: number): Promise<{ snapshot: SnapshotView, outcomes: ForkOutcome[] }> {
@@ -153,6 +153,11 @@ export async function fork (d: SnapshotDeps, m: { id: string, count: number, spe
     throw err
   }
   const made = await createRecords(d, onSnapshot(spec, snap), newSandboxIds(m.count), deadline)
+  if (made.every((o) => o instanceof Error)) {
+    // Nothing was made from it (no node could hold the spec): the snapshot would only be left over.
+    await d.snapshots().ask({ type: 'delete', tenant: d.tenant, ref: snap.id }).catch(() => {})
+    throw made[0] as Error
+  }
   return {
     snapshot: toSnapshotView(snap),
     outcomes: made.map((o): ForkOutcome => o instanceof Error ? { ok: false, error: toWireError(o) } : { ok: true, sandbox: toView(o) })
