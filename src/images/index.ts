@@ -2,7 +2,7 @@
 export { BuildDefaults, buildLayerFromDir, debootstrapTree, digestFile, makeErofsImage, run, type ErofsImageOptions, type Layer } from './build.js'
 export { pinErofsBuildTime } from './erofs-superblock.js'
 export { ArchiveDefaults, parsePlatform, unpackImage, unpackTar, type UnpackOptions } from './oci/index.js'
-export { LayerStore, type LayerSource } from './store.js'
+export { LayerStore, LayerStoreDefaults, type LayerSource } from './store.js'
 export { buildBusyboxLayer, buildErofsLayer } from './busybox.js'
 export { BLOB_KINDS, checkImageName, checkTag, isImageName, LAYER_KINDS, NameIndex, NameIndexDefaults, NODE_BLOB_KINDS, type BlobKind, type LayerKind, type TagRecord } from './names.js'
 export { describeKind, kindForField, LayerKinds } from './layer-kinds.js'

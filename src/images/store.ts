@@ -10,7 +10,7 @@
  * `warren image build`). Pulls of the same layer run once, however many sandboxes ask at once.
  */
 import { createHash } from 'node:crypto'
-import { createWriteStream, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs'
+import { createWriteStream, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, utimesSync } from 'node:fs'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { join } from 'node:path'
@@ -30,8 +30,24 @@ export interface LayerSource {
 }
 
 
+export const LayerStoreDefaults = {
+  /**
+   * The most bytes of whole files (layers, VM states) a store keeps: past it the least recently
+   * used go (`sweep`), to be pulled again from the blob store if asked for. Every snapshot a
+   * node cuts lands here, so without a bound a node's disk fills with them.
+   */
+  maxBytes: 32 * 1024 ** 3,
+  /** A file used or made this recently is never swept (a push or a mount may be about to read it). */
+  minAgeMs: 10 * 60_000
+}
+
+/** A whole file of the store: `<64 hex>.<suffix>`, never a temporary one. */
+const WHOLE_FILE = /^[0-9a-f]{64}\.[a-z]+$/
+
 export class LayerStore {
   private readonly building = new Map<string, Promise<string>>()
+  /** The file each settled resolve gave: a file swept (here, or by a store sharing the directory) is resolved again. */
+  private readonly resolved = new Map<string, string>()
 
   constructor (
     readonly dir: string,
@@ -47,7 +63,7 @@ export class LayerStore {
    * for placement's locality; files still arriving (`.part`) are not among them.
    */
   cached (): string[] {
-    const whole = readdirSync(this.dir).filter((f) => /^[0-9a-f]{64}\.[a-z]+$/.test(f)).map((f) => `sha256:${f.slice(0, 64)}`)
+    const whole = readdirSync(this.dir).filter((f) => WHOLE_FILE.test(f)).map((f) => `sha256:${f.slice(0, 64)}`)
     return [...new Set([...whole, ...(this.lazy?.cached() ?? [])])]
   }
 
@@ -68,13 +84,54 @@ export class LayerStore {
   resolve (ref: string): Promise<string> {
     // Layers on demand count every user, so they are not memoised here.
     if (this.onDemand(ref)) return this.lazy!.resolve(ref)
+    const done = this.resolved.get(ref)
+    if (done !== undefined && !existsSync(done)) {
+      this.resolved.delete(ref)
+      this.building.delete(ref)
+    }
     const known = this.building.get(ref)
-    if (known !== undefined) return known
+    if (known !== undefined) return known.then((path) => this.touch(path))
     const work = this.build(ref)
     this.building.set(ref, work)
     // A failed build or pull is not remembered: the next create tries again.
-    work.catch(() => this.building.delete(ref))
+    work.then((path) => this.resolved.set(ref, path), () => this.building.delete(ref))
     return work
+  }
+
+  /**
+   * Removes the least recently used whole files past `maxBytes`, never one used or made in the
+   * last `minAgeMs`. A sandbox running on a removed layer keeps reading it (its mount or QEMU
+   * holds the file open); the next create that names it pulls it again.
+   * @returns the files removed
+   */
+  sweep (maxBytes = LayerStoreDefaults.maxBytes, minAgeMs = LayerStoreDefaults.minAgeMs, now = Date.now()): string[] {
+    const files = readdirSync(this.dir).filter((f) => WHOLE_FILE.test(f)).flatMap((f) => {
+      try {
+        const st = statSync(join(this.dir, f))
+        return [{ path: join(this.dir, f), bytes: st.size, usedMs: st.mtimeMs }]
+      } catch { return [] } // removed meanwhile
+    })
+    let total = files.reduce((n, f) => n + f.bytes, 0)
+    const removed: string[] = []
+    for (const f of files.sort((a, b) => a.usedMs - b.usedMs)) {
+      if (total <= maxBytes) break
+      if (now - f.usedMs < minAgeMs) break // the rest are newer still
+      rmSync(f.path, { force: true })
+      total -= f.bytes
+      removed.push(f.path)
+    }
+    return removed
+  }
+
+  /** A whole file was added (a pull, a snapshot cut here): the store is brought back under its bound. */
+  added (): void {
+    try { this.sweep() } catch { /* the directory is the node's: a failed sweep is tried at the next add */ }
+  }
+
+  /** Marks a file used now (its mtime), so `sweep` takes the least recently used first. */
+  private touch (path: string): string {
+    try { utimesSync(path, new Date(), new Date()) } catch { /* swept meanwhile: resolve makes it again */ }
+    return path
   }
 
   /**
@@ -89,9 +146,10 @@ export class LayerStore {
     if (known !== undefined) return known
     const work = (async () => {
       const path = join(this.dir, `${digest.slice(7)}.${suffix}`)
-      if (existsSync(path)) return path
+      if (existsSync(path)) return this.touch(path)
       if (this.source === undefined) throw createError(ErrorCodes.NOT_FOUND, `blob ${digest} is not on this node`, { field })
       await pullLayer(this.source, digest.slice(7), path)
+      this.added()
       return path
     })()
     this.building.set(key, work)
@@ -106,9 +164,10 @@ export class LayerStore {
       const hex = ref.slice(7)
       if (!isDigest(ref)) throw createError(ErrorCodes.BAD_SPEC, `bad layer digest ${String(ref).slice(0, 80)}`, { field: 'image' })
       const path = join(this.dir, `${hex}.erofs`)
-      if (existsSync(path)) return path
+      if (existsSync(path)) return this.touch(path)
       if (this.source === undefined) throw createError(ErrorCodes.NOT_FOUND, `layer ${ref} is not on this node`)
       await pullLayer(this.source, hex, path)
+      this.added()
       return path
     }
     throw createError(ErrorCodes.BAD_SPEC, `layer ${ref.slice(0, 80)} is not busybox or a digest (sha256:…); a node builds no other layer`, { field: 'image' })

@@ -309,7 +309,9 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
       if (opts.memory === true) throw createError(ErrorCodes.UNSUPPORTED, 'the container backend cannot snapshot memory', { field: 'memory', backend: 'container' })
       if (entry.cgroup?.freeze === undefined) throw noFreezer(handle.id)
       try {
-        return await cutSnapshot(entry.launched, store.dir, { flatten: opts.flatten === true, whileFrozen: entry.freezer.whileFrozen })
+        const layer = await cutSnapshot(entry.launched, store.dir, { flatten: opts.flatten === true, whileFrozen: entry.freezer.whileFrozen })
+        store.added()
+        return layer
       } catch (err) {
         throw goneOr(handle, err)
       }

@@ -385,13 +385,18 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     async snapshot (handle, opts = {}) {
       const entry = find(handle)
       try {
+        let made
         if (opts.memory === true) {
           const machine = await machineOf(accel, cpu, qemuPath)
-          return await saveMemorySnapshot({ id: handle.id, qmpSocket: entry.vm.qmpSocket, dir: entry.vm.dir, uid: entry.vm.uid, vcpus: entry.vm.vcpus, memoryMiB: entry.vm.memoryMiB, machine }, store.dir, { whileStopped: entry.pause.whileStopped })
+          made = await saveMemorySnapshot({ id: handle.id, qmpSocket: entry.vm.qmpSocket, dir: entry.vm.dir, uid: entry.vm.uid, vcpus: entry.vm.vcpus, memoryMiB: entry.vm.memoryMiB, machine }, store.dir, { whileStopped: entry.pause.whileStopped })
+        } else {
+          const g = await guest()
+          const mountPoints = g.modulesDisk !== undefined ? [`lib/modules/${g.release}`] : []
+          made = await cutVmSnapshot(entry.agent, handle.id, store.dir, { flatten: opts.flatten === true, whileFrozen: entry.pause.whileFrozen, mountPoints, ...(entry.vm.diskMiB !== undefined ? { diskMiB: entry.vm.diskMiB } : {}) })
         }
-        const g = await guest()
-        const mountPoints = g.modulesDisk !== undefined ? [`lib/modules/${g.release}`] : []
-        return await cutVmSnapshot(entry.agent, handle.id, store.dir, { flatten: opts.flatten === true, whileFrozen: entry.pause.whileFrozen, mountPoints, ...(entry.vm.diskMiB !== undefined ? { diskMiB: entry.vm.diskMiB } : {}) })
+        // Each snapshot is a file in the store: it stays under its bound.
+        store.added()
+        return made
       } catch (err) {
         throw goneOr(handle, err)
       }
