@@ -25,29 +25,30 @@ async function setUp (defer: (fn: () => unknown) => void, nodeId: string): Promi
   return { dir, script, env: { ...process.env, WARREN_CONFIG: join(dir, 'config.json') } }
 }
 
-ctest('warren shell with piped stdin: commands run on a terminal in the sandbox and it exits with the shell\'s code', timed(120_000, async (defer) => {
-  const { script, env } = await setUp(defer, 'shell-pipe')
+/** Runs a shell script with `input` piped to it (not a terminal); its exit code and all it printed. */
+async function piped (defer: (fn: () => unknown) => void, script: string, env: NodeJS.ProcessEnv, input: string): Promise<{ code: number | null, out: string }> {
   const child = spawn(process.execPath, [script], { env, stdio: ['pipe', 'pipe', 'pipe'] })
   defer(() => { if (child.exitCode === null) child.kill('SIGKILL') })
   let out = ''
   child.stdout.on('data', (b: Buffer) => { out += b.toString() })
   child.stderr.on('data', (b: Buffer) => { out += b.toString() })
-  child.stdin.end('tty; stty size; exit 3\n')
+  child.stdin.end(input)
   const code = await new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)))
+  return { code, out }
+}
+
+ctest('warren shell with piped stdin: commands run on a terminal in the sandbox and it exits with the shell\'s code', timed(120_000, async (defer) => {
+  const { script, env } = await setUp(defer, 'shell-pipe')
+  const { code, out } = await piped(defer, script, env, 'tty; stty size; exit 3\n')
   assert.is(code, 3, out)
   assert.match(out, /\/dev\/pts\/\d+\r\n24 80\r\n/, JSON.stringify(out))
 
   // A window wider and taller than the cluster's bound gets the bound (was: the shell refused).
   const wide = script.replace(/\.mjs$/, '-wide.mjs')
   writeFileSync(wide, `Object.assign(process.stdout, { columns: 5000, rows: 3000 })\n${readFileSync(script, 'utf8')}`)
-  const big = spawn(process.execPath, [wide], { env, stdio: ['pipe', 'pipe', 'pipe'] })
-  defer(() => { if (big.exitCode === null) big.kill('SIGKILL') })
-  let bigOut = ''
-  big.stdout.on('data', (b: Buffer) => { bigOut += b.toString() })
-  big.stderr.on('data', (b: Buffer) => { bigOut += b.toString() })
-  big.stdin.end('stty size; exit 0\n')
-  assert.is(await new Promise<number | null>((resolve) => big.once('close', (c) => resolve(c))), 0, bigOut)
-  assert.match(bigOut, /1000 1000\r\n/, JSON.stringify(bigOut))
+  const big = await piped(defer, wide, env, 'stty size; exit 0\n')
+  assert.is(big.code, 0, big.out)
+  assert.match(big.out, /1000 1000\r\n/, JSON.stringify(big.out))
 }))
 
 ;(hasTmux ? ctest : test.skip)('warren shell in a real terminal (tmux): raw keys reach the sandbox, the size follows the window, exit code returns', timed(120_000, async (defer) => {
