@@ -10,7 +10,7 @@
  * `warren image build`). Pulls of the same layer run once, however many sandboxes ask at once.
  */
 import { createHash } from 'node:crypto'
-import { createWriteStream, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, utimesSync } from 'node:fs'
+import { createWriteStream, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { join } from 'node:path'
@@ -48,6 +48,8 @@ export class LayerStore {
   private readonly building = new Map<string, Promise<string>>()
   /** The file each settled resolve gave: a file swept (here, or by a store sharing the directory) is resolved again. */
   private readonly resolved = new Map<string, string>()
+  /** When this store last handed out each file (at most one entry per file in the directory). */
+  private readonly usedAt = new Map<string, number>()
 
   constructor (
     readonly dir: string,
@@ -108,15 +110,20 @@ export class LayerStore {
     const files = readdirSync(this.dir).filter((f) => WHOLE_FILE.test(f)).flatMap((f) => {
       try {
         const st = statSync(join(this.dir, f))
-        return [{ path: join(this.dir, f), bytes: st.size, usedMs: st.mtimeMs }]
+        const path = join(this.dir, f)
+        return [{ path, bytes: st.size, usedMs: Math.max(this.usedAt.get(path) ?? 0, st.mtimeMs) }]
       } catch { return [] } // removed meanwhile
     })
+    // Marks of files gone another way (a store sharing the directory swept them) go too.
+    const present = new Set(files.map((f) => f.path))
+    for (const path of this.usedAt.keys()) if (!present.has(path)) this.usedAt.delete(path)
     let total = files.reduce((n, f) => n + f.bytes, 0)
     const removed: string[] = []
     for (const f of files.sort((a, b) => a.usedMs - b.usedMs)) {
       if (total <= maxBytes) break
       if (now - f.usedMs < minAgeMs) break // the rest are newer still
       rmSync(f.path, { force: true })
+      this.usedAt.delete(f.path)
       total -= f.bytes
       removed.push(f.path)
     }
@@ -128,9 +135,13 @@ export class LayerStore {
     try { this.sweep() } catch { /* the directory is the node's: a failed sweep is tried at the next add */ }
   }
 
-  /** Marks a file used now (its mtime), so `sweep` takes the least recently used first. */
+  /**
+   * Marks a file used now, so `sweep` takes the least recently used first. Kept here, not in the
+   * file: its mtime says which build of a layer it is (a VM template's key holds it), and setting
+   * times back through a Date loses their nanoseconds.
+   */
   private touch (path: string): string {
-    try { utimesSync(path, new Date(), new Date()) } catch { /* swept meanwhile: resolve makes it again */ }
+    this.usedAt.set(path, Date.now())
     return path
   }
 

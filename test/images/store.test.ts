@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -59,10 +59,12 @@ test('the store keeps its whole files under a bound: the least recently used go 
   assert.is(await pathOf(b), pb)
   assert.ok(readFileSync(pb).equals(Buffer.alloc(MiB, 2)))
   assert.is(pulls, 4)
-  // Using a file marks it: resolved now, c outlives an older b.
+  // Using a file marks it (its mtime, which a VM template's key holds, stays as it was): resolved now, c outlives an older b.
   utimesSync(pb, hoursAgo(3), hoursAgo(3))
   utimesSync(pc, hoursAgo(4), hoursAgo(4))
+  const built = statSync(pc).mtimeMs
   await pathOf(c)
+  assert.is(statSync(pc).mtimeMs, built)
   assert.equal(store.sweep(MiB, 10 * 60_000), [pb])
 }))
 
