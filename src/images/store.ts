@@ -109,8 +109,8 @@ export class LayerStore {
   sweep (maxBytes = LayerStoreDefaults.maxBytes, minAgeMs = LayerStoreDefaults.minAgeMs, now = Date.now()): string[] {
     const files = readdirSync(this.dir).filter((f) => WHOLE_FILE.test(f)).flatMap((f) => {
       try {
-        const st = statSync(join(this.dir, f))
         const path = join(this.dir, f)
+        const st = statSync(path)
         return [{ path, bytes: st.size, usedMs: Math.max(this.usedAt.get(path) ?? 0, st.mtimeMs) }]
       } catch { return [] } // removed meanwhile
     })

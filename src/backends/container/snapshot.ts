@@ -45,7 +45,7 @@ export async function cutSnapshot (sb: LaunchedSandbox, storeDir: string, opts: 
   // With `diskMiB` the writable layer is a tmpfs of that size in the sandbox's mounts, reached
   // through its agent's descriptor; without, a directory on the host's disk (no bound of its own).
   const disk = opts.flatten === true ? undefined : await statfs(upperPath(sb)).then((s) => s.type === TMPFS_MAGIC ? s.blocks * s.bsize : undefined, () => undefined)
-  return await buildStagedLayer(storeDir, sb.id, async (stage) =>
+  return await buildStagedLayer(storeDir, async (stage) =>
     await opts.whileFrozen(async () => opts.flatten === true ? await stageRoot(sb, stage) : await stageUpper(sb, stage)),
   snapshotBound(opts.maxBytes, disk))
 }
@@ -69,6 +69,12 @@ export function snapshotBound (maxBytes: number | undefined, diskBytes: number |
   return diskBytes !== undefined && diskBytes > 0 && diskBytes < most ? { maxBytes: diskBytes, field: 'limits.diskMiB' } : { maxBytes: most }
 }
 
+/** The refusal of a snapshot past its bound (the staged tree's size, or a VM's stream). */
+export function tooLargeToSnapshot ({ maxBytes, field }: SnapshotBound): Error {
+  const over = field !== undefined ? `more than its disk (${field}) holds` : 'too large to snapshot'
+  return createError(ErrorCodes.QUOTA, `the sandbox's files come to over ${maxBytes} bytes (sparse files count whole): ${over}`, { maxBytes, ...(field !== undefined ? { field } : {}) })
+}
+
 /**
  * The one builder of snapshot layers, for containers and VMs alike: `fill` puts the tree into a
  * fresh staging directory beside the layer store (returning what to exclude, as mkfs.erofs
@@ -76,8 +82,7 @@ export function snapshotBound (maxBytes: number | undefined, diskBytes: number |
  * owners, modes, xattrs and device nodes kept. The staging directory is removed whatever happens.
  * @throws WARREN_ERR_QUOTA when the tree holds more than `maxBytes` (default `ContainerDefaults.snapshotMaxBytes`)
  */
-export async function buildStagedLayer (storeDir: string, id: string, fill: (stage: string) => Promise<string[]>, bound: SnapshotBound = snapshotBound(undefined, undefined)): Promise<SnapshotLayer> {
-  const { maxBytes, field } = bound
+export async function buildStagedLayer (storeDir: string, fill: (stage: string) => Promise<string[]>, bound: SnapshotBound = snapshotBound(undefined, undefined)): Promise<SnapshotLayer> {
   // The copy goes one level down: its top gets the mode of the sandbox's root, which the
   // sandbox chooses, while this directory stays 0700, so no host user reaches a setuid file or a
   // device node the sandbox made (it is root inside) while it sits on the host.
@@ -86,11 +91,7 @@ export async function buildStagedLayer (storeDir: string, id: string, fill: (sta
   try {
     await mkdir(stage)
     const excludes = await fill(stage)
-    const bytes = await treeBytes(stage, maxBytes)
-    if (bytes > maxBytes) {
-      const over = field !== undefined ? `more than its disk (${field}) holds` : 'too large to snapshot'
-      throw createError(ErrorCodes.QUOTA, `the sandbox's files come to over ${maxBytes} bytes (sparse files count whole): ${over}`, { maxBytes, ...(field !== undefined ? { field } : {}) })
-    }
+    if (await treeBytes(stage, bound.maxBytes) > bound.maxBytes) throw tooLargeToSnapshot(bound)
     return await buildLayerFromDir(stage, storeDir, { preserve: true, excludeRegex: excludes })
   } finally {
     await rm(guard, { recursive: true, force: true })

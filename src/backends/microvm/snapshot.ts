@@ -15,7 +15,7 @@ import { rmdir } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { createError, ErrorCodes } from '../../errors.js'
 import type { AgentClient } from '../container/agent-client.js'
-import { buildStagedLayer, snapshotBound, type SnapshotBound } from '../container/snapshot.js'
+import { buildStagedLayer, snapshotBound, tooLargeToSnapshot, type SnapshotBound } from '../container/snapshot.js'
 import type { SnapshotLayer } from '../types.js'
 import { MicrovmDefaults } from './defaults.js'
 
@@ -45,7 +45,7 @@ export interface VmCutOptions {
 export async function cutVmSnapshot (agent: AgentClient, id: string, storeDir: string, opts: VmCutOptions): Promise<SnapshotLayer> {
   // Its writes fit its writable layer (a plain snapshot): more, sparse files counted whole, is refused.
   const bound = snapshotBound(opts.maxBytes, opts.flatten === true || opts.diskMiB === undefined ? undefined : opts.diskMiB * 1024 * 1024)
-  return await buildStagedLayer(storeDir, id, async (stage) => {
+  return await buildStagedLayer(storeDir, async (stage) => {
     await opts.whileFrozen(async () => await streamTree(agent, id, stage, opts.flatten === true, bound))
     for (const point of opts.mountPoints ?? []) await dropEmpty(stage, point)
     // The guest left the other mounts' contents out itself.
@@ -63,8 +63,7 @@ async function dropEmpty (stage: string, path: string): Promise<void> {
 
 /** The guest's tar, unpacked into `stage` as it comes. */
 async function streamTree (agent: AgentClient, id: string, stage: string, flatten: boolean, bound: SnapshotBound): Promise<void> {
-  const { maxBytes, field } = bound
-  const limit = maxBytes + HEADER_SLACK
+  const limit = bound.maxBytes + HEADER_SLACK
   const tar = spawn('tar', ['-x', '-C', stage, '-f', '-', '--xattrs', '--xattrs-include=*', '--numeric-owner', '--same-owner', '--same-permissions'], { stdio: ['pipe', 'ignore', 'pipe'] })
   let tarErr = ''
   tar.stderr.setEncoding('utf8').on('data', (s: string) => { if (tarErr.length < 4096) tarErr += s })
@@ -78,7 +77,7 @@ async function streamTree (agent: AgentClient, id: string, stage: string, flatte
   const execution = agent.startTree({ flatten, windowBytes: MicrovmDefaults.treeWindowBytes }, {
     onStdout: (chunk) => {
       streamed += chunk.length
-      if (streamed > limit) throw createError(ErrorCodes.QUOTA, `the sandbox's files come to over ${maxBytes} bytes: ${field !== undefined ? `more than its disk (${field}) holds` : 'too large to snapshot'}`, { maxBytes, ...(field !== undefined ? { field } : {}) })
+      if (streamed > limit) throw tooLargeToSnapshot(bound)
       // Credit goes back as tar takes the bytes: no more than the window is ever held here.
       tar.stdin.write(chunk, () => execution.grant(chunk.length))
     },
