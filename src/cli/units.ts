@@ -6,6 +6,8 @@ import { createError, ErrorCodes } from '../errors.js'
 
 const DURATION_UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
 const MEMORY_UNITS = { MiB: 1, GiB: 1024, TiB: 1024 * 1024 } as const
+/** A size with its unit: `1.5TiB`, `512GiB`, `65536MiB`. */
+const MEMORY_PATTERN = /^(\d+(?:\.\d+)?)(MiB|GiB|TiB)$/
 
 /**
  * `24h`, `90m`, `3600s`, `500ms` → ms.
@@ -64,7 +66,7 @@ export function parseNumber (text: string, label: string, form: NumberForm = {},
  */
 export function parseMebibytes (text: string, field: string): number {
   if (/^\d+$/.test(text.trim())) return parseNumber(text, `--${field}`, { whole: true }, field)
-  if (!/^(\d+(?:\.\d+)?)(MiB|GiB|TiB)$/.test(text.trim())) {
+  if (!MEMORY_PATTERN.test(text.trim())) {
     throw createError(ErrorCodes.INVALID_ARGUMENT, `--${field}: sizes look like 512 (MiB), 512MiB or 2GiB, not ${text}`, { field })
   }
   return parseMemory(text, field)
@@ -72,7 +74,7 @@ export function parseMebibytes (text: string, field: string): number {
 
 /** `1.5TiB`, `512GiB`, `65536MiB` → MiB. */
 export function parseMemory (text: string, field?: string): number {
-  const m = /^(\d+(?:\.\d+)?)(MiB|GiB|TiB)$/.exec(text.trim())
+  const m = MEMORY_PATTERN.exec(text.trim())
   if (m === null) {
     throw createError(ErrorCodes.INVALID_ARGUMENT, `${field !== undefined ? `--${field}: ` : ''}memory looks like 1.5TiB or 512GiB, not ${text}`, field !== undefined ? { field } : undefined)
   }
