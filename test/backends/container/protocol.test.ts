@@ -187,8 +187,8 @@ sandboxTest('outside a sandbox the agent serves a socket it binds (as it will se
   const socketPath = join(dir, 'agent.sock')
   const agent = spawn(ContainerDefaults.agentPath, ['agent', '--socket', socketPath], { stdio: 'ignore' })
   defer(() => { agent.kill('SIGKILL') })
-  await waitFor(() => existsSync(socketPath), 3000, 'the socket')
-  const client = await connectAgent(socketPath)
+  // The socket's file appears at bind(2), before listen(2): a connect in between is refused.
+  const client = await waitFor(async () => existsSync(socketPath) ? await connectAgent(socketPath).catch(() => undefined) : undefined, 3000, 'the agent to listen')
   defer(() => client.close())
   const pong = await client.ping()
   assert.is(pong.pid, agent.pid)
