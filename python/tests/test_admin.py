@@ -81,12 +81,14 @@ def test_quotas_are_set_and_read_live_and_checked(cluster: Cluster) -> None:
             root.quotas("py-q-new")
         assert nf.value.field == "tenant"
         assert root.set_quotas("py-q-new", max_sandboxes=0)["maxSandboxes"] == 0
-        assert root.quotas("py-q-new") == {"maxSandboxes": 0, "createsPerSecond": 20000, "createBurst": 20000}
+        assert root.quotas("py-q-new") == {"maxSandboxes": 0, "createsPerSecond": 20000, "createBurst": 20000,
+                                           "requestsPerSecond": 10000, "requestBurst": 20000}
         with warren.Client.connect(cluster.url, root.create_token("py-q-new", TENANT_SCOPES)) as user:
             with pytest.raises(warren.QuotaError):
                 user.create(backend="function")
         for kw, field in (({"max_sandboxes": -1}, "quotas.maxSandboxes"), ({"max_sandboxes": 10**9 + 1}, "quotas.maxSandboxes"),
-                          ({"creates_per_second": 0}, "quotas.createsPerSecond"), ({"create_burst": 0}, "quotas.createBurst")):
+                          ({"creates_per_second": 0}, "quotas.createsPerSecond"), ({"create_burst": 0}, "quotas.createBurst"),
+                          ({"requests_per_second": 0}, "quotas.requestsPerSecond"), ({"request_burst": 0.5}, "quotas.requestBurst")):
             with pytest.raises(warren.InvalidArgumentError) as e:
                 root.set_quotas("py-q-new", **kw)
             assert e.value.field == field
@@ -94,7 +96,24 @@ def test_quotas_are_set_and_read_live_and_checked(cluster: Cluster) -> None:
             root.set_quotas("py-q-new")
         assert e.value.field == "quotas"
         assert root.set_quotas("py-q-new", max_sandboxes=7, creates_per_second=2.5, create_burst=3) == \
-            {"maxSandboxes": 7, "createsPerSecond": 2.5, "createBurst": 3}
+            {"maxSandboxes": 7, "createsPerSecond": 2.5, "createBurst": 3, "requestsPerSecond": 10000, "requestBurst": 20000}
+
+
+def test_a_tenant_past_its_request_rate_gets_quota_requests_until_it_is_raised(cluster: Cluster) -> None:
+    with warren.Client.connect(cluster.url, cluster.admin_token) as root:
+        # One request in 1,000 s after a burst of 4: nothing drips in while the test runs.
+        assert root.set_quotas("py-rate", requests_per_second=0.001, request_burst=4)["requestBurst"] == 4
+        with warren.Client.connect(cluster.url, root.create_token("py-rate", TENANT_SCOPES)) as user:
+            passed = 0
+            with pytest.raises(warren.QuotaError) as e:
+                for _ in range(20):
+                    user.list()
+                    passed += 1
+            assert passed == 4
+            assert e.value.details["quota"] == "requests"
+            assert e.value.details["retryAfterMs"] > 0
+            root.set_quotas("py-rate", requests_per_second=1000)
+            assert user.list() == []
 
 
 def test_a_tenant_key_is_refused_administration(cluster: Cluster) -> None:

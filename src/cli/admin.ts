@@ -98,11 +98,14 @@ export async function tokenRotateAdmin (out: Out = std): Promise<number> {
 }
 
 function quotaLine (tenant: string, q: Quotas): string {
-  return `${tenant}\tmaxSandboxes=${q.maxSandboxes} createsPerSecond=${q.createsPerSecond} createBurst=${q.createBurst}\n`
+  return `${tenant}\t${Object.values(QUOTA_FLAGS).map((name) => `${name}=${q[name]}`).join(' ')}\n`
 }
 
-type QuotaFlags = { 'max-sandboxes'?: string, 'creates-per-second'?: string, 'create-burst'?: string }
-const QUOTA_FLAGS = { 'max-sandboxes': 'maxSandboxes', 'creates-per-second': 'createsPerSecond', 'create-burst': 'createBurst' } as const
+const QUOTA_FLAGS = {
+  'max-sandboxes': 'maxSandboxes', 'creates-per-second': 'createsPerSecond', 'create-burst': 'createBurst', 'requests-per-second': 'requestsPerSecond', 'request-burst': 'requestBurst'
+} as const
+type QuotaFlags = { [flag in keyof typeof QUOTA_FLAGS]?: string }
+const QUOTA_USAGE = 'warren quota set TENANT [--max-sandboxes N] [--creates-per-second R] [--create-burst B] [--requests-per-second R] [--request-burst B]'
 
 /**
  * The quotas the flags give, as numbers (the control plane checks their bounds, naming `quotas.<name>`).
@@ -118,11 +121,11 @@ function quotaChange (flags: QuotaFlags): Partial<Quotas> {
   return change
 }
 
-/** `warren quota set TENANT --max-sandboxes N --creates-per-second R [--create-burst B]`: applied from the tenant's next create. */
+/** `warren quota set TENANT [--max-sandboxes N] [--creates-per-second R] …`: creation quotas apply from the tenant's next create, request rates at once. */
 export async function quotaSet (tenant: string | undefined, flags: QuotaFlags, out: Out = std): Promise<number> {
   const change = quotaChange(flags)
   if (tenant === undefined || Object.keys(change).length === 0) {
-    throw createError(ErrorCodes.INVALID_ARGUMENT, 'usage: warren quota set TENANT [--max-sandboxes N] [--creates-per-second R] [--create-burst B] (at least one)', { field: tenant === undefined ? 'tenant' : 'max-sandboxes' })
+    throw createError(ErrorCodes.INVALID_ARGUMENT, `usage: ${QUOTA_USAGE} (at least one)`, { field: tenant === undefined ? 'tenant' : 'max-sandboxes' })
   }
   return await withClient(async (client) => {
     out.stdout.write(quotaLine(tenant, await client.setQuotas(tenant, change)))

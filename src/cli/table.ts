@@ -51,7 +51,9 @@ const SIM_CLUSTER_FLAGS = {
 const QUOTA_FLAGS = {
   'max-sandboxes': { type: 'string', value: 'N', help: 'sandboxes it may hold at once (0 to 1e9)' },
   'creates-per-second': { type: 'string', value: 'R', help: 'creations a second, sustained (0.001 to 1e9)' },
-  'create-burst': { type: 'string', value: 'B', help: 'creations in a burst (1 to 1e9)' }
+  'create-burst': { type: 'string', value: 'B', help: 'creations in a burst (1 to 1e9)' },
+  'requests-per-second': { type: 'string', value: 'R', help: 'requests a second of every kind, sustained, over all its sessions (0.001 to 1e9)' },
+  'request-burst': { type: 'string', value: 'B', help: 'requests in a burst (1 to 1e9)' }
 } as const
 
 /** The commands in the order `warren --help` lists them. */

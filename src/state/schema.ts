@@ -153,6 +153,16 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
       ALTER TABLE api_keys ADD COLUMN last_used_at INTEGER;
     `
+  },
+  {
+    version: 7,
+    what: 'request rate quotas of tenants',
+    sql: `
+      -- Requests of every type a tenant's sessions may send a second (a token bucket), and its
+      -- burst. Existing tenants get the defaults of QuotaDefaults.
+      ALTER TABLE tenants ADD COLUMN requests_per_second REAL NOT NULL DEFAULT 10000;
+      ALTER TABLE tenants ADD COLUMN request_burst REAL NOT NULL DEFAULT 20000;
+    `
   }
 ]
 

@@ -14,7 +14,8 @@ KEYS_PER_PAGE = 1000
 MIN_KEY_LIFE_MS = 1000
 MAX_KEY_LIFE_MS = 3650 * 86_400_000
 #: Quota names as this SDK takes them -> as the wire spells them.
-_QUOTA_KEYS = {"max_sandboxes": "maxSandboxes", "creates_per_second": "createsPerSecond", "create_burst": "createBurst"}
+_QUOTA_KEYS = {"max_sandboxes": "maxSandboxes", "creates_per_second": "createsPerSecond", "create_burst": "createBurst",
+               "requests_per_second": "requestsPerSecond", "request_burst": "requestBurst"}
 
 
 @dataclass(frozen=True)
@@ -68,5 +69,5 @@ def quota_message(tenant: str, given: dict[str, Any]) -> dict[str, Any]:
     """A ``tenant-quotas`` request setting the quotas given (snake_case or the wire's camelCase)."""
     quotas = {_QUOTA_KEYS.get(k, k): v for k, v in given.items() if v is not None}
     if not quotas:
-        raise invalid("quotas", "set_quotas needs at least one of max_sandboxes, creates_per_second, create_burst")
+        raise invalid("quotas", f"set_quotas needs at least one of {', '.join(_QUOTA_KEYS)}")
     return {"type": "tenant-quotas", "tenant": tenant, "quotas": quotas}

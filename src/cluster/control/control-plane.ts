@@ -169,7 +169,8 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       id: 'iam',
       start: createIam(store, {
         // A revoked key's sessions end at once; the gateway holds them.
-        keysEnded: (keyIds) => system.lookup<GatewayMessage>(`${CONTROL_PLANE}/gateway`)?.tell({ type: 'end-keys', keyIds })
+        keysEnded: (keyIds) => system.lookup<GatewayMessage>(`${CONTROL_PLANE}/gateway`)?.tell({ type: 'end-keys', keyIds }),
+        quotasChanged: (tenant, quotas) => system.lookup<GatewayMessage>(`${CONTROL_PLANE}/gateway`)?.tell({ type: 'request-rate', tenant, rate: quotas })
       }),
       spawn: { name: 'iam', ...big }
     },

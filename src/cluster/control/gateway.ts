@@ -19,7 +19,9 @@ import type { ImageIndexMessage } from './image-index.js'
 import type { RegistryMessage } from './registry.js'
 import type { TrajectoriesMessage } from '../trajectory/index.js'
 import { toPublicError } from './public-error.js'
+import { isClientRequestType } from './requests.js'
 import { KeySessions } from './key-sessions.js'
+import { TenantRequestRates, type RequestRate } from './request-rates.js'
 import { createSession } from './session.js'
 import type { SnapshotIndexMessage } from './snapshot-index.js'
 import type { CreationSeries } from './creation-series.js'
@@ -76,6 +78,8 @@ export const GatewayDefaults = {
 export type GatewayMessage = { type: 'url' } | { type: 'links' } | { type: 'tls', tls: TlsServerConfig }
   /** Keys revoked: their sessions are closed (WARREN_ERR_UNAUTHENTICATED, reason `revoked`). */
   | { type: 'end-keys', keyIds: string[] }
+  /** A tenant's quotas changed: its request rate applies from now. */
+  | { type: 'request-rate', tenant: string, rate: RequestRate }
 
 /** The address the SDK sends its requests to, and where session notices go on the SDK side. */
 export const SESSION_ADDRESS = 'session'
@@ -91,6 +95,10 @@ export class Gateway extends Actor<GatewayMessage> {
   private unroute: (() => void) | undefined
   /** User links by key, so a revoked or expired key's sessions end at once. */
   private readonly keys: KeySessions
+  /** Every request of a tenant's sessions takes from its rate first. */
+  private readonly rates = new TenantRequestRates()
+  /** Requests refused past a tenant's rate: the first of a flood logged, then one line a window, by tenant. */
+  private rateRefusals: LogWindows<string, { tenant: string, keyId: string, limit: unknown }> | undefined
 
   constructor (private readonly o: GatewayOptions) {
     super()
@@ -128,6 +136,10 @@ export class Gateway extends Actor<GatewayMessage> {
       summary: (why, refused, addresses) => this.o.log?.warn({ code: ErrorCodes.OVERLOADED, addresses, bound: boundOf(why), refused, windowMs: GatewayDefaults.refusedLogEveryMs }, 'sockets refused: too many open')
     })
     this.server.on('socketRefused', (address, why) => this.refusals?.note(why, address, address))
+    this.rateRefusals = createLogWindows<string, { tenant: string, keyId: string, limit: unknown }>(GatewayDefaults.refusedLogEveryMs, {
+      first: (_tenant, e) => this.o.log?.warn({ code: ErrorCodes.QUOTA, quota: 'requests', ...e, refused: 1 }, 'requests refused: past the tenant\'s request rate'),
+      summary: (tenant, refused, keyIds) => this.o.log?.warn({ code: ErrorCodes.QUOTA, quota: 'requests', tenant, keyIds, refused, windowMs: GatewayDefaults.refusedLogEveryMs }, 'requests refused: past the tenant\'s request rate')
+    })
     await new Promise<void>((resolve, reject) => {
       this.http!.once('error', (err) => { this.o.onListenError?.(err); reject(err) })
       this.http!.listen(this.o.port, this.o.host, () => { this.http!.off('error', reject); resolve() })
@@ -147,6 +159,7 @@ export class Gateway extends Actor<GatewayMessage> {
       case 'url': return this.url()
       case 'links': return { nodes: [...this.nodeLinks.keys()], total: this.server?.links.size ?? 0 }
       case 'end-keys': this.keys.endKeys(m.keyIds); return undefined
+      case 'request-rate': this.rates.set(m.tenant, m.rate); return undefined
       case 'tls':
         // New connections get the new certificate; open ones keep the one they negotiated.
         if (this.http === undefined || !servesTls(this.http)) throw createError(ErrorCodes.INVALID_ARGUMENT, 'this control plane does not serve TLS: start it with --tls-cert and --tls-key', { field: 'tls' })
@@ -166,8 +179,11 @@ export class Gateway extends Actor<GatewayMessage> {
       // The key's id when the token has a key's shape (a revoked or mistyped key); never the token.
       const keyId = keyIdOf(token)
       this.o.log?.info({ code: ErrorCodes.UNAUTHENTICATED, ...(keyId !== undefined ? { keyId } : {}) }, 'authentication refused')
+      return null
     }
-    return principal === null ? null : { kind: 'user', principal }
+    // The tenant's first session reads its request rate; later changes are told (`request-rate`).
+    if (!this.rates.knows(principal.tenant)) this.rates.set(principal.tenant, await this.o.iam().ask<RequestRate>({ type: 'get-quotas', tenant: principal.tenant }))
+    return { kind: 'user', principal }
   }
 
   private userHandler (link: Link): LinkHandler {
@@ -194,11 +210,25 @@ export class Gateway extends Actor<GatewayMessage> {
       notify: (notice) => { if (link.state !== 'closed') { try { link.tell(CLIENT_ADDRESS, notice) } catch { /* bounded buffer full: notices are best effort */ } } }
     }), { mailbox: { capacity: 10_000 } })
     link.on('close', () => { void this.ctx.system.stop(session) })
+    // Throws the refusal of a message past the tenant's rate.
+    const takeRate = (body: unknown): void => {
+      const refusal = this.rates.take(principal.tenant)
+      if (refusal === undefined) return
+      this.rateRefusals?.note(principal.tenant, { tenant: principal.tenant, keyId: principal.keyId, limit: refusal.details?.limit }, principal.keyId)
+      this.o.metrics?.refusedRequest(requestType(body), refusal.code)
+      throw refusal
+    }
     return {
       // What the client sent goes to its session as it came: the session checks it.
-      request: (_to, body, _from, _link, timeoutMs) => run(() => session.ask({ type: 'client', body, answer: true }, { timeoutMs: timeoutMs ?? 120_000 }))
-        .catch((err: unknown) => { throw toPublicError(err) }),
-      tell: (_to, body) => { session.tell({ type: 'client', body, answer: false }) }
+      request: (_to, body, _from, _link, timeoutMs) => {
+        takeRate(body)
+        return run(() => session.ask({ type: 'client', body, answer: true }, { timeoutMs: timeoutMs ?? 120_000 }))
+          .catch((err: unknown) => { throw toPublicError(err) })
+      },
+      tell: (_to, body) => {
+        try { takeRate(body) } catch { return }
+        session.tell({ type: 'client', body, answer: false })
+      }
     }
   }
 
@@ -235,10 +265,17 @@ export class Gateway extends Actor<GatewayMessage> {
     this.unroute?.()
     this.blobs?.close()
     this.refusals?.close()
+    this.rateRefusals?.close()
     await this.server?.close()
     this.http?.closeAllConnections()
     await new Promise<void>((resolve) => { if (this.http?.listening === true) this.http.close(() => resolve()); else resolve() })
   }
+}
+
+/** A request's type for a metric label: a known-looking string, else `unknown` (the label set stays small). */
+function requestType (body: unknown): string | undefined {
+  const t = (body as { type?: unknown } | null)?.type
+  return typeof t === 'string' && isClientRequestType(t) ? t : undefined
 }
 
 export function createGateway (options: GatewayOptions): () => Gateway {

@@ -27,6 +27,8 @@ export type IamMessage =
 export interface IamOptions {
   /** Told the ids of keys revoked, so the sessions they opened are closed. */
   keysEnded?: (keyIds: string[]) => void
+  /** Told a tenant's quotas once an admin changed them, so the gateway applies its request rate. */
+  quotasChanged?: (tenant: string, quotas: Quotas) => void
 }
 
 export class Iam extends Actor<IamMessage> {
@@ -55,7 +57,11 @@ export class Iam extends Actor<IamMessage> {
         this.ended(key.ended)
         return key
       }
-      case 'set-quotas': return this.store.upsertTenant(m.tenant, m.quotas)
+      case 'set-quotas': {
+        const quotas = this.store.upsertTenant(m.tenant, m.quotas)
+        this.o.quotasChanged?.(m.tenant, quotas)
+        return quotas
+      }
       case 'get-quotas': return this.store.quotasOf(m.tenant)
       case 'list-tenants': return this.store.tenants()
       case 'check-join': return this.store.checkJoinToken(m.token)

@@ -10,7 +10,7 @@ import { customAlphabet } from 'nanoid'
 import { createError, ErrorCodes } from '../../errors.js'
 import { checkName, type Db, type Warn } from '../../state/index.js'
 import { parseLegacyIam } from './legacy.js'
-import { checkQuotas, QuotaDefaults, type Quotas } from './quotas.js'
+import { checkQuotas, QuotaDefaults, RATE_BURSTS, type Quotas } from './quotas.js'
 import { createTokenBucket, type TokenBucket } from './token-bucket.js'
 
 /** `image:push` lets a key push layers to the blob store (not tag them: names are the cluster's, admin's). */
@@ -109,17 +109,23 @@ export function authorize (principal: Principal, scope: Scope): void {
 }
 
 interface KeyRow { id: string, tenant: string, scopes: string, created_at: string, expires_at: number | null, last_used_at: number | null }
-interface TenantRow { name: string, max_sandboxes: number, creates_per_second: number, create_burst: number }
-const quotasOfRow = (r: TenantRow): Quotas => ({ maxSandboxes: r.max_sandboxes, createsPerSecond: r.creates_per_second, createBurst: r.create_burst })
+interface TenantRow { name: string, max_sandboxes: number, creates_per_second: number, create_burst: number, requests_per_second: number, request_burst: number }
+const quotasOfRow = (r: TenantRow): Quotas => ({
+  maxSandboxes: r.max_sandboxes, createsPerSecond: r.creates_per_second, createBurst: r.create_burst, requestsPerSecond: r.requests_per_second, requestBurst: r.request_burst
+})
+/** A tenant row's values, in the table's column order. */
+type TenantValues = [string, number, number, number, number, number]
+const tenantValues = (name: string, q: Quotas): TenantValues => [name, q.maxSandboxes, q.createsPerSecond, q.createBurst, q.requestsPerSecond, q.requestBurst]
 
 /** The SQL the store runs, prepared once. */
 function statements (db: Db) {
   return {
     tenant: db.prepare<[string], TenantRow>('SELECT * FROM tenants WHERE name = ?'),
     tenants: db.prepare<[], TenantRow>('SELECT * FROM tenants ORDER BY name'),
-    putTenant: db.prepare<[string, number, number, number]>(`INSERT INTO tenants VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET
-      max_sandboxes = excluded.max_sandboxes, creates_per_second = excluded.creates_per_second, create_burst = excluded.create_burst`),
-    addTenant: db.prepare<[string, number, number, number]>('INSERT OR IGNORE INTO tenants VALUES (?, ?, ?, ?)'),
+    putTenant: db.prepare<TenantValues>(`INSERT INTO tenants VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET
+      max_sandboxes = excluded.max_sandboxes, creates_per_second = excluded.creates_per_second, create_burst = excluded.create_burst,
+      requests_per_second = excluded.requests_per_second, request_burst = excluded.request_burst`),
+    addTenant: db.prepare<TenantValues>('INSERT OR IGNORE INTO tenants VALUES (?, ?, ?, ?, ?, ?)'),
     key: db.prepare<[string], { tenant: string, scopes: string, hash: string, expires_at: number | null, last_used_at: number | null }>(
       'SELECT tenant, scopes, hash, expires_at, last_used_at FROM api_keys WHERE id = ?'),
     addKey: db.prepare<[string, string, string, string, string, number | null]>('INSERT OR IGNORE INTO api_keys (id, tenant, scopes, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)'),
@@ -158,11 +164,11 @@ export class IamStore {
     const change = checkQuotas(quotas)
     const next = this.db.transaction(() => {
       const row = this.sql.tenant.get(tenant)
+      const q: Quotas = { ...(row !== undefined ? quotasOfRow(row) : QuotaDefaults), ...change }
       // A rate given alone brings its burst with it (one second's worth, at least 1): keeping the
       // default burst of 20,000 would let a tenant limited to 5 a second create 20,000 at once.
-      const burst = change.createsPerSecond !== undefined && change.createBurst === undefined ? { createBurst: Math.max(1, change.createsPerSecond) } : {}
-      const q: Quotas = { ...(row !== undefined ? quotasOfRow(row) : QuotaDefaults), ...change, ...burst }
-      this.sql.putTenant.run(tenant, q.maxSandboxes, q.createsPerSecond, q.createBurst)
+      for (const [rate, burst] of RATE_BURSTS) if (change[rate] !== undefined && change[burst] === undefined) q[burst] = Math.max(1, change[rate])
+      this.sql.putTenant.run(...tenantValues(tenant, q))
       return q
     })()
     this.quotaCache.delete(tenant)
@@ -199,7 +205,7 @@ export class IamStore {
     const token = opts.token ?? newToken()
     const [, id, secret] = TOKEN.exec(token)!
     this.db.transaction(() => {
-      this.sql.addTenant.run(tenant, QuotaDefaults.maxSandboxes, QuotaDefaults.createsPerSecond, QuotaDefaults.createBurst)
+      this.sql.addTenant.run(...tenantValues(tenant, QuotaDefaults))
       this.sql.addKey.run(id!, tenant, JSON.stringify(granted), sha256(secret!), new Date(this.now()).toISOString(), life !== undefined ? this.now() + life : null)
     })()
     return token
@@ -325,7 +331,7 @@ export class IamStore {
    */
   importLegacy (data: unknown, warn: Warn): void {
     const legacy = parseLegacyIam(data, (name) => { try { checkTenant(name); return true } catch { return false } }, isScope, warn)
-    for (const [name, q] of legacy.tenants) this.sql.addTenant.run(name, q.maxSandboxes, q.createsPerSecond, q.createBurst)
+    for (const [name, q] of legacy.tenants) this.sql.addTenant.run(...tenantValues(name, q))
     for (const k of legacy.keys) this.sql.addKey.run(k.id, k.tenant, JSON.stringify([...new Set(k.scopes)]), k.hash, k.createdAt, null)
   }
 

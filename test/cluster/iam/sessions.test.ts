@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import type { ControlPlane } from '../../../src/cluster/index.js'
+import { QuotaDefaults, type ControlPlane } from '../../../src/cluster/index.js'
 import { ErrorCodes, isWarrenError, type WarrenError } from '../../../src/errors.js'
 import { connect, type Client } from '../../../src/sdk/index.js'
 import { ALL_SCOPES, startTestControlPlane } from '../harness.js'
@@ -111,13 +111,16 @@ test('request fields past their bounds are refused naming them', timed(20_000, a
   const bad: Array<[Record<string, unknown>, string]> = [
     [{ maxSandboxes: -1 }, 'quotas.maxSandboxes'], [{ maxSandboxes: 1.5 }, 'quotas.maxSandboxes'], [{ maxSandboxes: 1e9 + 1 }, 'quotas.maxSandboxes'],
     [{ createsPerSecond: 0 }, 'quotas.createsPerSecond'], [{ createsPerSecond: 1e10 }, 'quotas.createsPerSecond'], [{ createBurst: 0.5 }, 'quotas.createBurst'],
+    [{ requestsPerSecond: 0 }, 'quotas.requestsPerSecond'], [{ requestsPerSecond: Infinity }, 'quotas.requestsPerSecond'], [{ requestBurst: 0 }, 'quotas.requestBurst'],
     [{ maxSandboxes: '5' }, 'quotas.maxSandboxes'], [{ nope: 1 }, 'quotas.nope']
   ]
   for (const [q, field] of bad) await refused(root.setQuotas('t', q as never), ErrorCodes.INVALID_ARGUMENT, field)
   await refused(root.setQuotas('__proto__', { maxSandboxes: 1 }), ErrorCodes.INVALID_ARGUMENT, 'tenant')
   // The edges themselves are taken.
-  assert.equal(await root.setQuotas('edge', { maxSandboxes: 0, createsPerSecond: 0.001, createBurst: 1 }), { maxSandboxes: 0, createsPerSecond: 0.001, createBurst: 1 })
-  assert.equal(await root.setQuotas('edge', { maxSandboxes: 1e9, createsPerSecond: 1e9, createBurst: 1e9 }), { maxSandboxes: 1e9, createsPerSecond: 1e9, createBurst: 1e9 })
+  const low = { maxSandboxes: 0, createsPerSecond: 0.001, createBurst: 1, requestsPerSecond: 0.001, requestBurst: 1 }
+  const high = { maxSandboxes: 1e9, createsPerSecond: 1e9, createBurst: 1e9, requestsPerSecond: 1e9, requestBurst: 1e9 }
+  assert.equal(await root.setQuotas('edge', low), low)
+  assert.equal(await root.setQuotas('edge', high), high)
 }))
 
 test('quotas: an unknown tenant is made by a set and NOT_FOUND to a get; a lowered maximum refuses the next create at once', timed(20_000, async (defer) => {
@@ -125,7 +128,7 @@ test('quotas: an unknown tenant is made by a set and NOT_FOUND to a get; a lower
   defer(() => cp.close())
   const root = await admin(defer, cp)
   await refused(root.quotas('ghost'), ErrorCodes.NOT_FOUND, 'tenant')
-  assert.equal(await root.setQuotas('ghost', { maxSandboxes: 3 }), { maxSandboxes: 3, createsPerSecond: 20_000, createBurst: 20_000 })
+  assert.equal(await root.setQuotas('ghost', { maxSandboxes: 3 }), { ...QuotaDefaults, maxSandboxes: 3 })
   assert.is((await root.quotas('ghost')).maxSandboxes, 3)
   const user = await connect({ url: cp.url, token: await root.createToken('ghost', [...ALL_SCOPES]), ...noRetry })
   defer(() => user.close())
