@@ -100,8 +100,13 @@ ctest('a sandbox whose init dies by itself ends as failed, and its owner is told
   defer(() => sb.kill())
   // The journal says which host process is this sandbox's init (a pooled one has another id).
   const journalDir = join(dir, 'node', 'container', 'journal')
-  const record = readdirSync(journalDir).map((f) => JSON.parse(readFileSync(join(journalDir, f), 'utf8')) as { launched: { pid: number }, meta?: { id?: string } })
-    .find((r) => r.meta?.id === sb.id)
+  // Only whole records: a `.tmp` beside them is a write under way, and a pooled sandbox's record
+  // may be removed between the listing and the read.
+  const read = (f: string): { launched: { pid: number }, meta?: { id?: string } } | undefined => {
+    try { return JSON.parse(readFileSync(join(journalDir, f), 'utf8')) as { launched: { pid: number }, meta?: { id?: string } } } catch { return undefined }
+  }
+  const record = readdirSync(journalDir).filter((f) => f.endsWith('.json')).map(read)
+    .find((r) => r?.meta?.id === sb.id)
   assert.ok(record !== undefined, 'journal record of the sandbox')
   process.kill(record.launched.pid, 'SIGKILL')
   await waitFor(async () => (await sb.info()).state === 'gone', 20_000, 'sandbox ended')

@@ -1,26 +1,28 @@
 /**
- * The audit log: append-only JSON lines in `<dataDir>/audit.log`, rotated by size
- * (`audit.log.1` … `audit.log.<keepFiles>`, the oldest deleted), so it never holds more than
- * `(keepFiles + 1) × maxFileBytes` on disk. Without a data dir it is the newest
- * `maxMemoryRecords` in memory.
+ * The audit log: append-only JSON lines in the control plane's data dir, one file per tenant
+ * (`audit/<tenant>.log`, rotated by size into `.1` … `.<keepFiles>`, the oldest deleted), so
+ * one tenant's records never push another's out: each tenant holds at most
+ * `(keepFiles + 1) × maxFileBytes` on disk, and rotates only its own. The single `audit.log` of
+ * earlier versions is read by queries and never written again. Without a data dir it is the
+ * newest `maxMemoryRecords` of each tenant in memory.
  *
- * A request never waits for the disk: `append` queues the line and returns; one writer drains the
- * queue, a batch a write. The queue is bounded (records and bytes). When it is full — the disk
- * is slower than the requests, or failing — a record is dropped and counted rather than held or
- * made to wait: an audit log that stalls the cluster would be turned off. Drops are logged (at
- * most once a second) and written into the log itself, as a record `audit.dropped` with how
- * many, once there is room again, so a gap is visible where it happened.
+ * A request never waits for the disk: `append` queues the line and returns; each tenant's file
+ * has one writer draining its queue, a batch a write. Each tenant's queue is bounded (records and
+ * bytes), and so are all of them together. When one is full — the disk is slower than the
+ * requests, or failing — a record is dropped and counted rather than held or made to wait: an
+ * audit log that stalls the cluster would be turned off. Drops are logged (at most once a second)
+ * and written into the tenant's file itself, as a record `audit.dropped` with how many, once
+ * there is room again, so a gap is visible where it happened.
  *
  * Writes are not fsynced: a crash of the process loses nothing written, a power loss may lose
  * the last moments (as with the trajectory store).
  */
-import { createReadStream, existsSync, mkdirSync, statSync } from 'node:fs'
-import { open, rename, rm, type FileHandle } from 'node:fs/promises'
+import { existsSync, mkdirSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { createInterface } from 'node:readline'
 import type { Logger } from 'pino'
 import { createError, ErrorCodes } from '../../errors.js'
 import { errorField } from '../../log/index.js'
+import { AuditFile, readAuditFiles, type SharedQueue } from './audit-file.js'
 import { Collector } from './query.js'
 import { AuditDefaults, type AuditPage, type AuditQuery, type AuditRecord, type AuditSink, type AuditTunables } from './types.js'
 
@@ -31,22 +33,30 @@ export interface AuditLogOptions {
   tunables?: Partial<AuditTunables>
 }
 
+/** What a tenant's file is named by: its name when it is one (src/cluster/iam checkTenant), else one shared name no tenant can have. */
+const TENANT_FILE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/
+const partitionOf = (tenant: string): string => TENANT_FILE.test(tenant) ? tenant : AuditDefaults.otherPartition
+/** The tenant a file of the audit dir belongs to: `acme.log`, `acme.log.3` → `acme`. */
+const FILE_NAME = /^(.+)\.log(?:\.\d+)?$/
+
+/** A ring of the newest lines of one tenant, without a data dir. */
+interface MemoryRing { lines: string[], head: number }
+
 export class AuditLog implements AuditSink {
   private readonly t: AuditTunables
-  private readonly file: string | undefined
   private readonly log: Logger
-  private queue: string[] = []
-  private queuedBytes = 0
-  /** Without a data dir: a ring of the newest lines, `memoryHead` the oldest's slot once full. */
-  private readonly memory: string[] = []
-  private memoryHead = 0
-  private fh: FileHandle | undefined
-  private size = 0
-  private draining: Promise<void> | undefined
+  /** `<dataDir>/audit`: one file (and its rotations) per tenant. */
+  private readonly partitionDir: string | undefined
+  /** The one file of earlier versions, read by queries, never written. */
+  private readonly legacyFile: string | undefined
+  private readonly partitions = new Map<string, AuditFile>()
+  private readonly memory = new Map<string, MemoryRing>()
+  /** Bytes queued to the disk over every tenant (each tenant's queue has its own bound too). */
+  private readonly queued: SharedQueue
   private queries = 0
+  /** The last record's `seq`. */
+  private seq = 0
   private closed = false
-  /** Dropped since the last `audit.dropped` record, and since the last log line about it. */
-  private droppedUnrecorded = 0
   private droppedUnlogged = 0
   private lastDropLog = 0
   /** Every record dropped since start (for metrics and tests). */
@@ -55,42 +65,39 @@ export class AuditLog implements AuditSink {
   constructor (o: AuditLogOptions) {
     this.t = { ...pick(AuditDefaults), ...o.tunables }
     this.log = o.log
+    this.queued = { bytes: 0, maxBytes: this.t.maxQueuedBytes }
     if (o.dir !== undefined) {
-      mkdirSync(o.dir, { recursive: true })
-      this.file = join(o.dir, AuditDefaults.fileName)
-      this.size = existsSync(this.file) ? statSync(this.file).size : 0
+      this.partitionDir = join(o.dir, AuditDefaults.dirName)
+      mkdirSync(this.partitionDir, { recursive: true, mode: 0o700 })
+      this.legacyFile = join(o.dir, AuditDefaults.legacyFileName)
     }
   }
 
   append (record: AuditRecord): void {
     if (this.closed) return
+    record = { ...record, seq: ++this.seq }
     const line = JSON.stringify(record) + '\n'
-    if (this.file === undefined) {
-      if (this.memory.length < this.t.maxMemoryRecords) this.memory.push(line)
-      else { this.memory[this.memoryHead] = line; this.memoryHead = (this.memoryHead + 1) % this.memory.length }
+    const name = partitionOf(record.tenant)
+    if (this.partitionDir === undefined) {
+      let ring = this.memory.get(name)
+      if (ring === undefined) this.memory.set(name, ring = { lines: [], head: 0 })
+      if (ring.lines.length < this.t.maxMemoryRecords) ring.lines.push(line)
+      else { ring.lines[ring.head] = line; ring.head = (ring.head + 1) % ring.lines.length }
       return
     }
-    if (this.queue.length >= this.t.maxQueuedRecords || this.queuedBytes + line.length > this.t.maxQueuedBytes) {
-      this.drop(1, 'the queue to the disk is full')
-      return
-    }
-    if (this.droppedUnrecorded > 0) {
-      // Room again: the gap is written where it happened, before the record that follows it.
-      this.enqueue(JSON.stringify({ at: record.at, action: 'audit.dropped', tenant: '', keyId: '', outcome: 'ok', ms: 0, dropped: this.droppedUnrecorded } satisfies AuditRecord) + '\n')
-      this.droppedUnrecorded = 0
-    }
-    this.enqueue(line)
+    let file = this.partitions.get(name)
+    if (file === undefined) this.partitions.set(name, file = this.partitionFile(name))
+    file.append(record, line)
   }
 
-  private enqueue (line: string): void {
-    this.queue.push(line)
-    this.queuedBytes += line.length
-    this.draining ??= this.drain().finally(() => { this.draining = undefined })
+  private partitionFile (name: string): AuditFile {
+    return new AuditFile(join(this.partitionDir!, `${name}.log`), name, {
+      maxFileBytes: this.t.maxFileBytes, keepFiles: this.t.keepFiles, maxQueuedRecords: this.t.maxQueuedRecordsPerTenant, maxQueuedBytes: this.t.maxQueuedBytesPerTenant
+    }, this.queued, (n, why, err) => this.noteDropped(n, why, err))
   }
 
-  private drop (n: number, why: string, err?: unknown): void {
+  private noteDropped (n: number, why: string, err?: unknown): void {
     this.dropped += n
-    this.droppedUnrecorded += n
     this.droppedUnlogged += n
     const now = Date.now()
     if (now - this.lastDropLog < AuditDefaults.dropLogEveryMs) return
@@ -99,67 +106,28 @@ export class AuditLog implements AuditSink {
     this.droppedUnlogged = 0
   }
 
-  /**
-   * Writes what is queued, a batch a write, until the queue is empty. A batch is cut where the
-   * file would pass its bound, so no file holds more than `maxFileBytes` (unless one record does).
-   */
-  private async drain (): Promise<void> {
-    while (this.queue.length > 0) {
-      const batch = this.queue
-      this.queue = []
-      this.queuedBytes = 0
-      let i = 0
-      while (i < batch.length) {
-        let text = ''
-        let bytes = 0
-        const from = i
-        for (; i < batch.length; i++) {
-          const n = Buffer.byteLength(batch[i]!)
-          if (this.size + bytes + n > this.t.maxFileBytes && (this.size > 0 || bytes > 0)) break
-          text += batch[i]
-          bytes += n
-        }
-        try {
-          if (bytes === 0) { await this.rotate(); continue }
-          this.fh ??= await open(this.file!, 'a', 0o600)
-          await this.fh.write(text)
-          this.size += bytes
-        } catch (err) {
-          // A failed rotation loses the rest of this batch (the next batch tries again); a failed write, its part.
-          if (bytes === 0) i = batch.length
-          this.drop(i - from, bytes === 0 ? 'rotating the audit file failed' : 'writing the audit file failed', err)
-          await this.fh?.close().catch(() => {})
-          this.fh = undefined
-        }
-      }
-    }
-  }
-
-  /** `audit.log` becomes `audit.log.1`, each older one moves up by one, the oldest goes. */
-  private async rotate (): Promise<void> {
-    await this.fh?.close()
-    this.fh = undefined
-    const f = this.file!
-    await rm(`${f}.${this.t.keepFiles}`, { force: true })
-    for (let i = this.t.keepFiles - 1; i >= 1; i--) {
-      if (existsSync(`${f}.${i}`)) await rename(`${f}.${i}`, `${f}.${i + 1}`)
-    }
-    if (this.t.keepFiles > 0) await rename(f, `${f}.1`)
-    else await rm(f, { force: true })
-    this.size = 0
-  }
-
-  /** The files holding records, oldest first. */
+  /** The files holding records: the earlier versions' first, then each tenant's, each oldest first. */
   files (): string[] {
-    if (this.file === undefined) return []
-    const out: string[] = []
-    for (let i = this.t.keepFiles; i >= 1; i--) if (existsSync(`${this.file}.${i}`)) out.push(`${this.file}.${i}`)
-    if (existsSync(this.file)) out.push(this.file)
-    return out
+    return [...this.fileSets().values()].flat()
+  }
+
+  /** Files by tenant (`''`: the earlier versions' shared file), of one tenant when given. */
+  private fileSets (tenant?: string): Map<string, string[]> {
+    const sets = new Map<string, string[]>()
+    if (this.partitionDir === undefined) return sets
+    const legacy = [...Array.from({ length: this.t.keepFiles }, (_, i) => `${this.legacyFile!}.${this.t.keepFiles - i}`), this.legacyFile!].filter((f) => existsSync(f))
+    if (legacy.length > 0) sets.set('', legacy)
+    const names = tenant !== undefined ? [partitionOf(tenant)] : [...new Set(readdirSync(this.partitionDir).map((f) => FILE_NAME.exec(f)?.[1]).filter((n) => n !== undefined))].sort()
+    for (const name of names) {
+      const files = (this.partitions.get(name) ?? this.partitionFile(name)).files()
+      if (files.length > 0) sets.set(name, files)
+    }
+    return sets
   }
 
   /**
-   * The newest records matching `q`, oldest first (what is still queued is written first).
+   * The newest records matching `q`, oldest first (what is still queued is written first). A
+   * query of one tenant reads only its files (and the earlier versions' shared file).
    * @throws WARREN_ERR_OVERLOADED with retryAfterMs while `maxConcurrentQueries` are running
    */
   async query (q: AuditQuery): Promise<AuditPage> {
@@ -169,41 +137,31 @@ export class AuditLog implements AuditSink {
     this.queries++
     try {
       const c = new Collector(q)
-      if (this.file === undefined) {
-        for (let i = 0; i < this.memory.length; i++) c.offerLine(this.memory[(this.memoryHead + i) % this.memory.length]!.trimEnd())
+      if (this.partitionDir === undefined) {
+        for (const [name, ring] of this.memory) {
+          if (q.tenant !== undefined && name !== partitionOf(q.tenant)) continue
+          for (let i = 0; i < ring.lines.length; i++) c.offerLine(ring.lines[(ring.head + i) % ring.lines.length]!.trimEnd())
+        }
         return c.page()
       }
-      await this.draining
-      for (const f of this.files()) {
-        // A rotated file last written before `since` holds nothing newer: not read at all.
-        if (q.since !== undefined && f !== this.file && statMtime(f) < q.since) continue
-        const lines = createInterface({ input: createReadStream(f, { encoding: 'utf8' }), crlfDelay: Infinity })
-        try {
-          for await (const line of lines) c.offerLine(line)
-        } catch (err) {
-          // Rotated away under the read: what was read stands.
-          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
-        }
-      }
+      await Promise.all([...this.partitions.values()].map(async (f) => await f.flushed()))
+      for (const files of this.fileSets(q.tenant).values()) await readAuditFiles(files, q.since, (line) => c.offerLine(line))
       return c.page()
     } finally {
       this.queries--
     }
   }
 
-  /** Writes what is queued and closes the file; later appends are ignored. */
+  /** Writes what is queued and closes the files; later appends are ignored. */
   async close (): Promise<void> {
     this.closed = true
-    await this.draining
-    await this.fh?.close().catch(() => {})
-    this.fh = undefined
+    await Promise.all([...this.partitions.values()].map(async (f) => await f.flushed()))
   }
 }
 
-function statMtime (f: string): number {
-  try { return statSync(f).mtimeMs } catch { return 0 }
-}
-
 function pick (d: typeof AuditDefaults): AuditTunables {
-  return { maxFileBytes: d.maxFileBytes, keepFiles: d.keepFiles, maxQueuedRecords: d.maxQueuedRecords, maxQueuedBytes: d.maxQueuedBytes, maxMemoryRecords: d.maxMemoryRecords }
+  return {
+    maxFileBytes: d.maxFileBytes, keepFiles: d.keepFiles, maxQueuedBytes: d.maxQueuedBytes,
+    maxQueuedRecordsPerTenant: d.maxQueuedRecordsPerTenant, maxQueuedBytesPerTenant: d.maxQueuedBytesPerTenant, maxMemoryRecords: d.maxMemoryRecords
+  }
 }

@@ -14,8 +14,18 @@ export function matches (r: AuditRecord, q: AuditQuery): boolean {
   return true
 }
 
-/** Keeps the newest matching records seen, oldest first, within a count and a byte budget. */
+/** True when `a` was written before `b`: by time, then by `seq` within one millisecond (records of earlier versions have none). */
+function older (a: AuditRecord, b: AuditRecord): boolean {
+  return a.at !== b.at ? a.at < b.at : (a.seq ?? 0) < (b.seq ?? 0)
+}
+
+/**
+ * Keeps the newest matching records seen, by `at` then `seq`, within a count and a byte budget; records of
+ * one `at` in the order offered. The files of several tenants are offered one after another, each
+ * in its own order, so a record may come older than the ones kept: it is placed by its time.
+ */
 export class Collector {
+  /** Oldest first, by (at, order offered). */
   private readonly kept: Array<{ record: AuditRecord, bytes: number }> = []
   private bytes = 0
   private dropped = false
@@ -25,10 +35,20 @@ export class Collector {
     this.limit = q.limit ?? AuditDefaults.queryLimit
   }
 
-  /** Offers one record (in the order they were written) with its size as JSON. */
+  /** Offers one record with its size as JSON. */
   offer (record: AuditRecord, bytes: number): void {
     if (!matches(record, this.q)) return
-    this.kept.push({ record, bytes })
+    const full = this.kept.length >= this.limit || this.bytes + bytes > this.maxBytes
+    if (full && this.kept.length > 0 && older(record, this.kept[0]!.record)) { this.dropped = true; return }
+    // Where it goes: after every kept record not newer than it (the usual case: at the end).
+    let lo = 0
+    let hi = this.kept.length
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (older(record, this.kept[mid]!.record)) hi = mid
+      else lo = mid + 1
+    }
+    this.kept.splice(lo, 0, { record, bytes })
     this.bytes += bytes
     while (this.kept.length > this.limit || (this.bytes > this.maxBytes && this.kept.length > 1)) {
       this.bytes -= this.kept.shift()!.bytes

@@ -9,16 +9,22 @@ const KiB = 1024
 const MiB = 1024 * KiB
 
 export const AuditDefaults = {
-  /** The file in the control plane's data dir. */
-  fileName: 'audit.log',
-  /** The file is rotated (`audit.log` → `audit.log.1` → …) once a write would take it past this. */
-  maxFileBytes: 64 * MiB,
-  /** Rotated files kept besides the current one; the oldest goes. */
+  /** The folder of the tenants' files in the control plane's data dir: `audit/<tenant>.log`. */
+  dirName: 'audit',
+  /** The one file of earlier versions (all tenants in one), still read by queries. */
+  legacyFileName: 'audit.log',
+  /** The file of records whose tenant is no tenant name (none should be): `_other.log`. */
+  otherPartition: '_other',
+  /** A tenant's file is rotated (`acme.log` → `acme.log.1` → …) once a write would take it past this. */
+  maxFileBytes: 16 * MiB,
+  /** Rotated files kept of each tenant besides its current one; the oldest goes. So 80 MiB a tenant. */
   keepFiles: 4,
-  /** Records waiting for the disk, at most (count and bytes): past them a record is dropped and counted. */
-  maxQueuedRecords: 50_000,
+  /** Bytes waiting for the disk over all tenants, at most: past them a record is dropped and counted. */
   maxQueuedBytes: 16 * MiB,
-  /** Without a data dir the log is this many newest records in memory. */
+  /** And of one tenant: one tenant's burst fills its own queue, not the others'. */
+  maxQueuedRecordsPerTenant: 20_000,
+  maxQueuedBytesPerTenant: 4 * MiB,
+  /** Without a data dir the log is this many newest records of each tenant in memory. */
   maxMemoryRecords: 10_000,
   /** An exec's argv is kept up to this many characters in all (never its stdin or output). */
   maxArgvChars: 1024,
@@ -37,12 +43,17 @@ export const AuditDefaults = {
   dropLogEveryMs: 1000
 }
 
-export type AuditTunables = Pick<typeof AuditDefaults, 'maxFileBytes' | 'keepFiles' | 'maxQueuedRecords' | 'maxQueuedBytes' | 'maxMemoryRecords'>
+export type AuditTunables = Pick<typeof AuditDefaults, 'maxFileBytes' | 'keepFiles' | 'maxQueuedBytes' | 'maxQueuedRecordsPerTenant' | 'maxQueuedBytesPerTenant' | 'maxMemoryRecords'>
 
 /** One audited action. Optional fields are there when the request named them. */
 export interface AuditRecord {
   /** When it was answered, ms since the epoch. */
   at: number
+  /**
+   * Its place among the records the control plane wrote since it started: the order of records
+   * of one millisecond, which different tenants' files cannot tell otherwise.
+   */
+  seq?: number
   /** `sandbox.create`, `exec`, `file.write`, `token.create`…: the table in actions.ts. */
   action: string
   /** The principal: the key's tenant and id (never the key). */

@@ -71,8 +71,8 @@ test('create, exec, kill and a token create are audited in order with principal,
   const many = (await admin.audit({ action: 'sandbox.kill' })).records.at(-1)!
   assert.equal([many.outcome, many.sandboxes, many.count, many.failed], ['ok', [second.id], 1, 1])
 
-  // On disk: JSON lines in the data dir, never a key's secret, stdin or output.
-  const file = readFileSync(join(dir, 'cp', 'audit.log'), 'utf8')
+  // On disk: JSON lines, a file per tenant in the data dir, never a key's secret, stdin or output.
+  const file = ['team-a', 'ops'].map((t) => readFileSync(join(dir, 'cp', 'audit', `${t}.log`), 'utf8')).join('')
   assert.is(file.trimEnd().split('\n').length >= 6, true)
   for (const secret of [tenantKey, adminKey, newKey].map((k) => k.slice(18))) assert.not.ok(file.includes(secret), 'no key secret')
   assert.not.ok(file.includes('secret-stdin'))
