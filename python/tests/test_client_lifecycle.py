@@ -42,6 +42,19 @@ def test_create_many_then_kill_by_labels_answers_one_outcome_each(cluster):
     run(body)
 
 
+def test_kill_by_labels_ends_them_all_past_the_thousand_one_request_ends(cluster):
+    async def body():
+        async with await connect(cluster) as c:
+            mine = label()
+            sbs = await c.create_many(1000, backend="function", labels=mine)
+            sbs.append(await c.create(backend="function", labels=mine))
+            outcomes = await c.kill(labels=mine)
+            assert len(outcomes) == 1001
+            assert {o.id for o in outcomes} == {s.id for s in sbs}
+            assert await c.list(labels=mine) == []
+    run(body)
+
+
 def test_attach_finds_a_sandbox_by_id_and_refuses_an_unknown_one(cluster):
     async def body():
         async with await connect(cluster) as c:

@@ -202,17 +202,27 @@ export class Client {
   }
 
   /**
-   * Kills many sandboxes in one request: those named by id, or the live ones carrying all of
-   * `labels`; at most `LifecycleDefaults.maxKill` (1000) a request (by labels, call again while
-   * it answers that many). Resolves once each has ended and its capacity is free again.
+   * Kills many sandboxes: those named by id (at most `LifecycleDefaults.maxKill`, 1,000, in one
+   * request), or every live one carrying all of `labels` (1,000 a request: asked again while a
+   * request ends that many). Resolves once each has ended and its capacity is free again.
    * @returns one outcome per sandbox, in the order named: `ok` (and `killed`, false when it had
    *   ended before), or an `error`: WARREN_ERR_NOT_FOUND for an id this tenant has not (another
    *   tenant's is left alone), WARREN_ERR_TIMEOUT for one that did not end in time
    * @throws WARREN_ERR_INVALID_ARGUMENT naming `ids` or `labels` (empty, too many)
    */
   async kill (target: string[] | { labels: Record<string, string> }): Promise<KillOutcome[]> {
-    const outcomes = await this.request<KillOutcome[]>({ type: 'kill', ...(Array.isArray(target) ? { ids: target } : { labels: target.labels }) },
-      LifecycleDefaults.endWaitMs + LifecycleDefaults.marginMs * 2)
+    if (Array.isArray(target)) return await this.killOnce({ ids: target })
+    const all: KillOutcome[] = []
+    for (;;) {
+      const page = await this.killOnce({ labels: target.labels })
+      all.push(...page)
+      // A full page may have left more behind; a page that killed none would only repeat itself.
+      if (page.length < LifecycleDefaults.maxKill || !page.some((o) => o.ok && o.killed)) return all
+    }
+  }
+
+  private async killOnce (target: { ids: string[] } | { labels: Record<string, string> }): Promise<KillOutcome[]> {
+    const outcomes = await this.request<KillOutcome[]>({ type: 'kill', ...target }, LifecycleDefaults.endWaitMs + LifecycleDefaults.marginMs * 2)
     for (const o of outcomes) if (o.ok) this.handles.get(o.id)?.ended({ state: o.state, ...(o.reason !== undefined ? { reason: o.reason } : {}) })
     return outcomes
   }

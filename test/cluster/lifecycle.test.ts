@@ -147,6 +147,17 @@ test('client.kill({ labels }): the live sandboxes carrying every label, this ten
   assert.equal(await client.kill({ labels: { run: 'r1', part: 'x' } }), [])
 }))
 
+test('client.kill({ labels }) ends all of them past the 1,000 one request ends (the README\'s 1,001)', timed(90_000, async (defer) => {
+  const { client } = await clusterWithNodeProcess(defer)
+  const many = await client.createMany(1000, { backend: 'function', labels: { run: 'big' } })
+  const one = await client.create({ backend: 'function', labels: { run: 'big' } })
+  const outcomes = await client.kill({ labels: { run: 'big' } })
+  assert.is(outcomes.length, 1001)
+  assert.equal(new Set(outcomes.map((o) => o.id)), new Set([...many, one].map((s) => s.id)))
+  assert.ok(outcomes.every((o) => o.ok && o.killed))
+  assert.equal(await client.list({ labels: { run: 'big' } }), [])
+}))
+
 test('a kill\'s bounds: no ids, more than 1000, a bad id, an empty label filter or two targets are INVALID_ARGUMENT naming the field', timed(30_000, async (defer) => {
   const { client } = await cluster(defer)
   const refused = async (body: Record<string, unknown>): Promise<unknown> => {

@@ -20,6 +20,9 @@ from .snapshots import delete_snapshot, list_snapshots, resume_of
 from .trajectory import RecordedBytes, Step, TrajectoryPage, all_steps, read_blob, read_page, recorded_bytes
 from .views import ENDED_STATES, KillOutcome, SandboxView, SnapshotView, camel_spec
 
+#: Sandboxes one kill request ends at most (the control plane's bound).
+MAX_KILL = 1000
+
 CREATE_DEADLINE_MS = 10_000
 
 
@@ -128,15 +131,24 @@ class AsyncClient:
         return [SandboxView.from_wire(v) for v in await self._link.request(msg, None, retry=True)]
 
     async def kill(self, ids: Sequence[str | Sandbox] | None = None, *, labels: Mapping[str, str] | None = None) -> list[KillOutcome]:
-        """Kills sandboxes by id (or handle) or by labels; one outcome each, once each has ended."""
+        """Kills sandboxes by id or handle (at most 1,000, one request), or every live one with all of
+        ``labels`` (1,000 a request, asked again while a request ends that many); one outcome each, once
+        each has ended."""
         if (ids is None) == (labels is None):
             raise invalid("ids", "kill takes ids or labels, not both and not neither")
         if ids is not None:
             if isinstance(ids, (str, Sandbox)):
                 ids = [ids]
-            msg: dict[str, Any] = {"type": "kill", "ids": [i if isinstance(i, str) else i.id for i in ids]}
-        else:
-            msg = {"type": "kill", "labels": dict(labels or {})}
+            return await self._kill_once({"type": "kill", "ids": [i if isinstance(i, str) else i.id for i in ids]})
+        out: list[KillOutcome] = []
+        while True:
+            page = await self._kill_once({"type": "kill", "labels": dict(labels or {})})
+            out.extend(page)
+            # A full page may have left more behind; a page that killed none would only repeat itself.
+            if len(page) < MAX_KILL or not any(o.ok and o.killed for o in page):
+                return out
+
+    async def _kill_once(self, msg: dict[str, Any]) -> list[KillOutcome]:
         outcomes = [KillOutcome.from_wire(o) for o in await self._link.request(msg, KILL_TIMEOUT_S + 10, retry=True)]
         for o in outcomes:
             h = self._handles.get(o.id)
