@@ -236,6 +236,34 @@ ctest('past the sandbox\'s record budget, outputs keep their head and tail with 
   assert.is(text(s2!.stdout?.data), after.stdout, 'the budget the cut stream held is back for the next')
 }))
 
+ctest('a trajectory full to its bound refuses the next command and file change (QUOTA naming trajectory) and holds every step done; a fork goes on', timed(120_000, async (defer) => {
+  const dir = tempDir(defer)
+  const cp = await startTestControlPlane({ dataDir: join(dir, 'cp') })
+  defer(() => cp.close())
+  const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'tj7', dataDir: join(dir, 'node'), containerPool: { max: 0 }, trajectory: { maxTrajectoryBytes: 64 * 1024 } })
+  defer(() => node.close())
+  const c = await client(defer, cp)
+  const sb = await c.create({ backend: 'container' })
+  const done: string[] = []
+  let refusal: unknown
+  // ~9 KB of output each, kept whole and inline: the log reaches 64 KiB within a few dozen.
+  for (let i = 0; i < 100 && refusal === undefined; i++) {
+    try { done.push((await sb.exec(['seq', String(i), '2000'])).stdout) } catch (err) { refusal = err }
+  }
+  assert.ok(isWarrenError(refusal, ErrorCodes.QUOTA), String(refusal))
+  assert.is(refusal.details?.field, 'trajectory')
+  assert.ok(done.length >= 3 && done.length < 100, String(done.length))
+  const write = await sb.files.write('/tmp/x', 'x').catch((e: unknown) => e)
+  assert.ok(isWarrenError(write, ErrorCodes.QUOTA) && write.details?.field === 'trajectory', String(write))
+  // A fork is a new sandbox with a trajectory of its own.
+  const { sandboxes: [child] } = await sb.fork(1)
+  assert.is((await child!.exec(['echo', 'on'])).stdout, 'on\n')
+  await child!.kill()
+  await sb.kill()
+  const steps = (await completed(c, sb.id)).filter((s): s is ExecStep => s.kind === 'exec')
+  assert.equal(steps.map((s) => text(s.stdout?.data)), done, 'every command that ran, whole; none of those refused')
+}))
+
 ctest('each connection a sandbox asks its egress proxy for is a step: the host, the port, and whether the allow-list let it through', timed(120_000, async (defer) => {
   const dir = tempDir(defer)
   const cp = await startTestControlPlane()

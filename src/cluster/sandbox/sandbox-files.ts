@@ -16,7 +16,10 @@ import { TarSource } from './tar-source.js'
 import { RecordingSink, type SandboxRecorder } from '../trajectory/index.js'
 
 /** What the file service tells the sandbox's trajectory: the changes it made. */
-export type FileStepRecorder = Pick<SandboxRecorder, 'bytes' | 'write' | 'upload' | 'remove' | 'rename' | 'mkdir' | 'symlink'>
+/** The requests that change the sandbox's files: each is a step of its trajectory. */
+const CHANGES: ReadonlySet<FileRequest['op']> = new Set(['mkdir', 'remove', 'rename', 'symlink', 'write-begin'])
+
+export type FileStepRecorder = Pick<SandboxRecorder, 'admitStep' | 'bytes' | 'write' | 'upload' | 'remove' | 'rename' | 'mkdir' | 'symlink'>
 
 /** Members one tree upload or download may hold. */
 export const TarDefaults = { maxTarMembers: 100_000 }
@@ -56,6 +59,8 @@ export class SandboxFileService {
   async handle (handle: SandboxHandle, r: FileRequest, recorded = true): Promise<unknown> {
     const files = this.backend.files
     const recorder = recorded ? this.recorder : undefined
+    // A change that could not be recorded is not made (the trajectory is full).
+    if (CHANGES.has(r.op)) recorder?.admitStep()
     switch (r.op) {
       case 'stat': return await files.stat(handle, r.path, r.follow === true ? { follow: true } : {})
       case 'list': return await files.list(handle, r.path)

@@ -219,6 +219,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     const output = new ExecOutput(credit, this.args.meter)
     const abort = new AbortController()
     const resume = resumeOf(this.args.backend, execId, output)
+    if (!unrecorded) this.args.trajectory.admitStep()
     const record = unrecorded ? UNRECORDED : this.args.trajectory.exec(execId, argv, { ...opts, resumable: resume.resume !== undefined })
     const terminal = opts.pty !== undefined ? new ExecTerminalControl(opts.pty) : undefined
     this.execs.set(execId, { output, abort, stdin, record, terminal })

@@ -59,6 +59,7 @@ export class NodeLog {
   /** Without a file: the records not yet acknowledged, oldest first (number `acked` is the first). */
   private readonly held: Buffer[] = []
   private memoryBytes = 0
+  private memoryAppended = 0
   /** Records a log without a file could not hold. */
   dropped = 0
   private removed = false
@@ -82,6 +83,9 @@ export class NodeLog {
   private get file (): string { return join(this.dir!, `${this.sandboxId}.log`) }
   private get ackFile (): string { return join(this.dir!, `${this.sandboxId}.ack`) }
 
+  /** Bytes of every record written (on disk, or as they were held in memory). */
+  get bytes (): number { return this.dir !== undefined ? this.size : this.memoryAppended }
+
   /** Bytes held in memory (a node without a data dir). */
   get heldBytes (): number { return this.memoryBytes }
 
@@ -98,6 +102,7 @@ export class NodeLog {
       if (!this.memory.take(body.length)) { this.dropped++; return }
       this.held.push(body)
       this.memoryBytes += body.length
+      this.memoryAppended += body.length
     }
     this.count++
     this.ended = record.t === 'end' ? true : record.t === 'continue' ? false : this.ended

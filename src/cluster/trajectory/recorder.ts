@@ -6,6 +6,7 @@
  */
 import { rmSync } from 'node:fs'
 import type { EgressEvent, ExecResult, TerminalSize } from '../../backends/types.js'
+import { createError, ErrorCodes } from '../../errors.js'
 import { encodeValue } from './codec.js'
 import type { NodeLog } from './node-log.js'
 import { OutputJournal, type JournaledOutput, type OutputSeqs } from './output-journal.js'
@@ -103,6 +104,19 @@ export class SandboxRecorder {
 
   /** The seq the next step gets. */
   get seq (): number { return this.nextSeq }
+
+  /**
+   * Refuses a new command or file change once the trajectory holds `maxTrajectoryBytes`: what it
+   * would do could not be recorded. (Steps the sandbox makes by itself, egress, pause, are still
+   * recorded: they are few and small.)
+   * @throws WARREN_ERR_QUOTA naming `trajectory`
+   */
+  admitStep (): void {
+    const max = this.d.limits.maxTrajectoryBytes
+    if (this.d.log.bytes < max) return
+    throw createError(ErrorCodes.QUOTA, `the sandbox's trajectory holds ${this.d.log.bytes} bytes, the most a sandbox records (${max}): fork or snapshot it to go on in a new sandbox`,
+      { field: 'trajectory', limit: max })
+  }
 
   /** Starts the step of a command; what it returns fills it in as the command runs. */
   exec (execId: string, argv: string[], asked: ExecAsked): ExecRecording {

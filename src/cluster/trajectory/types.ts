@@ -32,7 +32,15 @@ export const TrajectoryDefaults = {
   /** Egress steps a sandbox records at most (a process connecting in a loop must not fill the store). */
   maxEgressSteps: 10_000,
   /** A step encoded larger than this has its inline bytes moved to the blob store, so it fits a page. */
-  maxStepBytes: 640 * KiB
+  maxStepBytes: 640 * KiB,
+  /**
+   * Bytes of records one sandbox's trajectory log may hold (what the node keeps and ships, and the
+   * store keeps, besides the blobs `maxRecordedBytes` bounds). Past it, new commands and file
+   * changes of the sandbox are refused (WARREN_ERR_QUOTA naming `trajectory`) rather than done
+   * unrecorded: every step a trajectory has is still all the sandbox did. A fork or a snapshot
+   * starts a new sandbox with a trajectory of its own.
+   */
+  maxTrajectoryBytes: 1024 * MiB
 }
 
 /** The bounds in force (a node or a test may set them; the rest from `TrajectoryDefaults`). */
