@@ -83,6 +83,19 @@ export interface LinkOptions {
   httpIdleMs: number
   /** Server: how long a session whose socket dropped waits for its client to resume it. */
   sessionLingerMs: number
+  /**
+   * Frames one WebSocket message may hold. Each costs a turn of the one event loop every link
+   * shares, so a message of a million tiny frames would stall every other link: past the bound
+   * the link is closed (`WARREN_ERR_PROTOCOL_VIOLATION`, close code 1008).
+   */
+  maxFramesPerMessage: number
+  /**
+   * Frames the peer sent that this side refused (malformed, out of turn, too large), a second
+   * sustained and in a burst: past them the link is closed with `WARREN_ERR_PROTOCOL_VIOLATION`.
+   * A working peer sends none; one that keeps sending them only costs the others.
+   */
+  maxRefusalsPerSecond: number
+  refusalBurst: number
   /** Client: backoff between reconnect attempts. */
   reconnect: ReconnectOptions
 }
@@ -115,6 +128,9 @@ export const transportDefaults: Readonly<LinkOptions> = Object.freeze({
   maxSockets: 16_384,
   httpIdleMs: 60_000,
   sessionLingerMs: 30_000,
+  maxFramesPerMessage: 10_000,
+  maxRefusalsPerSecond: 100,
+  refusalBurst: 1000,
   reconnect: Object.freeze({ minDelayMs: 100, maxDelayMs: 10_000, factor: 2, jitter: 0.5, maxAttempts: Infinity })
 })
 
@@ -142,10 +158,11 @@ export function resolveLinkOptions (input: LinkOptionsInput = {}): LinkOptions {
   if (o.reconnect.minDelayMs > o.reconnect.maxDelayMs) problems.push('reconnect.minDelayMs > reconnect.maxDelayMs')
   if (!(Number.isInteger(o.maxUnauthenticated) && o.maxUnauthenticated > 0)) problems.push('maxUnauthenticated is not a positive integer')
   if (!(Number.isInteger(o.maxUnauthenticatedPerAddress) && o.maxUnauthenticatedPerAddress > 0)) problems.push('maxUnauthenticatedPerAddress is not a positive integer')
-  for (const k of ['maxSocketsPerAddress', 'maxSockets', 'httpIdleMs'] as const) {
+  for (const k of ['maxSocketsPerAddress', 'maxSockets', 'httpIdleMs', 'maxFramesPerMessage'] as const) {
     if (!(Number.isInteger(o[k]) && o[k] > 0)) problems.push(`${k} is not a positive integer`)
   }
   if (!(o.authTimeoutMs > 0)) problems.push('authTimeoutMs <= 0')
+  if (!(o.maxRefusalsPerSecond > 0 && o.refusalBurst >= 1)) problems.push('maxRefusalsPerSecond <= 0 or refusalBurst < 1')
   if (problems.length > 0) {
     throw createError(ErrorCodes.INVALID_ARGUMENT, `inconsistent link options: ${problems.join('; ')}`, { problems })
   }

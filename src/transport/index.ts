@@ -5,6 +5,7 @@
  */
 export { resolveLinkOptions, transportDefaults, type LinkOptions, type LinkOptionsInput, type ReconnectOptions } from './defaults.js'
 export { createCodec, type Codec, type DecodedMessage } from './codec.js'
+export { createTokenBucket, type TokenBucket } from './token-bucket.js'
 export { FrameKind, parseFrame, FrameProblem, PROTOCOL_VERSION, type Frame, type FrameKindName, type StreamPosition } from './frames.js'
 export type { Link, LinkEvents, LinkHandler, LinkState } from './link.js'
 export type { StreamWriter, StreamWriterEvents } from './stream-writer.js'

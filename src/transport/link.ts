@@ -19,6 +19,7 @@ import { createHeartbeat, type Heartbeat } from './heartbeat.js'
 import { createOutbox, type Outbox } from './outbox.js'
 import { createPendingRequests, type PendingRequests } from './requests.js'
 import { dispatchFrame } from './dispatch.js'
+import { createTokenBucket, type TokenBucket } from './token-bucket.js'
 import type { StreamPort } from './stream-port.js'
 import { createStreamReader, type StreamReader, type StreamReaderControl } from './stream-reader.js'
 import { createStreamWriter, type StreamWriter, type StreamWriterControl } from './stream-writer.js'
@@ -90,6 +91,8 @@ export interface Link extends EventEmitter<LinkEvents> {
   openStream (to: string, meta?: unknown): StreamWriter
   /** Replaces the handler for incoming tells, requests and streams. */
   setHandler (handler: LinkHandler | undefined): void
+  /** Stops reading the peer's frames for `ms` (backpressure on a peer past its rate); a hold already on is not extended. */
+  holdReading (ms: number): void
   /** Ends the session for good: flushes, says bye (the peer will not try to resume), closes the socket. */
   close (reason?: unknown): void
 }
@@ -117,6 +120,10 @@ export class LinkCore extends EventEmitter<LinkEvents> implements Link {
   private nextSid = 0
   private readonly heartbeat: Heartbeat
   private detachReason: WarrenError | undefined
+  /** The peer's refused frames: past the budget the link is closed. */
+  private readonly refusals: TokenBucket
+  /** Set while reading is held (`holdReading`). */
+  private holdTimer: NodeJS.Timeout | undefined
 
   constructor (
     readonly options: LinkOptions,
@@ -129,6 +136,7 @@ export class LinkCore extends EventEmitter<LinkEvents> implements Link {
     this.principal = init.principal
     this.handler = init.handler
     this.outbox = createOutbox({ ...options, codec, onDrain: () => this.onDrain() })
+    this.refusals = createTokenBucket(options.maxRefusalsPerSecond, options.refusalBurst)
     this.requests = createPendingRequests(options.maxInflightRequests)
     this.heartbeat = createHeartbeat({
       intervalMs: options.heartbeatIntervalMs,
@@ -248,10 +256,31 @@ export class LinkCore extends EventEmitter<LinkEvents> implements Link {
 
   /** Refuses a frame: tells the peer with an error frame and reports it locally. */
   refuse (code: ErrorCode, message: string, id?: number, details?: Record<string, unknown>): void {
+    if (this.state === 'closed') return
     const err = createError(code, message, details)
     const wire = toWireError(err)
     this.pushQuietly(id === undefined ? { k: 'error', err: wire } : { k: 'error', id, err: wire })
     this.emit('protocol-error', err)
+    if (this.refusals.take(1) > 0) {
+      this.shutdown(createError(ErrorCodes.PROTOCOL_VIOLATION, `the peer sent more than ${this.options.maxRefusalsPerSecond} refused frames a second (bursts of ${this.options.refusalBurst}); the last: ${message}`,
+        { limit: this.options.maxRefusalsPerSecond }), true)
+    }
+  }
+
+  /**
+   * Stops reading the peer's frames for `ms` (what it sends waits in the socket, and then in its
+   * own buffers): the gateway's answer to a tenant past its request rate, so that what it goes
+   * on sending costs nothing until then. A hold already on is not extended.
+   */
+  holdReading (ms: number): void {
+    const ws = this.socket
+    if (ws === null || this.holdTimer !== undefined || this.state !== 'open') return
+    ws.pause()
+    this.holdTimer = setTimeout(() => {
+      this.holdTimer = undefined
+      if (this.socket === ws) ws.resume()
+    }, ms)
+    this.holdTimer.unref?.()
   }
 
   /** Queues a frame where failure is acceptable (pings, error answers, credit). */
@@ -327,6 +356,12 @@ export class LinkCore extends EventEmitter<LinkEvents> implements Link {
       this.refuse(e.code, e.message, undefined, e.details)
       this.outbox.flushNow()
       this.socket?.close(1007, 'undecodable message')
+      return
+    }
+    if (values.length > this.options.maxFramesPerMessage) {
+      this.refuse(ErrorCodes.PROTOCOL_VIOLATION, `a message of ${values.length} frames; at most ${this.options.maxFramesPerMessage} may be sent in one`, undefined, { limit: this.options.maxFramesPerMessage })
+      this.outbox.flushNow()
+      this.socket?.close(1008, 'too many frames in one message')
       return
     }
     const ws = this.socket

@@ -2,7 +2,7 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { ErrorCodes } from '../../src/errors.js'
 import { timed, waitFor } from '../support/index.js'
-import { codec, connect, rawAuthed, rejection, startServer } from './helpers.js'
+import { codec, connect, onlyLink, rawAuthed, rejection, startServer } from './helpers.js'
 
 const KiB = 1024
 
@@ -118,6 +118,44 @@ test('a stream producer that exceeds its credit is cut off with PROTOCOL_VIOLATI
   peer.send({ k: 'data', sid: 1, seq: 2, d: Buffer.alloc(600) })
   const cancel = await peer.frame((f) => f.k === 'cancel' && f.sid === 1)
   assert.is(codeOf(cancel), ErrorCodes.PROTOCOL_VIOLATION)
+}))
+
+
+test('a message of more frames than maxFramesPerMessage closes the link (1008, PROTOCOL_VIOLATION) before any is handled', timed(5000, async (defer) => {
+  const got: unknown[] = []
+  const server = await startServer(defer, { maxFramesPerMessage: 50, handler: { tell: (_to, m) => { got.push(m) } } })
+  const peer = await rawAuthed(defer, server.url)
+  const frames = Array.from({ length: 51 }, (_, i) => codec.encode({ k: 'tell', to: 'sys/a', m: i }))
+  peer.sendBytes(Buffer.concat(frames))
+  const err = await peer.frame((f) => f.k === 'error')
+  assert.is(codeOf(err), ErrorCodes.PROTOCOL_VIOLATION)
+  assert.is(await peer.closed, 1008)
+  assert.equal(got, [])
+}))
+
+test('a peer that goes on sending refused frames past its refusal budget is closed with PROTOCOL_VIOLATION', timed(5000, async (defer) => {
+  const server = await startServer(defer, { maxRefusalsPerSecond: 0.001, refusalBurst: 5, handler: { request: (_to, m) => m } })
+  const peer = await rawAuthed(defer, server.url)
+  for (let i = 0; i < 4; i++) peer.send({ k: 'teleport', to: 'sys/a' })
+  // Within the budget: refused, and still served.
+  peer.send({ k: 'request', id: 1, to: 'sys/a', m: 'still here' })
+  assert.is((await peer.frame((f) => f.k === 'reply' && f.id === 1)).m, 'still here')
+  for (let i = 0; i < 3; i++) peer.send({ k: 'teleport', to: 'sys/a' })
+  const bye = await peer.frame((f) => f.k === 'bye')
+  assert.is(codeOf(bye), ErrorCodes.PROTOCOL_VIOLATION)
+  await peer.closed
+}))
+
+test('holdReading: what the peer sends meanwhile is handled once the hold ends, not before', timed(5000, async (defer) => {
+  const server = await startServer(defer, { handler: { request: (_to, m) => m } })
+  const client = await connect(defer, server)
+  const link = await onlyLink(server)
+  link.holdReading(300)
+  const started = performance.now()
+  assert.is(await client.request('sys/a', 'after'), 'after')
+  assert.ok(performance.now() - started >= 290, `answered after ${performance.now() - started} ms`)
+  // Not held any more: answered at once after.
+  assert.is(await client.request('sys/a', 'now'), 'now')
 }))
 
 test.run()

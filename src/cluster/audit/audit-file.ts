@@ -62,7 +62,7 @@ export class AuditFile {
 
   /** Resolves once what is queued now is written (or dropped). */
   async flushed (): Promise<void> {
-    await this.draining
+    while (this.draining !== undefined) await this.draining
   }
 
   /** The files holding records, oldest first. */
@@ -77,7 +77,18 @@ export class AuditFile {
     this.queue.push(line)
     this.queuedBytes += line.length
     this.shared.bytes += line.length
-    this.draining ??= this.drain().finally(() => { this.draining = undefined })
+    this.kick()
+  }
+
+  /**
+   * Starts the writer unless it runs. A line queued while the writer closes the file, after its
+   * last look at the queue, is picked up by the writer started when that one ends.
+   */
+  private kick (): void {
+    this.draining ??= this.drain().finally(() => {
+      this.draining = undefined
+      if (this.queue.length > 0) this.kick()
+    })
   }
 
   private drop (n: number, why: string, err?: unknown): void {

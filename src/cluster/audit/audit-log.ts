@@ -76,7 +76,8 @@ export class AuditLog implements AuditSink {
   append (record: AuditRecord): void {
     if (this.closed) return
     record = { ...record, seq: ++this.seq }
-    const line = JSON.stringify(record) + '\n'
+    // A field copied from a request may hold what JSON has no form for (a 64-bit integer): as text.
+    const line = JSON.stringify(record, (_key, v: unknown) => typeof v === 'bigint' ? v.toString() : v) + '\n'
     const name = partitionOf(record.tenant)
     if (this.partitionDir === undefined) {
       let ring = this.memory.get(name)

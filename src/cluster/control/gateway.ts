@@ -22,6 +22,7 @@ import { toPublicError } from './public-error.js'
 import { isClientRequestType } from './requests.js'
 import { KeySessions } from './key-sessions.js'
 import { TenantRequestRates, type RequestRate } from './request-rates.js'
+import { createRefusalLog, type RefusalLog } from './request-outcomes.js'
 import { createSession } from './session.js'
 import type { SnapshotIndexMessage } from './snapshot-index.js'
 import type { CreationSeries } from './creation-series.js'
@@ -72,7 +73,9 @@ type Peer = { kind: 'user', principal: Principal } | { kind: 'node' }
 
 export const GatewayDefaults = {
   /** Refused sockets: the first of a flood is logged, then one line with the count this often while it lasts. */
-  refusedLogEveryMs: 60_000
+  refusedLogEveryMs: 60_000,
+  /** The longest a link past its tenant's request rate is not read, whatever the wait for a token. */
+  maxReadHoldMs: 1000
 }
 
 export type GatewayMessage = { type: 'url' } | { type: 'links' } | { type: 'tls', tls: TlsServerConfig }
@@ -99,6 +102,8 @@ export class Gateway extends Actor<GatewayMessage> {
   private readonly rates = new TenantRequestRates()
   /** Requests refused past a tenant's rate: the first of a flood logged, then one line a window, by tenant. */
   private rateRefusals: LogWindows<string, { tenant: string, keyId: string, limit: unknown }> | undefined
+  /** Every session's refused requests, a line for the first of each kind and one a window for the rest. */
+  private refusalLog: RefusalLog | undefined
 
   constructor (private readonly o: GatewayOptions) {
     super()
@@ -136,6 +141,7 @@ export class Gateway extends Actor<GatewayMessage> {
       summary: (why, refused, addresses) => this.o.log?.warn({ code: ErrorCodes.OVERLOADED, addresses, bound: boundOf(why), refused, windowMs: GatewayDefaults.refusedLogEveryMs }, 'sockets refused: too many open')
     })
     this.server.on('socketRefused', (address, why) => this.refusals?.note(why, address, address))
+    if (this.o.log !== undefined) this.refusalLog = createRefusalLog(this.o.log)
     this.rateRefusals = createLogWindows<string, { tenant: string, keyId: string, limit: unknown }>(GatewayDefaults.refusedLogEveryMs, {
       first: (_tenant, e) => this.o.log?.warn({ code: ErrorCodes.QUOTA, quota: 'requests', ...e, refused: 1 }, 'requests refused: past the tenant\'s request rate'),
       summary: (tenant, refused, keyIds) => this.o.log?.warn({ code: ErrorCodes.QUOTA, quota: 'requests', tenant, keyIds, refused, windowMs: GatewayDefaults.refusedLogEveryMs }, 'requests refused: past the tenant\'s request rate')
@@ -206,16 +212,22 @@ export class Gateway extends Actor<GatewayMessage> {
       ...(this.o.creations !== undefined ? { creations: this.o.creations } : {}),
       ...(this.o.audit !== undefined ? { audit: this.o.audit } : {}),
       ...(this.o.log !== undefined ? { log: this.o.log } : {}),
+      ...(this.refusalLog !== undefined ? { refusals: this.refusalLog } : {}),
       ...(this.o.metrics !== undefined ? { metrics: this.o.metrics } : {}),
       notify: (notice) => { if (link.state !== 'closed') { try { link.tell(CLIENT_ADDRESS, notice) } catch { /* bounded buffer full: notices are best effort */ } } }
     }), { mailbox: { capacity: 10_000 } })
     link.on('close', () => { void this.ctx.system.stop(session) })
-    // Throws the refusal of a message past the tenant's rate.
+    // The operator's keys are not held to a tenant's rate: a rate set too low must not lock the admin out.
+    const rated = !principal.scopes.includes('admin')
+    // Throws the refusal of a message past the tenant's rate, and stops reading the link until
+    // a token is there again: what the client sends meanwhile waits in its own socket, so a
+    // flood past the rate costs the other tenants nothing.
     const takeRate = (body: unknown): void => {
-      const refusal = this.rates.take(principal.tenant)
+      const refusal = rated ? this.rates.take(principal.tenant) : undefined
       if (refusal === undefined) return
       this.rateRefusals?.note(principal.tenant, { tenant: principal.tenant, keyId: principal.keyId, limit: refusal.details?.limit }, principal.keyId)
       this.o.metrics?.refusedRequest(requestType(body), refusal.code)
+      link.holdReading(Math.min(GatewayDefaults.maxReadHoldMs, Number(refusal.details?.retryAfterMs ?? 0)))
       throw refusal
     }
     return {
@@ -228,6 +240,11 @@ export class Gateway extends Actor<GatewayMessage> {
       tell: (_to, body) => {
         try { takeRate(body) } catch { return }
         session.tell({ type: 'client', body, answer: false })
+      },
+      // A client link carries no streams (output is read with `read` requests); an open still takes from the rate.
+      stream: (reader) => {
+        try { takeRate({ type: 'open' }) } catch (err) { reader.cancel(err); return }
+        reader.cancel(createError(ErrorCodes.UNSUPPORTED, 'a client link carries no streams: read output with read requests (docs/protocol.md)'))
       }
     }
   }
@@ -266,6 +283,7 @@ export class Gateway extends Actor<GatewayMessage> {
     this.blobs?.close()
     this.refusals?.close()
     this.rateRefusals?.close()
+    this.refusalLog?.close()
     await this.server?.close()
     this.http?.closeAllConnections()
     await new Promise<void>((resolve) => { if (this.http?.listening === true) this.http.close(() => resolve()); else resolve() })

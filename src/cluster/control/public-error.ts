@@ -18,7 +18,20 @@ const KERNEL_CODES: Partial<Record<ErrorCode, { code: ErrorCode, message: string
   [ErrorCodes.ACTOR_STOPPED]: { code: ErrorCodes.INTERNAL, message: `${cannot}: the part of the cluster serving it stopped before answering` },
   [ErrorCodes.ACTOR_FAILED]: { code: ErrorCodes.INTERNAL, message: `${cannot}: the part of the cluster serving it failed` },
   [ErrorCodes.SUPERVISOR_INTENSITY]: { code: ErrorCodes.INTERNAL, message: `${cannot}: the part of the cluster serving it failed too often and was stopped` },
-  [ErrorCodes.DUPLICATE_NAME]: { code: ErrorCodes.INTERNAL, message: `${cannot}: a name it needed was taken inside the cluster` }
+  [ErrorCodes.DUPLICATE_NAME]: { code: ErrorCodes.INTERNAL, message: `${cannot}: a name it needed was taken inside the cluster` },
+  // A link inside the cluster (to a node, to a sandbox's agent) closed under the request. To a
+  // client CONNECTION_CLOSED means its own socket dropped, which this is not.
+  [ErrorCodes.CONNECTION_CLOSED]: { code: ErrorCodes.BACKEND_UNAVAILABLE, message: 'the connection to the sandbox\'s node or agent closed during the request' },
+  [ErrorCodes.PEER_UNRESPONSIVE]: { code: ErrorCodes.BACKEND_UNAVAILABLE, message: 'the sandbox\'s node or agent stopped answering during the request' }
+}
+
+export const PublicErrorDefaults = {
+  /**
+   * An answer's message and each string of its details are cut to this many characters: they
+   * may echo what the client sent (a label key, a path), and an answer must fit its frame.
+   */
+  maxMessageChars: 2048,
+  maxDetailChars: 512
 }
 
 /**
@@ -30,14 +43,26 @@ const KERNEL_CODES: Partial<Record<ErrorCode, { code: ErrorCode, message: string
  */
 export function toPublicError (err: unknown, sandboxId?: string): WarrenError {
   if (!isWarrenError(err)) {
-    return createError(ErrorCodes.INTERNAL, `the control plane failed on this request: ${err instanceof Error ? err.message : String(err)}`)
+    return bounded(createError(ErrorCodes.INTERNAL, `the control plane failed on this request: ${err instanceof Error ? err.message : String(err)}`))
   }
   const mapped = KERNEL_CODES[err.code]
-  if (mapped === undefined) return err
+  if (mapped === undefined) return bounded(err)
   if (sandboxId !== undefined && (err.code === ErrorCodes.ACTOR_STOPPED || err.code === ErrorCodes.NO_SUCH_ACTOR)) {
     return createError(ErrorCodes.SANDBOX_GONE, `sandbox ${sandboxId} is gone`, { id: sandboxId, state: 'gone' })
   }
   return createError(mapped.code, mapped.message)
+}
+
+/** The error itself when its message and detail strings are within bounds, else a copy cut to them. */
+function bounded (err: WarrenError): WarrenError {
+  const { maxMessageChars, maxDetailChars } = PublicErrorDefaults
+  const long = (v: unknown): boolean => typeof v === 'string' && v.length > maxDetailChars
+  if (err.message.length <= maxMessageChars && !Object.values(err.details ?? {}).some(long)) return err
+  const cut = (s: string, max: number): string => s.length > max ? `${s.slice(0, max)}…` : s
+  const details = err.details === undefined
+    ? undefined
+    : Object.fromEntries(Object.entries(err.details).map(([k, v]) => [k, typeof v === 'string' ? cut(v, maxDetailChars) : v]))
+  return createError(err.code, cut(err.message, maxMessageChars), details)
 }
 
 /**

@@ -1,16 +1,18 @@
 /**
  * What the session does with every request's outcome, in one place: a refused request is logged
- * once, with its public code, the request's type, the tenant and key id (never the key), and the
- * field it names; an audited request (a row of the audit table) is written to the audit log with
+ * with its public code, the request's type, the tenant and key id (never the key), and the
+ * field it names — the first of its kind (tenant, code, type) in full, and the others like it
+ * within a window counted in one line, so a client repeating a bad request cannot flood the log
+ * (the refusal log is the gateway's, shared by every session); an audited request (a row of the audit table) is written to the audit log with
  * its principal, ids, time and outcome, refused or not.
  */
 import type { Logger } from 'pino'
 import { ErrorCodes, type ErrorCode, type WarrenError } from '../../errors.js'
-import { errorField } from '../../log/index.js'
+import { createLogWindows, errorField, type LogWindows } from '../../log/index.js'
 import { auditAction, type AuditRecord, type AuditSink } from '../audit/index.js'
 import type { Principal } from '../iam/index.js'
 import { toPublicError } from './public-error.js'
-import type { ClientRequest } from './requests.js'
+import { isClientRequestType, type ClientRequest } from './requests.js'
 
 export interface RequestOutcomes {
   /** A request answered: audited when its type is. */
@@ -38,10 +40,34 @@ function typeOf (body: unknown): string {
   return typeof t === 'string' ? t.slice(0, 40) : `(${typeof t})`
 }
 
+/** One refused request's log line, as it is logged when it is the first of its kind in a window. */
+interface RefusalLine { level: 'error' | 'warn' | 'info', fields: Record<string, unknown> }
+
+/** The refusals logged, a window at a time per kind (`tenant code type`). */
+export type RefusalLog = LogWindows<string, RefusalLine>
+
+export const RefusalLogDefaults = {
+  /** After the first refusal of a kind is logged, the others like it are counted and logged once this often. */
+  windowMs: 10_000
+}
+
+/** A refusal log writing to `log`: shared by every session of a gateway. */
+export function createRefusalLog (log: Logger, windowMs = RefusalLogDefaults.windowMs): RefusalLog {
+  return createLogWindows<string, RefusalLine>(windowMs, {
+    first: (_kind, line) => log[line.level](line.fields, 'request refused'),
+    summary: (kind, refused, samples) => {
+      const [tenant, code, type] = kind.split(' ')
+      log.warn({ tenant, code, type, refused, windowMs, fields: samples }, 'requests refused like the one logged before')
+    }
+  })
+}
+
 /**
- * @param o the session's principal, its audit log (none: nothing audited) and its logger
+ * @param o the session's principal, its audit log (none: nothing audited), its logger and the
+ *   gateway's refusal log (none: one of the session's own)
  */
-export function createRequestOutcomes (o: { principal: Principal, audit?: AuditSink, log: Logger }): RequestOutcomes {
+export function createRequestOutcomes (o: { principal: Principal, audit?: AuditSink, log: Logger, refusals?: RefusalLog }): RequestOutcomes {
+  const refusals = o.refusals ?? createRefusalLog(o.log)
   const { tenant, keyId } = o.principal
   const audit = (r: Record<string, unknown>, parsed: boolean, result: unknown, outcome: string, err: WarrenError | undefined, startedAt: number): void => {
     if (o.audit === undefined) return
@@ -71,15 +97,18 @@ export function createRequestOutcomes (o: { principal: Principal, audit?: AuditS
       const field = pub.details?.field
       const id = (req as { id?: unknown } | undefined)?.id
       const execId = (req as { execId?: unknown } | undefined)?.execId
-      o.log[levelOf(pub.code)]({
-        code: pub.code, type: req?.type ?? typeOf(body), tenant, keyId,
+      const type = req?.type ?? typeOf(body)
+      // The kind's parts are bounded: a type the protocol does not have is `unknown`.
+      const kind = `${tenant} ${pub.code} ${isClientRequestType(type) ? type : 'unknown'}`
+      refusals.note(kind, { level: levelOf(pub.code), fields: {
+        code: pub.code, type, tenant, keyId,
         ...(typeof field === 'string' ? { field: field.slice(0, 256) } : {}),
         ...(typeof id === 'string' ? { sandbox: id } : {}),
         ...(typeof execId === 'string' ? { exec: execId } : {}),
         reason: pub.message.slice(0, 1024),
         // A bug's own error, with its stack: the public one only says where.
         ...(pub.code === ErrorCodes.INTERNAL ? { err: errorField(err) } : {})
-      }, 'request refused')
+      } }, typeof field === 'string' ? field.slice(0, 256) : type)
       audit(req !== undefined ? req as unknown as Record<string, unknown> : asObject(body), req !== undefined, undefined, pub.code, pub, startedAt)
       return pub
     }

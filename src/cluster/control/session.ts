@@ -37,7 +37,7 @@ import { clusterStats } from './cluster-stats.js'
 import type { CreationSeries } from './creation-series.js'
 import type { AuditSink } from '../audit/index.js'
 import { silentLogger, type Logger } from '../../log/index.js'
-import { createRequestOutcomes, type RequestOutcomes } from './request-outcomes.js'
+import { createRequestOutcomes, type RefusalLog, type RequestOutcomes } from './request-outcomes.js'
 
 /**
  * What reaches a session: a client's message as the gateway received it (checked here, never
@@ -76,6 +76,8 @@ export interface SessionOptions {
   audit?: AuditSink
   /** Where refused requests are logged (none: silent). */
   log?: Logger
+  /** The gateway's refusal log, shared by its sessions (none: the session's own, on `log`). */
+  refusals?: RefusalLog
   /** Counts creations and refused requests (none: not counted). */
   metrics?: ControlMetrics
 }
@@ -88,7 +90,9 @@ export class Session extends Actor<SessionMessage> {
   constructor (private readonly o: SessionOptions) {
     super()
     this.tenant = o.principal.tenant
-    this.outcomes = createRequestOutcomes({ principal: o.principal, log: o.log ?? silentLogger(), ...(o.audit !== undefined ? { audit: o.audit } : {}) })
+    this.outcomes = createRequestOutcomes({
+      principal: o.principal, log: o.log ?? silentLogger(), ...(o.audit !== undefined ? { audit: o.audit } : {}), ...(o.refusals !== undefined ? { refusals: o.refusals } : {})
+    })
   }
 
   preStart (): void {

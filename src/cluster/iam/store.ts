@@ -11,7 +11,7 @@ import { createError, ErrorCodes } from '../../errors.js'
 import { checkName, type Db, type Warn } from '../../state/index.js'
 import { parseLegacyIam } from './legacy.js'
 import { checkQuotas, QuotaDefaults, RATE_BURSTS, type Quotas } from './quotas.js'
-import { createTokenBucket, type TokenBucket } from './token-bucket.js'
+import { createTokenBucket, type TokenBucket } from '../../transport/index.js'
 
 /** `image:push` lets a key push layers to the blob store (not tag them: names are the cluster's, admin's). */
 export const SCOPES = ['sandbox:create', 'sandbox:exec', 'sandbox:read', 'image:push', 'admin'] as const

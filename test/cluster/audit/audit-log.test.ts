@@ -94,6 +94,18 @@ test('records of one millisecond from different tenants come back in the order t
   assert.equal((await log.query({ limit: 2 })).records.map((r) => r.ms), [3, 4])
 }))
 
+test('a record appended while the writer closes its file is written, and a query waits for it', timed(20_000, async (defer) => {
+  const log = new AuditLog({ dir: tmp(defer), log: createLogger({ level: 'silent' }) })
+  defer(() => log.close())
+  // The second record lands at every point of the first one's write (a few turns of the loop apart).
+  for (let i = 0; i < 200; i++) {
+    log.append(rec(2 * i))
+    for (let k = 0; k < i % 8; k++) await new Promise((resolve) => setImmediate(resolve))
+    log.append(rec(2 * i + 1))
+    assert.is((await log.query({ limit: 1 })).records[0]?.at, 1_000_000 + 2 * i + 1, `round ${i}`)
+  }
+}))
+
 test('the single audit.log of earlier versions is still read, by tenant too, and never written again', timed(10_000, async (defer) => {
   const dir = tmp(defer)
   writeFileSync(join(dir, 'audit.log'), JSON.stringify(rec(0, { tenant: 'old' })) + '\n' + JSON.stringify(rec(1, { tenant: 'other' })) + '\n')

@@ -5,10 +5,14 @@
  */
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
+import { WebSocket } from 'ws'
 import { TenantRequestRates } from '../../../src/cluster/control/request-rates.js'
 import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
+import { createLogger } from '../../../src/log/index.js'
 import { connect, type Client } from '../../../src/sdk/index.js'
-import { timed } from '../../support/index.js'
+import { createCodec, PROTOCOL_VERSION } from '../../../src/transport/index.js'
+import { timed, waitFor } from '../../support/index.js'
+import { captureLog } from '../../support/log-capture.js'
 import { startTestControlPlane } from '../harness.js'
 
 const noRetry = { link: { reconnect: { maxAttempts: 0 } } }
@@ -75,6 +79,58 @@ test('past its burst every session of the tenant is refused QUOTA requests, unau
   assert.equal(await c.list(), [])
   const kills = await admin.audit({ tenant: 'chatty', action: 'sandbox.kill' })
   assert.equal(kills.records, [])
+}))
+
+test('a link past its tenant\'s rate is not read until a token is due (at most 1 s); an admin key is held to no rate', timed(30_000, async (defer) => {
+  const cp = await startTestControlPlane()
+  defer(() => cp.close())
+  const admin = await connect({ url: cp.url, token: await cp.createToken('ops', ['admin']), ...noRetry })
+  defer(() => admin.close())
+  // The admin's own tenant set to a rate it would lock itself out with: admin keys do not take from it.
+  await admin.setQuotas('ops', { requestsPerSecond: 0.001, requestBurst: 1 })
+  for (let i = 0; i < 5; i++) assert.equal(await admin.list(), [])
+  await admin.setQuotas('held', { requestsPerSecond: 0.001, requestBurst: 1 })
+  const user = await connect({ url: cp.url, token: await cp.createToken('held', ['sandbox:read']), ...noRetry })
+  defer(() => user.close())
+  await user.list()
+  assert.ok(isWarrenError(await user.list().catch((e: unknown) => e), ErrorCodes.QUOTA))
+  // That refusal stopped the reading: the next request is not even looked at for a second.
+  const started = performance.now()
+  assert.ok(isWarrenError(await user.list().catch((e: unknown) => e), ErrorCodes.QUOTA))
+  assert.ok(performance.now() - started >= 990, `answered after ${Math.round(performance.now() - started)} ms`)
+}))
+
+test('refusals echo at most bounded parts of a request, a 64-bit quota is refused naming it, a stream open is UNSUPPORTED, and a repeated refusal is one log line', timed(30_000, async (defer) => {
+  const out = captureLog()
+  const cp = await startTestControlPlane({ logger: createLogger({ level: 'info', destination: out }) })
+  defer(() => cp.close())
+  const token = await cp.createToken('ops', ['admin'])
+  const admin = await connect({ url: cp.url, token, ...noRetry })
+  defer(() => admin.close())
+  // A label key of 600,000 characters, echoed whole, would not fit an answer's frame.
+  const long = await admin.request({ type: 'list', labels: { ['k'.repeat(600_000)]: 'v' } } as never).catch((e: unknown) => e)
+  assert.ok(isWarrenError(long, ErrorCodes.INVALID_ARGUMENT), String(long).slice(0, 200))
+  assert.ok(long.message.length <= 2049 && String(long.details?.field).length <= 513, `${long.message.length} / ${String(long.details?.field).length}`)
+  const big = await admin.request({ type: 'tenant-quotas', tenant: 'b', quotas: { maxSandboxes: 2n ** 63n } } as never).catch((e: unknown) => e)
+  assert.ok(isWarrenError(big, ErrorCodes.INVALID_ARGUMENT) && big.details?.field === 'quotas.maxSandboxes', String(big))
+  assert.equal((await admin.audit({ action: 'quota' })).records.map((r) => r.outcome), ['WARREN_ERR_INVALID_ARGUMENT'])
+
+  for (let i = 0; i < 50; i++) await admin.request({ type: 'info', id: 'zzzzzzzzzzzzzzzz' } as never).catch(() => {})
+  const lines = out.records().filter((r) => r.msg === 'request refused' && r.type === 'info')
+  assert.is(lines.length, 1, 'the first of its kind; the rest are counted once the window ends')
+
+  // A raw client opening a stream: refused with a public code, never the kernel's.
+  const codec = createCodec(1024 * 1024)
+  const ws = new WebSocket(cp.url, { perMessageDeflate: false })
+  defer(() => ws.terminate())
+  const frames: Array<Record<string, unknown>> = []
+  ws.on('message', (d: Buffer) => { for (const v of codec.decode(d).values) frames.push(v as Record<string, unknown>) })
+  await new Promise((resolve, reject) => { ws.once('open', resolve); ws.once('error', reject) })
+  ws.send(codec.encode({ k: 'auth', token, v: PROTOCOL_VERSION } as never))
+  await waitFor(() => frames.find((f) => f.k === 'welcome'), 5000, 'welcome')
+  ws.send(codec.encode({ k: 'open', sid: 1, to: 'session' } as never))
+  const cancel = await waitFor(() => frames.find((f) => f.k === 'cancel'), 5000, 'the cancel')
+  assert.is((cancel.err as { code: string }).code, ErrorCodes.UNSUPPORTED)
 }))
 
 test.run()
