@@ -11,7 +11,7 @@
  */
 import { EventEmitter } from 'node:events'
 import type { WebSocket } from 'ws'
-import { createError, ErrorCodes, fromWireError, toWireError, type ErrorCode, type WarrenError } from '../errors.js'
+import { createError, ErrorCodes, fromWireError, toWireError, type ErrorCode, type WarrenError, type WireError } from '../errors.js'
 import type { Codec } from './codec.js'
 import type { LinkOptions } from './defaults.js'
 import { FrameProblem, MAX_TIMEOUT_MS, parseFrame, type Frame, type StreamPosition } from './frames.js'
@@ -91,8 +91,11 @@ export interface Link extends EventEmitter<LinkEvents> {
   openStream (to: string, meta?: unknown): StreamWriter
   /** Replaces the handler for incoming tells, requests and streams. */
   setHandler (handler: LinkHandler | undefined): void
-  /** Stops reading the peer's frames for `ms` (backpressure on a peer past its rate); a hold already on is not extended. */
-  holdReading (ms: number): void
+  /**
+   * Stops reading the peer's frames for `ms` (backpressure on a peer past its rate); what was
+   * read already is answered with `refusal` unhandled. A hold already on is not extended.
+   */
+  holdReading (ms: number, refusal: WarrenError): void
   /** Ends the session for good: flushes, says bye (the peer will not try to resume), closes the socket. */
   close (reason?: unknown): void
 }
@@ -122,8 +125,9 @@ export class LinkCore extends EventEmitter<LinkEvents> implements Link {
   private detachReason: WarrenError | undefined
   /** The peer's refused frames: past the budget the link is closed. */
   private readonly refusals: TokenBucket
-  /** Set while reading is held (`holdReading`). */
+  /** Set while reading is held (`holdReading`), with the refusal that held it. */
   private holdTimer: NodeJS.Timeout | undefined
+  private heldRefusal: WireError | undefined
 
   constructor (
     readonly options: LinkOptions,
@@ -270,14 +274,18 @@ export class LinkCore extends EventEmitter<LinkEvents> implements Link {
   /**
    * Stops reading the peer's frames for `ms` (what it sends waits in the socket, and then in its
    * own buffers): the gateway's answer to a tenant past its request rate, so that what it goes
-   * on sending costs nothing until then. A hold already on is not extended.
+   * on sending costs nothing until then. Frames read before the socket stopped are not handled
+   * either: requests are answered with `refusal`, stream opens cancelled with it, tells dropped.
+   * A hold already on is not extended.
    */
-  holdReading (ms: number): void {
+  holdReading (ms: number, refusal: WarrenError): void {
     const ws = this.socket
     if (ws === null || this.holdTimer !== undefined || this.state !== 'open') return
     ws.pause()
+    this.heldRefusal = toWireError(refusal)
     this.holdTimer = setTimeout(() => {
       this.holdTimer = undefined
+      this.heldRefusal = undefined
       if (this.socket === ws) ws.resume()
     }, ms)
     this.holdTimer.unref?.()
@@ -375,6 +383,11 @@ export class LinkCore extends EventEmitter<LinkEvents> implements Link {
       if (sizes[i]! > this.options.maxFrameBytes) {
         this.refuse(ErrorCodes.FRAME_TOO_LARGE, `${f.k} frame of ${sizes[i]} bytes exceeds the limit of ${this.options.maxFrameBytes}`,
           f.k === 'request' ? f.id : undefined, { kind: f.k, size: sizes[i], limit: this.options.maxFrameBytes })
+        continue
+      }
+      if (this.heldRefusal !== undefined && (f.k === 'request' || f.k === 'tell' || f.k === 'open')) {
+        if (f.k === 'request') this.pushQuietly({ k: 'error', id: f.id, err: this.heldRefusal })
+        else if (f.k === 'open') this.pushQuietly({ k: 'cancel', sid: f.sid, err: this.heldRefusal })
         continue
       }
       dispatchFrame(this, f)

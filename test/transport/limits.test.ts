@@ -1,6 +1,6 @@
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { ErrorCodes } from '../../src/errors.js'
+import { createError, ErrorCodes } from '../../src/errors.js'
 import { timed, waitFor } from '../support/index.js'
 import { codec, connect, onlyLink, rawAuthed, rejection, startServer } from './helpers.js'
 
@@ -150,7 +150,7 @@ test('holdReading: what the peer sends meanwhile is handled once the hold ends, 
   const server = await startServer(defer, { handler: { request: (_to, m) => m } })
   const client = await connect(defer, server)
   const link = await onlyLink(server)
-  link.holdReading(300)
+  link.holdReading(300, createError(ErrorCodes.QUOTA, 'held'))
   const started = performance.now()
   assert.is(await client.request('sys/a', 'after'), 'after')
   assert.ok(performance.now() - started >= 290, `answered after ${performance.now() - started} ms`)

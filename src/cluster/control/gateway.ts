@@ -222,12 +222,16 @@ export class Gateway extends Actor<GatewayMessage> {
     // Throws the refusal of a message past the tenant's rate, and stops reading the link until
     // a token is there again: what the client sends meanwhile waits in its own socket, so a
     // flood past the rate costs the other tenants nothing.
+    // A client that goes on sending while refused (it does not wait retryAfterMs) is held twice
+    // as long each time, up to maxReadHoldMs; a request let through starts it over.
+    let holdMs = 0
     const takeRate = (body: unknown): void => {
       const refusal = rated ? this.rates.take(principal.tenant) : undefined
-      if (refusal === undefined) return
+      if (refusal === undefined) { holdMs = 0; return }
       this.rateRefusals?.note(principal.tenant, { tenant: principal.tenant, keyId: principal.keyId, limit: refusal.details?.limit }, principal.keyId)
       this.o.metrics?.refusedRequest(requestType(body), refusal.code)
-      link.holdReading(Math.min(GatewayDefaults.maxReadHoldMs, Number(refusal.details?.retryAfterMs ?? 0)))
+      holdMs = Math.min(GatewayDefaults.maxReadHoldMs, Math.max(Number(refusal.details?.retryAfterMs ?? 0), 2 * holdMs))
+      link.holdReading(holdMs, refusal)
       throw refusal
     }
     return {
