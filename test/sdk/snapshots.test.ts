@@ -146,8 +146,14 @@ ctest('hibernate: state hibernated, no node or quota held; resume: same id, file
   await sb.exec('echo kept > /state && (sleep 1000 >/dev/null 2>&1 &) && sleep 0.1')
   assert.match((await sb.exec('ps')).stdout, /sleep 1000/)
   await refused(client.create(SPEC), ErrorCodes.QUOTA)
-  const view = await sb.hibernate()
+  const again = await connect({ url: cp.url, token: await cp.createToken('tenant-a', [...ALL_SCOPES]) })
+  defer(() => again.close())
+  // Hibernated twice at once, by this handle and by another client: one snapshot is cut, and both
+  // answer hibernated (was: the second NOT_FOUND or SANDBOX_GONE, or a second snapshot left behind).
+  const [view, twin] = await Promise.all([sb.hibernate(), (await again.attach(sb.id)).hibernate()])
   assert.is(view.state, 'hibernated')
+  assert.equal(twin, view)
+  assert.equal((await client.snapshots({ sandboxId: sb.id })).map((s) => s.id), [view.snapshot])
   assert.match(view.snapshot!, /^snap-[0-9a-z]{16}$/)
   assert.is(sb.state, 'hibernated')
   assert.equal((await client.list({ state: 'hibernated' })).map((v) => v.id), [sb.id])
@@ -163,8 +169,6 @@ ctest('hibernate: state hibernated, no node or quota held; resume: same id, file
   await other.kill()
   // Resumed twice at once, by this handle and by attaching from another client: one makes it, both
   // answer ready (was: the second INTERNAL); the same id, its files, none of its processes.
-  const again = await connect({ url: cp.url, token: await cp.createToken('tenant-a', [...ALL_SCOPES]) })
-  defer(() => again.close())
   const [resumed, back] = await Promise.all([sb.resume(), again.attach(sb.id)])
   assert.is(resumed.state, 'ready')
   assert.is(back.id, sb.id)

@@ -90,6 +90,9 @@ export type DirectoryMessage =
    */
   | { type: 'resume-claim', tenant: string, id: string }
   | { type: 'resume-release', id: string }
+  /** The same for a hibernate of live sandbox `id`: true when no other hibernate of it is under way, until `hibernate-release`. */
+  | { type: 'hibernate-claim', tenant: string, id: string }
+  | { type: 'hibernate-release', id: string }
   /** A hibernated sandbox runs again (same id) at `address`: answers false when it is no longer hibernated (killed meanwhile). */
   | { type: 'resumed', tenant: string, id: string, nodeId: string, address: string, spec: SandboxSpec, req: PlacementRequest }
   /** A kill of these is on its way: a hibernated one ends (`killed`), a hibernating one ends instead of hibernating. */
@@ -153,6 +156,8 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
   private readonly restoring = new RestoreClaims(DirectoryDefaults.maxRestoring)
   /** Hibernated ids a resume is making again (one resume each; the hibernated bound bounds it). */
   private readonly resuming = new Set<string>()
+  /** Sandboxes a hibernate is being made of (its snapshot cut, its end awaited). */
+  private readonly hibernateClaims = new Set<string>()
 
   constructor (private readonly o: DirectoryOptions) { super() }
 
@@ -275,6 +280,15 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
       }
       case 'resume-release':
         this.resuming.delete(m.id)
+        return undefined
+      case 'hibernate-claim': {
+        const r = this.records.get(m.id)
+        if (r === undefined || r.tenant !== m.tenant || this.hibernateClaims.has(m.id)) return false
+        this.hibernateClaims.add(m.id)
+        return true
+      }
+      case 'hibernate-release':
+        this.hibernateClaims.delete(m.id)
         return undefined
       case 'resumed': {
         this.resuming.delete(m.id)

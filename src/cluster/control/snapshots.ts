@@ -19,7 +19,7 @@ import { isPlainObject, bad } from '../spec-fields.js'
 import { ImageRefDefaults } from '../spec-image.js'
 import { parseSandboxSpec, placementRequestOf, type SandboxSpec } from '../spec.js'
 import { placeAndCreate, createRecords, newSandboxIds, type CreateDeps } from './create.js'
-import type { SandboxRecord } from './directory.js'
+import { hasEnded, type SandboxRecord } from './directory.js'
 import { SnapshotDefaults, type SnapshotIndexMessage } from './snapshot-index.js'
 import { shardOf } from './registry.js'
 import { newSnapshotId, toSnapshotView, type SnapshotRecord, type SnapshotView } from './snapshot-store.js'
@@ -170,10 +170,30 @@ export async function fork (d: SnapshotDeps, m: { id: string, count: number, spe
  * answers as it is.
  * @throws WARREN_ERR_SANDBOX_GONE when it ended meanwhile (a kill won)
  */
-export async function hibernate (d: SnapshotDeps, id: string): Promise<SandboxView> {
-  const r = await d.record(id)
-  // Sent again (after a lost answer), it answers the state it reached.
-  if (r.state === 'hibernated') return toView(r)
+export async function hibernate (d: SnapshotDeps, id: string, deadline = Date.now() + HIBERNATE_WAIT_MS): Promise<SandboxView> {
+  for (;;) {
+    const r = await d.record(id)
+    // Sent again (after a lost answer), it answers the state it reached.
+    if (r.state === 'hibernated') return toView(r)
+    if (hasEnded(r.state)) throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${id} is ${r.state}`, { id, state: r.state })
+    // Sent twice at once (a retry, two workers): one cuts the snapshot, the other waits for what it became.
+    if (await d.directory().ask<boolean>({ type: 'hibernate-claim', tenant: d.tenant, id })) {
+      try {
+        return await hibernateClaimed(d, r)
+      } finally {
+        d.directory().tell({ type: 'hibernate-release', id })
+      }
+    }
+    if (Date.now() >= deadline) throw createError(ErrorCodes.TIMEOUT, `sandbox ${id} was still being hibernated by another request at the deadline`, { id })
+    await new Promise((resolve) => setTimeout(resolve, RESUME_LOOK_MS))
+  }
+}
+
+/** How long a hibernate waits for another request's hibernate of the same sandbox. */
+const HIBERNATE_WAIT_MS = 120_000
+
+async function hibernateClaimed (d: SnapshotDeps, r: SandboxRecord): Promise<SandboxView> {
+  const id = r.id
   const snap = await takeSnapshot(d, r)
   try {
     await d.directory().ask({ type: 'hibernating', tenant: d.tenant, id, snapshot: snap.id })
