@@ -4,16 +4,16 @@
  * by the backends whose sandboxes run an agent (container, microvm).
  */
 import type { EgressAsk } from './container/egress.js'
-import type { EgressEvent } from './types.js'
+import type { EgressEvent, GoneListener } from './types.js'
 
 export interface SandboxEvents {
   /** Tells the sandbox's gone listener, once, why it ended by itself. */
-  gone (id: string, message: string): void
+  gone (id: string, message: string, reason?: 'oom'): void
   /**
    * Registers the gone listener of `id`; when it `endedAlready`, the listener hears `message` at
    * once (a sandbox may end before anyone listens). Returns the unsubscribe.
    */
-  onGone (id: string, listener: (message: string) => void, endedAlready: boolean, message: string): () => void
+  onGone (id: string, listener: GoneListener, endedAlready: boolean, message: string): () => void
   /** What the sandbox's egress proxy calls for each connection asked for. */
   egressOf (id: string): (ask: EgressAsk) => void
   /** Adds an egress listener of `id`. Returns the unsubscribe. */
@@ -23,12 +23,12 @@ export interface SandboxEvents {
 }
 
 export function createSandboxEvents (): SandboxEvents {
-  const goneListeners = new Map<string, (message: string) => void>()
+  const goneListeners = new Map<string, GoneListener>()
   const egressListeners = new Map<string, Set<(event: EgressEvent) => void>>()
-  const gone = (id: string, message: string): void => {
+  const gone = (id: string, message: string, reason?: 'oom'): void => {
     const listener = goneListeners.get(id)
     goneListeners.delete(id)
-    listener?.(message)
+    listener?.(message, reason)
   }
   return {
     gone,

@@ -195,6 +195,9 @@ export interface ExecTerminal extends TerminalSize {
 /** Why a command ended other than by finishing on its own. */
 export type ExecEndReason = 'timeout' | 'killed' | 'crashed' | 'oom'
 
+/** Told why a sandbox ended by itself; `reason` `oom` when the kernel killed it for memory. */
+export type GoneListener = (message: string, reason?: 'oom') => void
+
 /** How a command ended. */
 export interface ExecResult {
   /** 0–255, as from a process; see each backend for the codes it reserves. */
@@ -308,9 +311,10 @@ export interface Backend {
   kill (handle: SandboxHandle): Promise<void>
   /**
    * Backends whose sandboxes can end by themselves (their init dies, their layers are lost):
-   * calls `listener` once with why, and the caller ends the sandbox. Returns the unsubscribe.
+   * calls `listener` once with why (and `oom` when the kernel killed it for memory), and the
+   * caller ends the sandbox. Returns the unsubscribe.
    */
-  onGone? (handle: SandboxHandle, listener: (message: string) => void): () => void
+  onGone? (handle: SandboxHandle, listener: GoneListener): () => void
   /**
    * Freezes every process of the sandbox, its agent included (cgroup freezer); memory is kept,
    * and a kill still ends it. Idempotent.

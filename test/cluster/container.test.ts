@@ -115,6 +115,19 @@ ctest('a sandbox whose init dies by itself ends as failed, and its owner is told
   assert.match(info.message ?? '', /init process ended/)
 }))
 
+ctest('files that fill a container\'s memory end in oom, whichever process the kernel kills: the command\'s, or the sandbox\'s init', timed(120_000, async (defer) => {
+  const { client } = await containerCluster(defer, 'cn-oom')
+  // The writable layer is memory: 1 GiB of disk in 64 MiB of memory runs out of memory first.
+  const sb = await client.create({ backend: 'container', limits: { memoryMiB: 64, diskMiB: 1024 } })
+  defer(() => sb.kill())
+  const r = await sb.exec(['sh', '-c', 'i=0; while [ $i -lt 200 ]; do head -c 1048576 /dev/zero > /f$i || exit 3; i=$((i+1)); done'], { timeoutMs: 60_000 })
+    .catch((e: unknown) => e)
+  await waitFor(async () => { const s = (await sb.info().catch(() => undefined))?.state; return s !== 'ready' || (r as { reason?: string }).reason !== undefined }, 20_000, 'an end')
+  const info = await sb.info()
+  if (info.state === 'ready') assert.is((r as { reason?: string }).reason, 'oom', JSON.stringify(r))
+  else assert.equal([info.state, info.reason], ['failed', 'oom'], JSON.stringify(info))
+}))
+
 ctest('egress: a sandbox reaches what its allow-list names through the proxy and nothing else; without egress, nothing at all', timed(120_000, async (defer) => {
   // The web server stands in for an outside host: on loopback, so reachable only as the operator pins it.
   const web = createServer((req, res) => res.end(`outside ${req.url ?? ''}\n`))

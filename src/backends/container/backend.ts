@@ -100,9 +100,19 @@ export function createContainerBackend (options: ContainerBackendOptions): Conta
   const events = createSandboxEvents()
   const gone = events.gone
   const egressOf = events.egressOf
-  /** A live sandbox's agent connection ending, other than by kill or close, means its init died. */
+  /**
+   * A live sandbox's agent connection ending, other than by kill or close, means its init died:
+   * killed for memory when its cgroup counts an OOM kill (its files count: the writable layer is
+   * memory), else of its own accord.
+   */
   const watchInit = (id: string, entry: Live): void => {
-    void entry.agent.ended.then(() => { if (!closed && live.get(id) === entry) gone(id, 'the sandbox\'s init process ended') })
+    void entry.agent.ended.then(async () => {
+      if (closed || live.get(id) !== entry) return
+      const oom = await entry.cgroup?.oomKills().then((n) => n > 0, () => false) ?? false
+      if (closed || live.get(id) !== entry) return
+      if (oom) gone(id, 'the sandbox ran out of memory and the kernel killed its init (limits.memoryMiB; its files take memory too)', 'oom')
+      else gone(id, 'the sandbox\'s init process ended')
+    })
   }
 
   /** The freezer control of a sandbox; its paused flag goes to the sandbox's journal record. */

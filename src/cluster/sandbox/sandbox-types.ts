@@ -87,7 +87,7 @@ export type SandboxMessage =
   | { type: 'expire', reason: 'ttl' | 'idle' }
   | { type: 'sweep' }
   /** The backend says the sandbox ended by itself (its init died, its layers were lost). */
-  | { type: 'backend-gone', message: string }
+  | { type: 'backend-gone', message: string, reason?: 'oom' }
   /** Freezes the sandbox (pause.ts); answers with its info once frozen. */
   | { type: 'pause' }
   /** Thaws it; answers with its info (a new `expiresAt` when paused time does not count). */

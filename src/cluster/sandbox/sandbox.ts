@@ -82,7 +82,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       this.ctx.stop('normal')
       return
     }
-    this.unwatch = this.args.backend.onGone?.(this.handle, (message) => this.self.tell({ type: 'backend-gone', message }))
+    this.unwatch = this.args.backend.onGone?.(this.handle, (message, reason) => this.self.tell({ type: 'backend-gone', message, ...(reason !== undefined ? { reason } : {}) }))
     this.unwatchEgress = this.args.backend.onEgress?.(this.handle, (event) => this.args.trajectory.egress(event))
     // Commands that ran on while the node was down: taken up under their old ids.
     for (const x of this.args.adopted?.execs ?? []) this.reattach(x)
@@ -147,7 +147,7 @@ export class Sandbox extends Actor<SandboxMessage> {
       case 'backend-gone':
         // Not a kill we were asked for: the trainer learns it failed, and why.
         this.endMessage = m.message
-        this.end('failed')
+        this.end(m.reason ?? 'failed')
         return undefined
       case 'pause':
       case 'resume':
