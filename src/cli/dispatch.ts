@@ -43,7 +43,12 @@ function flagError (err: unknown, c: CommandSpec): WarrenError {
   if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && flag !== undefined) return usage(`warren ${c.name}: unknown flag ${flag} ${see}`, flag.replace(/^-+/, ''))
   if (flag !== undefined) {
     const spec = c.flags[flag.replace(/^-+/, '')]
-    const why = spec?.type === 'boolean' ? 'takes no value' : `needs a value (${flag} ${spec?.value ?? 'VALUE'})`
+    const why = spec?.type === 'boolean'
+      ? 'takes no value'
+      // parseArgs does not take `--flag -1` (the value looks like a flag): `--flag=-1` it takes.
+      : /starting with a dash/.test(message)
+        ? `takes a value starting with a dash as ${flag}=VALUE`
+        : `needs a value (${flag} ${spec?.value ?? 'VALUE'})`
     return usage(`warren ${c.name}: ${flag} ${why} ${see}`, flag.replace(/^-+/, ''))
   }
   return usage(`warren ${c.name}: ${message} ${see}`)

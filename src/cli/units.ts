@@ -47,13 +47,17 @@ export interface NumberForm {
  * @param label how the refusal names it (`--pids`, or `N` for an argument)
  * @param field the refusal's field (default: the label without its dashes)
  */
+/** A decimal number as a person writes one: 5, -1, 0.5, .5, 1e9. */
+const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i
+
 export function parseNumber (text: string, label: string, form: NumberForm = {}, field = label.replace(/^--/, '')): number {
   const refuse = (must: string): never => {
     throw createError(ErrorCodes.INVALID_ARGUMENT, `${label} must be ${must}, not ${JSON.stringify(text)}`, { field })
   }
   const t = text.trim()
   const n = Number(t)
-  if (form.whole === true ? !/^\d+$/.test(t) || !Number.isSafeInteger(n) : t === '' || !Number.isFinite(n)) refuse(form.whole === true ? 'a whole number' : 'a number')
+  // Decimal only: Number() would also take 0x10, 0b1 and 1_0 forms nobody means in a flag.
+  if (form.whole === true ? !/^\d+$/.test(t) || !Number.isSafeInteger(n) : !DECIMAL.test(t) || !Number.isFinite(n)) refuse(form.whole === true ? 'a whole number' : 'a number')
   const { min, above, max } = form
   const range = [min !== undefined ? `at least ${min}` : above !== undefined ? `more than ${above}` : '', max !== undefined ? `at most ${max}` : ''].filter((x) => x !== '').join(' and ')
   if ((min !== undefined && n < min) || (above !== undefined && n <= above) || (max !== undefined && n > max)) refuse(range)

@@ -23,12 +23,18 @@ test('parseNumber takes what is typed, within its form and bounds', () => {
   assert.is(parseNumber(' 8 ', '--pids', { whole: true }), 8)
   assert.is(parseNumber('65535', '--port', { whole: true, max: 65535 }), 65535)
   assert.is(parseNumber('0', '--limit', { min: 0 }), 0)
+  assert.is(parseNumber('.5', '--cpus'), 0.5)
+  assert.is(parseNumber('1e3', '--requests-per-second'), 1000)
 })
 
 test('parseNumber refuses, naming the flag and its field', () => {
   assert.is(refusal(() => parseNumber('two', '--cpus')), 'WARREN_ERR_INVALID_ARGUMENT cpus: --cpus must be a number, not "two"')
   assert.is(refusal(() => parseNumber('', '--cpus')), 'WARREN_ERR_INVALID_ARGUMENT cpus: --cpus must be a number, not ""')
   assert.is(refusal(() => parseNumber('Infinity', '--cpus')), 'WARREN_ERR_INVALID_ARGUMENT cpus: --cpus must be a number, not "Infinity"')
+  // Only decimals: Number() would take these as 16, 1 and 10.
+  for (const t of ['0x10', '0b1', '1_0']) {
+    assert.match(refusal(() => parseNumber(t, '--requests-per-second')), /must be a number/, t)
+  }
   for (const t of ['1.5', '-1', '1e3', '0x10', '99999999999999999999']) {
     assert.match(refusal(() => parseNumber(t, '--shards', { whole: true })), /^WARREN_ERR_INVALID_ARGUMENT shards: --shards must be a whole number/, t)
   }
