@@ -222,6 +222,9 @@ ctest('a hibernated sandbox resumes on another node when its own is gone (its la
   await waitFor(() => Date.now() > slept.expiresAt, 10_000, 'its TTL to pass')
   const late = await refused(brief.resume(), ErrorCodes.SANDBOX_GONE)
   assert.is((late as { details?: { reason?: string } }).details?.reason, 'ttl')
+  // And what it says next agrees (was: hibernated until the directory's next sweep).
+  const after = await brief.info()
+  assert.equal([after.state, after.reason], ['gone', 'ttl'])
 }))
 
 /** The collector, run now (it also runs after each delete and every minute). */

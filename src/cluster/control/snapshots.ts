@@ -219,8 +219,12 @@ async function hibernateClaimed (d: SnapshotDeps, r: SandboxRecord): Promise<San
  * @throws WARREN_ERR_SANDBOX_GONE when it was killed meanwhile; QUOTA, NO_CAPACITY as a create
  */
 export async function resumeHibernated (d: SnapshotDeps, r: SandboxRecord, deadline: number): Promise<SandboxView> {
-  // Its life ran out while it slept: the directory's sweep ends it; it is not made again for moments.
-  if (r.expiresAt <= Date.now()) throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${r.id} reached its TTL while hibernated`, { id: r.id, state: 'gone', reason: 'ttl' })
+  // Its life ran out while it slept: not made again for moments. The directory's sweep ends it,
+  // now rather than at its next round, so what `info` says next agrees with this answer.
+  if (r.expiresAt <= Date.now()) {
+    await d.directory().ask({ type: 'sweep' }).catch(() => {})
+    throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${r.id} reached its TTL while hibernated`, { id: r.id, state: 'gone', reason: 'ttl' })
+  }
   // Sent twice (a retry, two workers): one of them makes it, the other answers what it became.
   if (!await d.directory().ask<boolean>({ type: 'resume-claim', tenant: d.tenant, id: r.id })) return await resumedByAnother(d, r.id, deadline)
   try {
