@@ -120,9 +120,9 @@ ctest('files that fill a container\'s memory end in oom, whichever process the k
   // The writable layer is memory: 1 GiB of disk in 64 MiB of memory runs out of memory first.
   const sb = await client.create({ backend: 'container', limits: { memoryMiB: 64, diskMiB: 1024 } })
   defer(() => sb.kill())
-  const r = await sb.exec(['sh', '-c', 'i=0; while [ $i -lt 200 ]; do head -c 1048576 /dev/zero > /f$i || exit 3; i=$((i+1)); done'], { timeoutMs: 60_000 })
-    .catch((e: unknown) => e)
-  await waitFor(async () => { const s = (await sb.info().catch(() => undefined))?.state; return s !== 'ready' || (r as { reason?: string }).reason !== undefined }, 20_000, 'an end')
+  // The writer is the command's own process (no shell that would turn its kill into an exit code).
+  const r = await sb.exec(['dd', 'if=/dev/zero', 'of=/fill', 'bs=1048576', 'count=200'], { timeoutMs: 60_000 }).catch((e: unknown) => e)
+  await waitFor(async () => { const s = (await sb.info().catch(() => undefined))?.state; return s !== 'ready' || (r as { reason?: string }).reason !== undefined }, 20_000, `an end (the command: ${JSON.stringify(r).slice(0, 300)})`)
   const info = await sb.info()
   if (info.state === 'ready') assert.is((r as { reason?: string }).reason, 'oom', JSON.stringify(r))
   else assert.equal([info.state, info.reason], ['failed', 'oom'], JSON.stringify(info))
