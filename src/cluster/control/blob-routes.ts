@@ -12,6 +12,7 @@ import { createUploadHandler, isUploadPath, type UploadTunables } from '../../im
 import { authorize, type IamMessage, type Principal } from '../iam/index.js'
 import { LAYER_KINDS, NODE_BLOB_KINDS } from '../../images/index.js'
 import type { ImageIndexMessage } from './image-index.js'
+import type { RequestRate, TenantRequestRates } from './request-rates.js'
 
 /** The uploader nodes' pushes are staged and counted under (no tenant is named so: tenant names start with a letter or digit). */
 export const NODE_UPLOADER = '_nodes'
@@ -22,6 +23,8 @@ export interface BlobRoutesOptions {
   iam: () => Ref<IamMessage>
   images: () => Ref<ImageIndexMessage>
   upload?: Partial<UploadTunables>
+  /** The tenants' request rates: each upload request of a tenant's key takes from its bucket, as a link request does. */
+  rates?: TenantRequestRates
 }
 
 export interface BlobRoutes {
@@ -45,6 +48,11 @@ export function createBlobRoutes (o: BlobRoutesOptions): BlobRoutes {
         const principal = await o.iam().ask<Principal | null>({ type: 'authenticate', token })
         if (principal !== null) {
           authorize(principal, 'image:push')
+          if (o.rates !== undefined && !principal.scopes.includes('admin')) {
+            if (!o.rates.knows(principal.tenant)) o.rates.set(principal.tenant, await o.iam().ask<RequestRate>({ type: 'get-quotas', tenant: principal.tenant }))
+            const refusal = o.rates.take(principal.tenant)
+            if (refusal !== undefined) throw refusal
+          }
           return { tenant: principal.tenant, kinds: LAYER_KINDS }
         }
         // A node pushes what it makes (snapshot layers, trajectory records) with its join token.

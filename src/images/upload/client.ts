@@ -144,7 +144,9 @@ async function request (method: string, url: string, body: Uint8Array | string, 
     const text = res.text
     if (res.status >= 200 && res.status < 300) return text === '' ? undefined : JSON.parse(text)
     const error = wireError(res.status, text)
-    if (error.code === ErrorCodes.OVERLOADED && attempt < retries) {
+    // Busy, or past the tenant's request rate (a push is many requests): wait as told, and go on.
+    const waitable = error.code === ErrorCodes.OVERLOADED || (error.code === ErrorCodes.QUOTA && error.details?.quota === 'requests')
+    if (waitable && attempt < retries) {
       const after = error.details?.retryAfterMs
       await sleep(typeof after === 'number' ? Math.min(after, 10_000) : HttpPushDefaults.retryDelayMs)
       continue

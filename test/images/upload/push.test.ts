@@ -161,6 +161,22 @@ test('uploads are bounded: a layer over the maximum and a body over the request 
   assert.is((await begin(c, c.keys.builder, d.manifest)).status, 200, 'an abort frees the slot')
 }))
 
+test('upload requests take from the tenant\'s request rate: past it 429 QUOTA requests; another tenant goes on', timed(30_000, async (defer) => {
+  const c = await uploadCluster(defer)
+  await c.admin.setQuotas('builder', { requestsPerSecond: 0.001, requestBurst: 2 })
+  const a = await layerFile(c.dir, 'a.img', SIZE, 11)
+  assert.is((await begin(c, c.keys.builder, a.manifest)).status, 200)
+  assert.is((await begin(c, c.keys.builder, a.manifest)).status, 200, 'a resumed begin, within the burst')
+  const past = await begin(c, c.keys.builder, a.manifest)
+  assert.equal([past.status, past.body.code, past.body.details.quota], [429, ErrorCodes.QUOTA, 'requests'])
+  assert.is((await begin(c, c.keys.other, a.manifest)).status, 200, 'another tenant has its own rate')
+  // The push client waits as told and goes on: ~23 requests at 20 a second, bursts of 2.
+  await c.admin.setQuotas('other', { requestsPerSecond: 20, requestBurst: 2 })
+  const b = await layerFile(c.dir, 'b.img', SIZE, 12)
+  const pushed = await pushLayerOverHttp(b.file, { url: c.cp.url, token: c.keys.other, kind: 'base', chunkBytes: CHUNK })
+  assert.is(pushed.digest, b.manifest.digest)
+}))
+
 test('malformed upload requests are refused naming the field, and stage nothing', timed(30_000, async (defer) => {
   const c = await uploadCluster(defer)
   const layer = await layerFile(c.dir, 'layer.img', SIZE, 17)
