@@ -41,15 +41,15 @@ export interface NumberForm {
   max?: number
 }
 
+/** A decimal number as a person writes one: 5, -1, 0.5, .5, 1e9. */
+const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i
+
 /**
  * A number as typed (`2`, `0.5`): only its form and the bounds the CLI itself needs; the control
  * plane holds the rest and names its own field past them.
  * @param label how the refusal names it (`--pids`, or `N` for an argument)
  * @param field the refusal's field (default: the label without its dashes)
  */
-/** A decimal number as a person writes one: 5, -1, 0.5, .5, 1e9. */
-const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i
-
 export function parseNumber (text: string, label: string, form: NumberForm = {}, field = label.replace(/^--/, '')): number {
   const refuse = (must: string): never => {
     throw createError(ErrorCodes.INVALID_ARGUMENT, `${label} must be ${must}, not ${JSON.stringify(text)}`, { field })

@@ -48,9 +48,9 @@ export function createBlobRoutes (o: BlobRoutesOptions): BlobRoutes {
         const principal = await o.iam().ask<Principal | null>({ type: 'authenticate', token })
         if (principal !== null) {
           authorize(principal, 'image:push')
-          if (o.rates !== undefined && !principal.scopes.includes('admin')) {
-            if (!o.rates.knows(principal.tenant)) o.rates.set(principal.tenant, await o.iam().ask<RequestRate>({ type: 'get-quotas', tenant: principal.tenant }))
-            const refusal = o.rates.take(principal.tenant)
+          if (o.rates !== undefined) {
+            await o.rates.learn(principal.tenant, async () => await o.iam().ask<RequestRate>({ type: 'get-quotas', tenant: principal.tenant }))
+            const refusal = o.rates.admit(principal)
             if (refusal !== undefined) throw refusal
           }
           return { tenant: principal.tenant, kinds: LAYER_KINDS }

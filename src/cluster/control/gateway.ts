@@ -188,7 +188,7 @@ export class Gateway extends Actor<GatewayMessage> {
       return null
     }
     // The tenant's first session reads its request rate; later changes are told (`request-rate`).
-    if (!this.rates.knows(principal.tenant)) this.rates.set(principal.tenant, await this.o.iam().ask<RequestRate>({ type: 'get-quotas', tenant: principal.tenant }))
+    await this.rates.learn(principal.tenant, async () => await this.o.iam().ask<RequestRate>({ type: 'get-quotas', tenant: principal.tenant }))
     return { kind: 'user', principal }
   }
 
@@ -217,8 +217,6 @@ export class Gateway extends Actor<GatewayMessage> {
       notify: (notice) => { if (link.state !== 'closed') { try { link.tell(CLIENT_ADDRESS, notice) } catch { /* bounded buffer full: notices are best effort */ } } }
     }), { mailbox: { capacity: 10_000 } })
     link.on('close', () => { void this.ctx.system.stop(session) })
-    // The operator's keys are not held to a tenant's rate: a rate set too low must not lock the admin out.
-    const rated = !principal.scopes.includes('admin')
     // Throws the refusal of a message past the tenant's rate, and stops reading the link until
     // a token is there again: what the client sends meanwhile waits in its own socket, so a
     // flood past the rate costs the other tenants nothing.
@@ -226,7 +224,7 @@ export class Gateway extends Actor<GatewayMessage> {
     // as long each time, up to maxReadHoldMs; a request let through starts it over.
     let holdMs = 0
     const takeRate = (body: unknown): void => {
-      const refusal = rated ? this.rates.take(principal.tenant) : undefined
+      const refusal = this.rates.admit(principal)
       if (refusal === undefined) { holdMs = 0; return }
       this.rateRefusals?.note(principal.tenant, { tenant: principal.tenant, keyId: principal.keyId, limit: refusal.details?.limit }, principal.keyId)
       this.o.metrics?.refusedRequest(requestType(body), refusal.code)

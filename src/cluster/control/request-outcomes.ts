@@ -3,8 +3,9 @@
  * with its public code, the request's type, the tenant and key id (never the key), and the
  * field it names — the first of its kind (tenant, code, type) in full, and the others like it
  * within a window counted in one line, so a client repeating a bad request cannot flood the log
- * (the refusal log is the gateway's, shared by every session); an audited request (a row of the audit table) is written to the audit log with
- * its principal, ids, time and outcome, refused or not.
+ * (the refusal log is the gateway's, shared by every session); an audited request (a row of the
+ * audit table) is written to the audit log with its principal, ids, time and outcome, refused or
+ * not.
  */
 import type { Logger } from 'pino'
 import { ErrorCodes, type ErrorCode, type WarrenError } from '../../errors.js'

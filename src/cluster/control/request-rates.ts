@@ -10,7 +10,7 @@
  * tenant's first session, and replaced when an admin changes them.
  */
 import { createError, ErrorCodes, type WarrenError } from '../../errors.js'
-import { createTokenBucket, type Quotas, type TokenBucket } from '../iam/index.js'
+import { createTokenBucket, type Principal, type Quotas, type TokenBucket } from '../iam/index.js'
 
 export type RequestRate = Pick<Quotas, 'requestsPerSecond' | 'requestBurst'>
 
@@ -26,9 +26,9 @@ export class TenantRequestRates {
 
   constructor (private readonly now?: () => number) {}
 
-  /** True once the tenant's rate is set. */
-  knows (tenant: string): boolean {
-    return this.tenants.has(tenant)
+  /** Sets the tenant's rate from `read` (its quotas) the first time one of its keys is seen; later changes come by `set`. */
+  async learn (tenant: string, read: () => Promise<RequestRate>): Promise<void> {
+    if (!this.tenants.has(tenant)) this.set(tenant, await read())
   }
 
   /** Sets (or replaces, with a full bucket) the tenant's rate. */
@@ -46,5 +46,13 @@ export class TenantRequestRates {
     if (t === undefined) return undefined
     const wait = t.bucket.take(1)
     return wait === 0 ? undefined : tooManyRequests(tenant, t.rate, wait)
+  }
+
+  /**
+   * Takes one request of the principal's tenant, as `take`. Keys with the `admin` scope are held
+   * to no rate: a rate set too low must not lock the operator out.
+   */
+  admit (principal: Principal): WarrenError | undefined {
+    return principal.scopes.includes('admin') ? undefined : this.take(principal.tenant)
   }
 }

@@ -185,7 +185,7 @@ export async function hibernate (d: SnapshotDeps, id: string, deadline = Date.no
       }
     }
     if (Date.now() >= deadline) throw createError(ErrorCodes.TIMEOUT, `sandbox ${id} was still being hibernated by another request at the deadline`, { id })
-    await new Promise((resolve) => setTimeout(resolve, RESUME_LOOK_MS))
+    await lookAgainSoon()
   }
 }
 
@@ -234,8 +234,9 @@ export async function resumeHibernated (d: SnapshotDeps, r: SandboxRecord, deadl
   }
 }
 
-/** How often a resume that another request is making looks whether it is done. */
-const RESUME_LOOK_MS = 100
+/** How often a hibernate or resume that another request is making is looked at, whether it is done. */
+const LOOK_AGAIN_MS = 100
+const lookAgainSoon = async (): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, LOOK_AGAIN_MS)) }
 
 /**
  * The sandbox once another request's resume of it is done: its view when it runs again.
@@ -249,7 +250,7 @@ async function resumedByAnother (d: SnapshotDeps, id: string, deadline: number):
       throw createError(ErrorCodes.SANDBOX_GONE, `sandbox ${id} is ${now.state}: it ended while another request resumed it`, { id, state: now.state })
     }
     if (Date.now() >= deadline) throw createError(ErrorCodes.TIMEOUT, `sandbox ${id} was still being resumed by another request at the deadline`, { id })
-    await new Promise((resolve) => setTimeout(resolve, RESUME_LOOK_MS))
+    await lookAgainSoon()
   }
 }
 
