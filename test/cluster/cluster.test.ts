@@ -9,7 +9,7 @@ import { CONTROL_PLANE, ControlPlaneDefaults, shardOf, type ControlPlane, type I
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
 import { connect, type Client } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
-import { ALL_SCOPES, spawnNode, startTestControlPlane } from './harness.js'
+import { ALL_SCOPES, QUICK_LOSS, spawnNode, startTestControlPlane } from './harness.js'
 
 function tempDir (defer: (fn: () => unknown) => void): string {
   const dir = mkdtempSync(join(tmpdir(), 'warren-test-'))
@@ -134,7 +134,7 @@ test('sandboxes outlive their client; a socket killed mid-exec resumes byte-exac
 }))
 
 test('kill -9 a node: its sandboxes are lost within the heartbeat timeout, nothing lands on it; restarted, it rejoins', timed(90_000, async (defer) => {
-  const cp = await startTestControlPlane({ heartbeatTimeoutMs: 1500 })
+  const cp = await startTestControlPlane(QUICK_LOSS)
   defer(() => cp.close())
   const dir = tempDir(defer)
   const n1 = await spawnNode(cp, 'n1', join(dir, 'n1'))

@@ -13,9 +13,17 @@ const here = dirname(fileURLToPath(import.meta.url))
 export const repoRoot = join(here, '..', '..', '..')
 export const functionsDir = join(here, 'fixtures', 'functions')
 
+/**
+ * A control plane on a free port. Its nodes are declared lost after 10 s without a heartbeat: a
+ * test that kills a node and waits for its loss asks for `QUICK_LOSS`; every other test keeps
+ * the long timeout, so a live node whose event loop a loaded machine stalls is not lost under it.
+ */
 export async function startTestControlPlane (options: ControlPlaneOptions = {}): Promise<ControlPlane> {
-  return await startControlPlane({ port: 0, heartbeatTimeoutMs: 1500, ...options })
+  return await startControlPlane({ port: 0, heartbeatTimeoutMs: 10_000, ...options })
 }
+
+/** For a test that kills a node and waits for the control plane to declare it lost. */
+export const QUICK_LOSS = { heartbeatTimeoutMs: 1500 } as const
 
 export interface NodeChild { proc: ChildProcess, nodeId: string, kill (signal?: NodeJS.Signals): Promise<void> }
 

@@ -13,7 +13,7 @@ import { containerUnavailable } from '../../src/cluster/index.js'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
 import { connect, type CreateSpec, type Sandbox } from '../../src/sdk/index.js'
 import { timed, waitFor } from '../support/index.js'
-import { ALL_SCOPES, spawnNode, startTestControlPlane } from './harness.js'
+import { ALL_SCOPES, QUICK_LOSS, spawnNode, startTestControlPlane } from './harness.js'
 import { mustBeUp, startUpWith, type UpProcess } from '../security/warren-up.js'
 
 const why = containerUnavailable()
@@ -70,7 +70,7 @@ async function startUp (dir: string, port: number): Promise<UpProcess> {
 async function killNodeMidCommand (defer: (fn: () => unknown) => void, nodeId: string, spec: CreateSpec, slowMs: number): Promise<Sandbox> {
   const dir = mkdtempSync(join(tmpdir(), 'warren-rs-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))
-  const cp = await startTestControlPlane()
+  const cp = await startTestControlPlane(QUICK_LOSS)
   defer(() => cp.close())
   const first = await spawnNode(cp, nodeId, join(dir, 'node'))
   defer(() => first.kill())
@@ -109,7 +109,7 @@ ctest('kill -9 the node agent mid-command, restart it: every line arrives once, 
 ctest('a sandbox paused mid-command, its node agent killed -9 and restarted: adopted paused, and at resume the command is taken up, every line once (its stdin refused, saying why)', timed(180_000, async (defer) => {
   const dir = mkdtempSync(join(tmpdir(), 'warren-rsp-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))
-  const cp = await startTestControlPlane()
+  const cp = await startTestControlPlane(QUICK_LOSS)
   defer(() => cp.close())
   const first = await spawnNode(cp, 'rsp1', join(dir, 'node'))
   defer(() => first.kill())
