@@ -3,6 +3,7 @@
  * and optional structured `details`. Codes are the contract: messages may change, codes do not.
  * Errors cross the wire as `{ code, message, details }` (see `toWireError` / `fromWireError`).
  */
+import { LONE_SURROGATE, wellFormed } from './text.js'
 
 /** All stable error codes, in one place so a newcomer can read the whole list. */
 export const ErrorCodes = {
@@ -92,11 +93,17 @@ export interface WireError {
 export function toWireError (err: unknown): WireError {
   if (err instanceof WarrenError) {
     return err.details === undefined
-      ? { code: err.code, message: err.message }
-      : { code: err.code, message: err.message, details: err.details }
+      ? { code: err.code, message: wellFormed(err.message) }
+      : { code: err.code, message: wellFormed(err.message), details: wellFormedDetails(err.details) }
   }
   const message = err instanceof Error ? err.message : String(err)
-  return { code: ErrorCodes.INTERNAL, message }
+  return { code: ErrorCodes.INTERNAL, message: wellFormed(message) }
+}
+
+/** Details whose strings any peer decodes (a path a message echoes may hold a name's raw bytes). */
+function wellFormedDetails (details: ErrorDetails): ErrorDetails {
+  if (!Object.values(details).some((v) => typeof v === 'string' && LONE_SURROGATE.test(v))) return details
+  return Object.fromEntries(Object.entries(details).map(([k, v]) => [k, typeof v === 'string' ? wellFormed(v) : v]))
 }
 
 /** Rebuilds a WarrenError from its wire form; a code this version does not know becomes INTERNAL. */

@@ -97,3 +97,32 @@ def test_an_upload_past_the_sandboxs_disk_raises_quota_naming_it_and_leaves_no_t
             loop.set_exception_handler(None)
             await small.kill()
     with_sandbox(cluster, fn)
+
+
+def test_names_that_are_not_utf8_keep_their_bytes_in_every_call_and_both_ways_as_trees(cluster):
+    # Before, one such name failed a whole download, and such a file could not be read at all.
+    async def fn(c, sb):
+        made = await sb.exec("mkdir -p /t && printf x > \"/t/caf$(printf '\\351')\" && ln -s \"caf$(printf '\\351')\" /t/link")
+        assert made.exit_code == 0, made.stderr
+        names = sorted(e.name for e in await sb.files.list("/t"))
+        assert names == ["caf\udce9", "link"]  # as os.fsdecode(b"caf\xe9") gives it
+        assert (await sb.files.stat("/t/link")).target == "caf\udce9"
+        assert await sb.files.read("/t/caf\udce9") == b"x"
+        await sb.files.write(b"/t/new\xfe", b"z")  # bytes work as a path too
+        await sb.files.rename("/t/new\udcfe", "/t/re\udcfd")
+        assert (await sb.exec("cat \"/t/re$(printf '\\375')\"")).stdout == "z"
+        with tempfile.TemporaryDirectory() as src, tempfile.TemporaryDirectory() as dst:
+            out = os.path.join(dst, "down")
+            await sb.files.download("/t", out)
+            assert sorted(os.listdir(os.fsencode(out))) == [b"caf\xe9", b"link", b"re\xfd"]
+            assert os.readlink(os.path.join(os.fsencode(out), b"link")) == b"caf\xe9"
+            with open(os.path.join(os.fsencode(out), b"caf\xe9"), "rb") as f:
+                assert f.read() == b"x"
+            os.makedirs(os.path.join(os.fsencode(src), b"sub\x80"))
+            with open(os.path.join(os.fsencode(src), b"sub\x80", b"na\xefve"), "wb") as f:
+                f.write(b"naive")
+            os.symlink(b"sub\x80", os.path.join(os.fsencode(src), b"ln"))
+            await sb.files.upload(src, "/u")
+            seen = await sb.exec("cat \"/u/sub$(printf '\\200')/na$(printf '\\357')ve\"; readlink /u/ln | od -An -tx1 | tr -d ' \\n'")
+            assert seen.stdout == "naive737562800a", seen.stderr  # the link's target: b"sub\x80\n"
+    with_sandbox(cluster, fn)

@@ -4,6 +4,7 @@
  * byte field (`data`, `head`, `tail`) a base64 string (docs/protocol.md, "Trajectories as JSON").
  */
 import type { RecordedBytes, Step, TrajectoryHeader } from '../cluster/index.js'
+import { shownName } from '../file-names.js'
 
 export const LogDefaults = {
   /** Lines of a recorded stream printed under its step (the rest is counted). */
@@ -52,12 +53,12 @@ export function stepLines (s: Step): string {
       streams = [['in', s.stdin], ['out', s.stdout], ['err', s.stderr]]
       break
     }
-    case 'write': line = `write ${s.path}${s.mode !== undefined ? ` mode ${s.mode.toString(8)}` : ''}: ${size(s.content)}, sha256 ${s.content.sha256.slice(0, 16)}…`; break
-    case 'upload': line = `upload (tar) to ${s.path}: ${size(s.content)}, sha256 ${s.content.sha256.slice(0, 16)}…`; break
-    case 'remove': line = `remove ${s.path}${s.recursive === true ? ' (recursive)' : ''}`; break
-    case 'rename': line = `rename ${s.from} -> ${s.to}`; break
-    case 'mkdir': line = `mkdir ${s.path}${s.parents === true ? ' (parents)' : ''}`; break
-    case 'symlink': line = `symlink ${s.path} -> ${s.target}`; break
+    case 'write': line = `write ${shownName(s.path)}${s.mode !== undefined ? ` mode ${s.mode.toString(8)}` : ''}: ${size(s.content)}, sha256 ${s.content.sha256.slice(0, 16)}…`; break
+    case 'upload': line = `upload (tar) to ${shownName(s.path)}: ${size(s.content)}, sha256 ${s.content.sha256.slice(0, 16)}…`; break
+    case 'remove': line = `remove ${shownName(s.path)}${s.recursive === true ? ' (recursive)' : ''}`; break
+    case 'rename': line = `rename ${shownName(s.from)} -> ${shownName(s.to)}`; break
+    case 'mkdir': line = `mkdir ${shownName(s.path)}${s.parents === true ? ' (parents)' : ''}`; break
+    case 'symlink': line = `symlink ${shownName(s.path)} -> ${shownName(s.target)}`; break
     case 'snapshot': line = `snapshot ${s.snapshot} (layer ${s.layer})`; break
     case 'pause': line = 'pause'; break
     case 'resume': line = 'resume'; break

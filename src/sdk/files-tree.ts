@@ -10,11 +10,12 @@
 import { constants, createReadStream } from 'node:fs'
 import { chmod, lstat, mkdir, open, readdir, readlink, stat, symlink, unlink } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
-import { pipeline } from 'node:stream/promises'
 import { nanoid } from 'nanoid'
-import { extract, pack, type Header, type Pack } from 'tar-stream'
-import { memberPath, type TarPage } from '../cluster/index.js'
+import { extract, type Header } from 'tar-stream'
+import { memberNames, memberPath, TAR_END, tarHeader, tarPadding, type TarPage } from '../cluster/index.js'
 import { createError, ErrorCodes } from '../errors.js'
+import { isUtf8Name, nameFromBytes, nameToBytes } from '../file-names.js'
+import { wellFormed } from '../text.js'
 import type { SandboxFiles, WriteInfo } from './files.js'
 
 /** How deep a local tree may go. */
@@ -25,44 +26,49 @@ export async function uploadTree (files: SandboxFiles, localPath: string, sandbo
   const st = await stat(localPath)
   if (st.isFile()) return await files.write(sandboxPath, createReadStream(localPath), { mode: st.mode & 0o7777 })
   if (!st.isDirectory()) throw createError(ErrorCodes.INVALID_ARGUMENT, `${localPath} is neither a file nor a directory`, { field: 'localPath' })
-  const packer = pack()
-  // A local read that failed destroys the packer with why: the send reading it rejects with that
-  // (or has stopped already), so the event itself needs no one else.
-  packer.on('error', () => {})
-  packLocal(packer, resolve(localPath), '', 0).then(() => packer.finalize(), (err: unknown) => packer.destroy(err as Error))
-  try {
-    return await files.send(sandboxPath, packer as unknown as AsyncIterable<Uint8Array>, { format: 'tar' })
-  } finally {
-    packer.destroy()
-  }
+  // Packed as the upload pulls it: a local read that fails ends the upload with why.
+  return await files.send(sandboxPath, packLocal(resolve(localPath)), { format: 'tar' })
 }
 
-function addEntry (packer: Pack, header: Header | Parameters<Pack['entry']>[0]): Promise<void> {
-  return new Promise((resolve, reject) => { packer.entry(header, (err) => { if (err !== undefined && err !== null) reject(err); else resolve() }) })
+/**
+ * A local path for the file system calls: itself, or the bytes of one holding a name that is
+ * not UTF-8 (escaped in the string, see file-names.ts), which Node's fs takes as a Buffer.
+ */
+function local (path: string): string | Buffer {
+  return isUtf8Name(path) ? path : nameToBytes(path, 'localPath')
 }
 
-/** Packs the tree under `dir` (members named below `rel`), symlinks as symlinks, other kinds left out. */
-async function packLocal (packer: Pack, dir: string, rel: string, depth: number): Promise<void> {
-  if (depth > MAX_DEPTH) throw createError(ErrorCodes.INVALID_ARGUMENT, `${dir} is more than ${MAX_DEPTH} directories deep`, { field: 'localPath' })
-  for (const name of (await readdir(dir)).sort()) {
+/** The tar of the tree under `root`, block by block: symlinks as symlinks, other kinds left out. */
+async function * packLocal (root: string): AsyncGenerator<Buffer> {
+  yield * packDir(root, '', 0)
+  yield TAR_END
+}
+
+async function * packDir (dir: string, rel: string, depth: number): AsyncGenerator<Buffer> {
+  if (depth > MAX_DEPTH) throw createError(ErrorCodes.INVALID_ARGUMENT, `${wellFormed(dir)} is more than ${MAX_DEPTH} directories deep`, { field: 'localPath' })
+  // Names as bytes: a name that is not UTF-8 goes as exactly its bytes.
+  const names = (await readdir(local(dir), { encoding: 'buffer' })).map(nameFromBytes)
+  for (const name of names.sort()) {
     const path = join(dir, name)
     const member = rel === '' ? name : `${rel}/${name}`
-    const st = await lstat(path)
-    const common = { name: member, mode: st.mode & 0o7777, mtime: st.mtime }
+    const st = await lstat(local(path))
+    const common = { name: member, mode: st.mode & 0o7777, mtimeMs: st.mtimeMs }
     if (st.isDirectory()) {
-      await addEntry(packer, { ...common, type: 'directory' })
-      await packLocal(packer, path, member, depth + 1)
+      yield tarHeader({ ...common, type: 'directory' })
+      yield * packDir(path, member, depth + 1)
     } else if (st.isSymbolicLink()) {
-      await addEntry(packer, { ...common, type: 'symlink', linkname: await readlink(path) })
+      yield tarHeader({ ...common, type: 'symlink', linkname: nameFromBytes(await readlink(local(path), { encoding: 'buffer' })) })
     } else if (st.isFile()) {
-      let settle!: (err?: Error | null) => void
-      const done = new Promise<void>((resolve, reject) => { settle = (err) => { if (err !== undefined && err !== null) reject(err); else resolve() } })
-      const entry = packer.entry({ ...common, type: 'file', size: st.size }, settle)
-      // An upload the cluster refused mid-file destroys the packer and the entry: the pipeline
-      // below then throws, and `done`, never awaited, must not be an unhandled rejection.
-      done.catch(() => {})
-      await pipeline(createReadStream(path), entry as unknown as NodeJS.WritableStream)
-      await done
+      yield tarHeader({ ...common, type: 'file', size: st.size })
+      let sent = 0
+      // At most the size the header gave (`end` is inclusive); a file that shrank is refused below.
+      const body = st.size === 0 ? [] : createReadStream(local(path), { end: st.size - 1 }) as AsyncIterable<Buffer>
+      for await (const chunk of body) {
+        sent += chunk.length
+        yield chunk
+      }
+      if (sent !== st.size) throw createError(ErrorCodes.INVALID_ARGUMENT, `${wellFormed(path)} changed size while it was packed`, { field: 'localPath' })
+      yield tarPadding(st.size)
     }
   }
 }
@@ -103,11 +109,12 @@ export async function downloadTree (files: SandboxFiles, sandboxPath: string, lo
     await files.call({ op: 'tar-end', download }, true).catch(() => {})
   }
   // Modes of directories last, deepest first: a read-only directory does not block its own members.
-  for (const d of dirModes.reverse()) await chmod(d.path, d.mode)
+  for (const d of dirModes.reverse()) await chmod(local(d.path), d.mode)
 }
 
 function outside (member: string, why: string): Error {
-  return createError(ErrorCodes.INVALID_ARGUMENT, `tar member ${JSON.stringify(member.slice(0, 200))} ${why}`, { field: 'localPath', member: member.slice(0, 200) })
+  const shown = wellFormed(member.slice(0, 200))
+  return createError(ErrorCodes.INVALID_ARGUMENT, `tar member ${JSON.stringify(shown)} ${why}`, { field: 'localPath', member: shown })
 }
 
 /** Makes (or walks) the directories from `root` down to `parts`, refusing any that is not a real directory. */
@@ -115,23 +122,24 @@ async function realDirs (root: string, parts: string[], member: string): Promise
   let at = root
   for (const part of parts) {
     at = join(at, part)
-    const st = await lstat(at).catch(() => undefined)
-    if (st === undefined) await mkdir(at, { mode: 0o755 })
-    else if (!st.isDirectory()) throw outside(member, `goes through ${at}, which is ${st.isSymbolicLink() ? 'a symlink' : 'not a directory'}`)
+    const st = await lstat(local(at)).catch(() => undefined)
+    if (st === undefined) await mkdir(local(at), { mode: 0o755 })
+    else if (!st.isDirectory()) throw outside(member, `goes through ${wellFormed(at)}, which is ${st.isSymbolicLink() ? 'a symlink' : 'not a directory'}`)
   }
   return at
 }
 
 async function unpackMember (root: string, h: Header, body: AsyncIterable<Buffer>, dirModes: Array<{ path: string, mode: number }>): Promise<void> {
-  const parts = memberPath(h.name)
+  const { name, linkname } = memberNames(h)
+  const parts = memberPath(name)
   if (parts.length === 0) return // the root itself
-  const parent = await realDirs(root, parts.slice(0, -1), h.name)
+  const parent = await realDirs(root, parts.slice(0, -1), name)
   const target = join(parent, parts[parts.length - 1]!)
   const mode = h.mode & 0o7777
-  const existing = await lstat(target).catch(() => undefined)
+  const existing = await lstat(local(target)).catch(() => undefined)
   switch (h.type) {
     case 'directory':
-      await realDirs(root, parts, h.name)
+      await realDirs(root, parts, name)
       dirModes.push({ path: target, mode })
       return
     case 'file':
@@ -139,9 +147,9 @@ async function unpackMember (root: string, h: Header, body: AsyncIterable<Buffer
       await writeLocalFile(target, mode, body)
       return
     case 'symlink':
-      if (existing?.isDirectory() === true) throw outside(h.name, 'would replace a directory with a symlink')
-      if (existing !== undefined) await unlink(target)
-      await symlink(h.linkname, target)
+      if (existing?.isDirectory() === true) throw outside(name, 'would replace a directory with a symlink')
+      if (existing !== undefined) await unlink(local(target))
+      await symlink(local(linkname), local(target))
       return
     default:
       // Devices, FIFOs and hard links are not made here.
@@ -150,7 +158,7 @@ async function unpackMember (root: string, h: Header, body: AsyncIterable<Buffer
 
 /** Writes a local file without following a symlink at its name, then gives it its mode. */
 async function writeLocalFile (path: string, mode: number, body: AsyncIterable<Uint8Array>): Promise<void> {
-  const fh = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o600)
+  const fh = await open(local(path), constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o600)
   try {
     for await (const chunk of body) {
       for (let at = 0; at < chunk.byteLength;) at += (await fh.write(chunk, at)).bytesWritten

@@ -11,6 +11,7 @@ import { nanoid } from 'nanoid'
 import type { FileEntry, FileStat } from '../backends/types.js'
 import type { UploadResult, UploadState } from '../cluster/index.js'
 import { createError, ErrorCodes, isWarrenError } from '../errors.js'
+import { nameFromWire, nameToWire, type WireName } from '../file-names.js'
 import type { ExecTransport } from './exec.js'
 import { retryPause, worthRetrying } from './request-errors.js'
 import { chunksOf, knownSize, type WriteData } from './file-source.js'
@@ -87,13 +88,17 @@ export class SandboxFiles {
 
   /** The entries of a directory (at most 10,000: a larger directory's listing is cut there). */
   async list (path: string): Promise<FileInfo[]> {
-    const { entries } = await this.call<{ entries: FileEntry[], truncated: boolean }>({ op: 'list', path }, true)
-    return entries.map((e) => ({ ...e, path: posix.join(path, e.name) }))
+    const { entries } = await this.call<{ entries: Array<FileEntry & { name: WireName }>, truncated: boolean }>({ op: 'list', path }, true)
+    return entries.map((e) => {
+      const name = nameFromWire(e.name)
+      return { ...e, name, path: posix.join(path, name) }
+    })
   }
 
   /** Describes a path; a symlink itself unless `follow`. @throws WARREN_ERR_NOT_FOUND */
   async stat (path: string, opts: { follow?: boolean } = {}): Promise<FileStat> {
-    return await this.call<FileStat>({ op: 'stat', path, ...(opts.follow === true ? { follow: true } : {}) }, true)
+    const st = await this.call<FileStat & { target?: WireName }>({ op: 'stat', path, ...(opts.follow === true ? { follow: true } : {}) }, true)
+    return st.target === undefined ? st : { ...st, target: nameFromWire(st.target) }
   }
 
   /** True when something is at `path` (a dangling symlink counts). */
@@ -226,7 +231,7 @@ export class SandboxFiles {
    * to take them, which means they were not done.
    */
   async call<R = unknown> (req: Record<string, unknown>, idempotent: boolean): Promise<R> {
-    const message = { type: 'files', id: this.sandboxId(), ...req }
+    const message = { type: 'files', id: this.sandboxId(), ...req, ...wirePaths(req) }
     for (let failures = 0; ; failures++) {
       try {
         const ask = this.t.request<R>(message, FilesClientDefaults.requestTimeoutMs)
@@ -242,6 +247,13 @@ export class SandboxFiles {
       }
     }
   }
+}
+
+/** A request's paths as they travel: a str, or the bytes of a name that is not UTF-8 (see file-names.ts). */
+function wirePaths (req: Record<string, unknown>): Record<string, WireName> {
+  const out: Record<string, WireName> = {}
+  for (const key of ['path', 'to'] as const) if (typeof req[key] === 'string') out[key] = nameToWire(req[key], key)
+  return out
 }
 
 function changed (path: string): Error {

@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator, Iterable
 
 from .errors import NotFoundError, invalid
 from .link import Link
+from .names import from_wire, to_wire
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,9 @@ class SandboxFiles:
 
     async def call(self, req: dict[str, Any], idempotent: bool = True) -> Any:
         """One file request; idempotent ones are sent again after a lost socket or an overload."""
+        for key in ("path", "to"):
+            if key in req:
+                req = {**req, key: to_wire(req[key])}
         return await self._link.request({"type": "files", "id": self._id, **req}, self.d.request_timeout_s, retry=idempotent)
 
     async def write(self, path: str, data: Any, *, mode: int | None = None) -> WriteInfo:
@@ -198,8 +202,9 @@ class SandboxFiles:
     async def list(self, path: str) -> list[FileInfo]:
         """The entries of a directory (at most 10,000)."""
         r = await self.call({"op": "list", "path": path})
-        return [FileInfo(e["name"], posixpath.join(path, e["name"]), e["type"], int(e.get("size", 0)), int(e.get("mode", 0)),
-                         int(e.get("mtimeMs", 0))) for e in r.get("entries", [])]
+        at = from_wire(path)
+        return [FileInfo(from_wire(e["name"]), posixpath.join(at, from_wire(e["name"])), e["type"], int(e.get("size", 0)),
+                         int(e.get("mode", 0)), int(e.get("mtimeMs", 0))) for e in r.get("entries", [])]
 
     async def stat(self, path: str, *, follow: bool = False) -> FileStat:
         """Describes a path (a symlink itself unless ``follow``); NotFoundError when nothing is there."""
@@ -208,7 +213,7 @@ class SandboxFiles:
             req["follow"] = True
         s = await self.call(req)
         return FileStat(s["type"], int(s.get("size", 0)), int(s.get("mode", 0)), int(s.get("uid", 0)), int(s.get("gid", 0)),
-                        int(s.get("mtimeMs", 0)), s.get("target"))
+                        int(s.get("mtimeMs", 0)), from_wire(s["target"]) if s.get("target") is not None else None)
 
     async def exists(self, path: str) -> bool:
         """True when something is at ``path`` (a dangling symlink counts)."""

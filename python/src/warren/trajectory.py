@@ -13,6 +13,7 @@ from typing import Any, AsyncIterator, ClassVar, Mapping, Union
 
 from .errors import invalid
 from .link import Link
+from .names import from_wire
 
 
 @dataclass(frozen=True)
@@ -230,6 +231,11 @@ Step = Union[ExecStep, WriteStep, UploadStep, RemoveStep, RenameStep, MkdirStep,
              ResumeStep, EgressStep, OtherStep]
 
 
+def _name(v: Any) -> str:
+    """A path of a step: a str, or (bytes on the wire) a name that is not UTF-8, as os.fsdecode gives it."""
+    return from_wire(v) if isinstance(v, (str, bytes, bytearray)) else str(v)
+
+
 def _pty(v: Any) -> tuple[int, int] | None:
     return (int(v["cols"]), int(v["rows"])) if isinstance(v, Mapping) else None
 
@@ -245,17 +251,17 @@ def step_from_wire(v: Mapping[str, Any]) -> Step:
                         v.get("exitCode"), v.get("reason"), v.get("durationMs"), RecordedBytes.from_wire(v.get("stdout")),
                         RecordedBytes.from_wire(v.get("stderr")), _opt_int(v.get("resumedAt")))
     if kind == "write":
-        return WriteStep(seq, at, str(v.get("path")), _recorded(v.get("content")), v.get("mode"))
+        return WriteStep(seq, at, _name(v.get("path")), _recorded(v.get("content")), v.get("mode"))
     if kind == "upload":
-        return UploadStep(seq, at, str(v.get("path")), _recorded(v.get("content")))
+        return UploadStep(seq, at, _name(v.get("path")), _recorded(v.get("content")))
     if kind == "remove":
-        return RemoveStep(seq, at, str(v.get("path")), bool(v.get("recursive", False)))
+        return RemoveStep(seq, at, _name(v.get("path")), bool(v.get("recursive", False)))
     if kind == "rename":
-        return RenameStep(seq, at, str(v.get("from")), str(v.get("to")))
+        return RenameStep(seq, at, _name(v.get("from")), _name(v.get("to")))
     if kind == "mkdir":
-        return MkdirStep(seq, at, str(v.get("path")), v.get("mode"), bool(v.get("parents", False)))
+        return MkdirStep(seq, at, _name(v.get("path")), v.get("mode"), bool(v.get("parents", False)))
     if kind == "symlink":
-        return SymlinkStep(seq, at, str(v.get("path")), str(v.get("target")))
+        return SymlinkStep(seq, at, _name(v.get("path")), _name(v.get("target")))
     if kind == "snapshot":
         return SnapshotStep(seq, at, str(v.get("snapshot")), str(v.get("layer")))
     if kind == "pause":

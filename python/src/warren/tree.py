@@ -8,6 +8,7 @@ import tempfile
 from typing import TYPE_CHECKING
 
 from .errors import invalid
+from .names import pax_names
 
 if TYPE_CHECKING:
     from .files import SandboxFiles, WriteInfo
@@ -22,11 +23,18 @@ async def upload_tree(files: "SandboxFiles", local_path: str, sandbox_path: str)
         with open(local_path, "rb") as f:
             return await files.send(sandbox_path, f, "file", os.stat(local_path).st_mode & 0o7777)
     with tempfile.SpooledTemporaryFile(SPOOL_BYTES) as spool:
-        with tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        with tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8", errors="surrogateescape") as tar:
             for name in sorted(os.listdir(local_path)):
-                tar.add(os.path.join(local_path, name), arcname=name, recursive=True)
+                tar.add(os.path.join(local_path, name), arcname=name, recursive=True, filter=_exact_names)
         spool.seek(0)
         return await files.send(sandbox_path, spool, "tar")
+
+
+def _exact_names(m: tarfile.TarInfo) -> tarfile.TarInfo:
+    # A name that is not UTF-8 goes raw under hdrcharset=BINARY (tarfile's own doing) and in
+    # warren's pax keys, which the node reads exactly.
+    m.pax_headers.update(pax_names(m.name, m.linkname))
+    return m
 
 
 def _safe_member(m: tarfile.TarInfo, root: str) -> bool:
@@ -59,7 +67,7 @@ async def download_tree(files: "SandboxFiles", sandbox_path: str, local_path: st
             spool.seek(0)
             os.makedirs(local_path, exist_ok=True)
             root = os.path.realpath(local_path)
-            with tarfile.open(fileobj=spool, mode="r:") as tar:
+            with tarfile.open(fileobj=spool, mode="r:", encoding="utf-8", errors="surrogateescape") as tar:
                 for m in tar:
                     if not _safe_member(m, root):
                         raise invalid("path", f"the tree holds an entry that would land outside {local_path}: {m.name!r}")

@@ -3,6 +3,7 @@
  * symlink): each one request, answered by ok or err.
  */
 import { createError, ErrorCodes } from '../../errors.js'
+import { nameFromWire, nameToWire, type WireName } from '../../file-names.js'
 import type { SandboxFiles, SandboxHandle } from '../types.js'
 import type { AgentFiles, FileEntry, FileStat } from './agent-types.js'
 import { AgentLimits, type AgentMessage, type AgentRequest } from './protocol.js'
@@ -10,53 +11,47 @@ import { AgentLimits, type AgentMessage, type AgentRequest } from './protocol.js
 /** Sends one request and resolves with its ok (rejects with its err). */
 export type AgentRequestFn = (msg: AgentRequest) => Promise<Extract<AgentMessage, { t: 'ok' }>>
 
-function checkPath (path: string): void {
+/** The path as the agent takes it (see file-names.ts); an empty one is refused here. */
+function wire (path: string): WireName {
   if (typeof path !== 'string' || path.length === 0) throw createError(ErrorCodes.INVALID_ARGUMENT, 'path must be a non-empty string')
+  return nameToWire(path)
 }
 
 /** The file operations over `request`; `nextId` gives each request its id. */
 export function createAgentFiles (request: AgentRequestFn, nextId: () => number): AgentFiles {
   return {
     async read (path, opts = {}) {
-      checkPath(path)
-      const m = await request({ t: 'read', id: nextId(), path, offset: opts.offset, length: opts.length })
+      const m = await request({ t: 'read', id: nextId(), path: wire(path), offset: opts.offset, length: opts.length })
       return m.data as Uint8Array
     },
     async write (path, data, opts = {}) {
-      checkPath(path)
+      const p = wire(path)
       if (data.length > AgentLimits.maxFileBytes) {
         throw createError(ErrorCodes.INVALID_ARGUMENT, `${data.length} bytes exceed the write limit of ${AgentLimits.maxFileBytes}`)
       }
-      await request({ t: 'write', id: nextId(), path, data, mode: opts.mode, append: opts.append, offset: opts.offset, mkdirs: opts.mkdirs })
+      await request({ t: 'write', id: nextId(), path: p, data, mode: opts.mode, append: opts.append, offset: opts.offset, mkdirs: opts.mkdirs })
     },
     async list (path) {
-      checkPath(path)
-      const m = await request({ t: 'list', id: nextId(), path })
-      return { entries: m.entries as FileEntry[], truncated: m.truncated === true }
+      const m = await request({ t: 'list', id: nextId(), path: wire(path) })
+      const entries = (m.entries as Array<FileEntry & { name: WireName }>).map((e) => ({ ...e, name: nameFromWire(e.name) }))
+      return { entries, truncated: m.truncated === true }
     },
     async stat (path, opts = {}) {
-      checkPath(path)
-      const m = await request({ t: 'stat', id: nextId(), path, follow: opts.follow })
-      const { t: _t, id: _id, ...stat } = m
-      return stat as unknown as FileStat
+      const m = await request({ t: 'stat', id: nextId(), path: wire(path), follow: opts.follow })
+      const { t: _t, id: _id, target, ...stat } = m
+      return (target === undefined ? stat : { ...stat, target: nameFromWire(target as WireName) }) as unknown as FileStat
     },
     async remove (path, opts = {}) {
-      checkPath(path)
-      await request({ t: 'remove', id: nextId(), path, recursive: opts.recursive })
+      await request({ t: 'remove', id: nextId(), path: wire(path), recursive: opts.recursive })
     },
     async mkdir (path, opts = {}) {
-      checkPath(path)
-      await request({ t: 'mkdir', id: nextId(), path, mode: opts.mode, parents: opts.parents })
+      await request({ t: 'mkdir', id: nextId(), path: wire(path), mode: opts.mode, parents: opts.parents })
     },
     async rename (from, to) {
-      checkPath(from)
-      checkPath(to)
-      await request({ t: 'rename', id: nextId(), path: from, to })
+      await request({ t: 'rename', id: nextId(), path: wire(from), to: wire(to) })
     },
     async symlink (path, target, opts = {}) {
-      checkPath(path)
-      checkPath(target)
-      await request({ t: 'symlink', id: nextId(), path, target, mkdirs: opts.mkdirs })
+      await request({ t: 'symlink', id: nextId(), path: wire(path), target: wire(target), mkdirs: opts.mkdirs })
     }
   }
 }

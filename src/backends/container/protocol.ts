@@ -11,6 +11,7 @@
  */
 import { Packr, Unpackr } from 'msgpackr'
 import { createError, ErrorCodes } from '../../errors.js'
+import type { WireName } from '../../file-names.js'
 
 /** Limits the agent enforces; the same numbers as agent/protocol.h. */
 export const AgentLimits = {
@@ -59,18 +60,18 @@ export type AgentRequest =
   | { t: 'kill', id: number, exec: number, signal?: number }
   /** Gives the terminal of an exec started with `pty` a new size. */
   | { t: 'resize', id: number, exec: number, cols: number, rows: number }
-  | { t: 'read', id: number, path: string, offset?: number, length?: number }
+  | { t: 'read', id: number, path: WireName, offset?: number, length?: number }
   /** Without append or offset the file is replaced; with offset the bytes go there, nothing is truncated. */
-  | { t: 'write', id: number, path: string, data: Uint8Array, mode?: number, append?: boolean, offset?: number, mkdirs?: boolean }
-  | { t: 'list', id: number, path: string }
-  | { t: 'stat', id: number, path: string, follow?: boolean }
-  | { t: 'remove', id: number, path: string, recursive?: boolean }
+  | { t: 'write', id: number, path: WireName, data: Uint8Array, mode?: number, append?: boolean, offset?: number, mkdirs?: boolean }
+  | { t: 'list', id: number, path: WireName }
+  | { t: 'stat', id: number, path: WireName, follow?: boolean }
+  | { t: 'remove', id: number, path: WireName, recursive?: boolean }
   /** `parents`: mkdir -p (an existing directory is success). */
-  | { t: 'mkdir', id: number, path: string, mode?: number, parents?: boolean }
+  | { t: 'mkdir', id: number, path: WireName, mode?: number, parents?: boolean }
   /** rename(2): atomic within a file system. */
-  | { t: 'rename', id: number, path: string, to: string }
+  | { t: 'rename', id: number, path: WireName, to: WireName }
   /** Makes `path` a symlink holding `target` as given. */
-  | { t: 'symlink', id: number, path: string, target: string, mkdirs?: boolean }
+  | { t: 'symlink', id: number, path: WireName, target: WireName, mkdirs?: boolean }
   | { t: 'hostname', id: number, name: string }
   /** A VM's fresh identity: a name, randomness for its kernel's pool, the time (seed and timeMs: VMs only). */
   | { t: 'identity', id: number, name?: string, seed?: Uint8Array, timeMs?: number }

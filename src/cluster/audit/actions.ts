@@ -7,6 +7,7 @@
  * it returns the ids and values to keep. What a record may hold is bounded (`AuditDefaults`):
  * an exec's argv capped, never stdin, output, file contents or a key.
  */
+import { shownName, type WireName } from '../../file-names.js'
 import type { ClientRequest } from '../control/requests.js'
 import { AuditDefaults, type AuditRecord } from './types.js'
 
@@ -84,8 +85,9 @@ export const AUDIT_ACTIONS: { [T in ClientRequest['type']]?: AuditRule<T> } = {
   files: {
     action: (r) => FILE_ACTIONS[String((r.req as { op?: unknown } | undefined)?.op ?? r.op)],
     fields: (r) => {
-      const q = r.req as { path?: string, to?: string, upload?: string }
-      return { sandbox: r.id, ...(q.path !== undefined ? { path: cut(q.path) } : {}), ...(q.to !== undefined ? { to: cut(q.to) } : {}), ...(q.upload !== undefined ? { upload: q.upload } : {}) }
+      // A path that is not UTF-8 arrives as bytes: the record shows them as \xHH.
+      const q = r.req as { path?: WireName, to?: WireName, upload?: string }
+      return { sandbox: r.id, ...(q.path !== undefined ? { path: cut(shownName(q.path)) } : {}), ...(q.to !== undefined ? { to: cut(shownName(q.to)) } : {}), ...(q.upload !== undefined ? { upload: q.upload } : {}) }
     }
   },
   snapshot: {

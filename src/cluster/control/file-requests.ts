@@ -4,6 +4,7 @@
  * size, the chunk size) are checked there (`SandboxFileService`); this is the shape. The field
  * checkers are requests.ts's, handed in, so every request is refused in the same words.
  */
+import type { WireName } from '../../file-names.js'
 import type { ClientFileOp, FileRequest } from '../sandbox/index.js'
 
 type Obj = Record<string, unknown>
@@ -37,9 +38,16 @@ const SHA256_HEX = 64
  * @returns a request holding only the op's known, well-typed fields
  */
 export function parseFileRequest (r: Obj, c: FieldChecks, maxPath: number): FileRequest {
-  const path = (key = 'path'): string => {
-    // Refused here, naming the field: the sandbox's agent refuses NUL and length too, but without a field.
-    const p = c.cText(r[key], key, maxPath)
+  // Refused here, naming the field: the sandbox's agent refuses NUL and length too, but without a field.
+  const path = (key = 'path'): WireName => {
+    const v = r[key]
+    if (v instanceof Uint8Array) {
+      // The bytes of a name that is not UTF-8 (see file-names.ts), kept as bytes to the node.
+      if (v.length === 0 || v.length > maxPath) c.invalid(key, `must be 1 to ${maxPath} bytes`)
+      if (v.includes(0)) c.invalid(key, 'must not hold NUL')
+      return v
+    }
+    const p = c.cText(v, key, maxPath)
     if (Buffer.byteLength(p) > maxPath) c.invalid(key, `must be at most ${maxPath} bytes in UTF-8`)
     return p
   }

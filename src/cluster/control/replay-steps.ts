@@ -5,6 +5,8 @@
  * holds one page and one range of bytes whatever the trajectory's length.
  */
 import { nanoid } from 'nanoid'
+import { nameFromWire, type WireName } from '../../file-names.js'
+import { wellFormed } from '../../text.js'
 import type { FileRequest, UploadState } from '../sandbox/index.js'
 import { TrajectoryDefaults, type RecordedBytes, type Step, type TrajectoryPage } from '../trajectory/index.js'
 import { keptWhole, recordedPieces } from './replay-bytes.js'
@@ -95,7 +97,7 @@ function send<R> (t: StepTarget, req: FileRequest): Promise<R> {
  * A recorded write (a file) or upload (a tar unpacked at `path`) made again: an upload of the
  * recorded bytes, a range at a time, whose end checks their size and sha256.
  */
-async function upload (t: StepTarget, to: { path: string, format: 'file' | 'tar', mode?: number }, content: RecordedBytes, deadline: number): Promise<Applied> {
+async function upload (t: StepTarget, to: { path: WireName, format: 'file' | 'tar', mode?: number }, content: RecordedBytes, deadline: number): Promise<Applied> {
   const id = `replay-${nanoid(16)}`
   try {
     const begun = await send<UploadState>(t, { op: 'write-begin', upload: id, ...to, size: content.bytes })
@@ -103,7 +105,7 @@ async function upload (t: StepTarget, to: { path: string, format: 'file' | 'tar'
     for await (const data of recordedPieces(content, t.blob, Math.min(begun.maxChunkBytes, TrajectoryDefaults.maxBlobReadBytes))) {
       if (Date.now() >= deadline) {
         await send(t, { op: 'write-abort', upload: id }).catch(() => {})
-        return { kind: 'diverged', reason: 'timeout', message: `the replay's time was up ${offset} bytes into ${to.path}` }
+        return { kind: 'diverged', reason: 'timeout', message: `the replay's time was up ${offset} bytes into ${wellFormed(nameFromWire(to.path))}` }
       }
       await send(t, { op: 'write-chunk', upload: id, offset, data })
       offset += data.length

@@ -6,6 +6,7 @@
  * a write is an upload (begin, chunks by offset, end), so the 1 MiB frame never limits a file's
  * size and the node never holds more of one than the chunks in flight.
  */
+import { nameFromWire, type WireName } from '../../file-names.js'
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -46,24 +47,28 @@ export type FilesLimits = typeof FilesDefaults
 /** How an upload's bytes are taken: one file, or a tar unpacked into a directory. */
 export type UploadFormat = 'file' | 'tar'
 
-/** A file operation as the sandbox actor receives it (already shape-checked). */
-export type FileRequest =
-  | { op: 'stat', path: string, follow?: boolean }
-  | { op: 'list', path: string }
+/**
+ * A file operation, shape-checked. `P` is how its paths are held: as they cross the wire
+ * (`WireName`: a str, or the bytes of a name that is not UTF-8), or on the node, decoded with
+ * its bytes escaped (see file-names.ts).
+ */
+export type FileRequestOf<P> =
+  | { op: 'stat', path: P, follow?: boolean }
+  | { op: 'list', path: P }
   /** Bytes `[offset, offset + length)` of a regular file (fewer at its end). */
-  | { op: 'read', path: string, offset: number, length: number }
-  | { op: 'mkdir', path: string, mode?: number, parents?: boolean }
-  | { op: 'remove', path: string, recursive?: boolean }
-  | { op: 'rename', path: string, to: string }
+  | { op: 'read', path: P, offset: number, length: number }
+  | { op: 'mkdir', path: P, mode?: number, parents?: boolean }
+  | { op: 'remove', path: P, recursive?: boolean }
+  | { op: 'rename', path: P, to: P }
   /** Opens an upload to `path`: a file (written under a temporary name) or a tar unpacked there. Retried with the same id, the same upload. */
-  | { op: 'write-begin', upload: string, path: string, format?: UploadFormat, mode?: number, size?: number }
+  | { op: 'write-begin', upload: string, path: P, format?: UploadFormat, mode?: number, size?: number }
   /** Bytes at `offset` of the upload: a chunk sent twice lands on the same bytes. */
   | { op: 'write-chunk', upload: string, offset: number, data: Uint8Array }
   /** Closes the upload: `size` (and `sha256`, hex, when given) must match what arrived; then the file takes its name. */
   | { op: 'write-end', upload: string, size: number, sha256?: string }
   | { op: 'write-abort', upload: string }
   /** Opens a download of `path` (a file or a directory tree) as a tar stream, read in numbered pages. */
-  | { op: 'tar-begin', download: string, path: string }
+  | { op: 'tar-begin', download: string, path: P }
   /** Page `seq` of a download; the page before it is kept, so a retried read gets it again. */
   | { op: 'tar-read', download: string, seq: number }
   | { op: 'tar-end', download: string }
@@ -71,7 +76,22 @@ export type FileRequest =
    * Makes `path` a symlink holding `target`. Internal: only the control plane sends it (a replay
    * or restore re-applying a recorded `symlink` step); no client request parses to it.
    */
-  | { op: 'symlink', path: string, target: string }
+  | { op: 'symlink', path: P, target: P }
+
+/** A file operation as it crosses the wire, from a client or the control plane to the node. */
+export type FileRequest = FileRequestOf<WireName>
+/** A file operation on the node, its paths decoded. */
+export type LocalFileRequest = FileRequestOf<string>
+
+/** The request with its paths decoded from their wire form. */
+export function localFileRequest (r: FileRequest): LocalFileRequest {
+  const out: Record<string, unknown> = { ...r }
+  for (const key of ['path', 'to', 'target'] as const) {
+    const v = (r as Partial<Record<typeof key, WireName>>)[key]
+    if (v !== undefined) out[key] = nameFromWire(v)
+  }
+  return out as LocalFileRequest
+}
 
 export type FileOp = FileRequest['op']
 /** The ops a client may ask for (every op but the control plane's own). */

@@ -6,10 +6,11 @@
 import { posix } from 'node:path'
 import type { Backend, SandboxHandle } from '../../backends/types.js'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
+import { nameToWire } from '../../file-names.js'
 import { AheadBudget } from './file-budget.js'
 import { FileSink } from './file-sink.js'
 import type { UploadSink } from './file-upload.js'
-import { FilesDefaults, type FileRequest, type FilesLimits, type UploadResult, type UploadState } from './file-requests.js'
+import { FilesDefaults, localFileRequest, type FileRequest, type FilesLimits, type LocalFileRequest, type UploadResult, type UploadState } from './file-requests.js'
 import { tooLarge, Upload } from './file-upload.js'
 import { TarSink } from './tar-sink.js'
 import { TarSource } from './tar-source.js'
@@ -56,14 +57,22 @@ export class SandboxFileService {
    * @param recorded false for a change the control plane re-applies from the trajectory itself
    *   (a restore): it is done, but not recorded a second time
    */
-  async handle (handle: SandboxHandle, r: FileRequest, recorded = true): Promise<unknown> {
+  async handle (handle: SandboxHandle, req: FileRequest, recorded = true): Promise<unknown> {
+    const r = localFileRequest(req)
     const files = this.backend.files
     const recorder = recorded ? this.recorder : undefined
     // A change that could not be recorded is not made (the trajectory is full).
     if (CHANGES.has(r.op)) recorder?.admitStep()
     switch (r.op) {
-      case 'stat': return await files.stat(handle, r.path, r.follow === true ? { follow: true } : {})
-      case 'list': return await files.list(handle, r.path)
+      // Names go back in their wire form: a str, or the bytes of one that is not UTF-8.
+      case 'stat': {
+        const st = await files.stat(handle, r.path, r.follow === true ? { follow: true } : {})
+        return st.target === undefined ? st : { ...st, target: nameToWire(st.target) }
+      }
+      case 'list': {
+        const { entries, truncated } = await files.list(handle, r.path)
+        return { entries: entries.map((e) => ({ ...e, name: nameToWire(e.name) })), truncated }
+      }
       case 'read': {
         if (r.length > this.limits.maxChunkBytes) {
           throw createError(ErrorCodes.INVALID_ARGUMENT, `a read returns at most ${this.limits.maxChunkBytes} bytes`, { field: 'length', max: this.limits.maxChunkBytes })
@@ -162,7 +171,7 @@ export class SandboxFileService {
     this.downloads.clear()
   }
 
-  private async begin (handle: SandboxHandle, r: Extract<FileRequest, { op: 'write-begin' }>, recorder: FileStepRecorder | undefined): Promise<UploadState> {
+  private async begin (handle: SandboxHandle, r: Extract<LocalFileRequest, { op: 'write-begin' }>, recorder: FileStepRecorder | undefined): Promise<UploadState> {
     const id = transferId(r.upload, 'upload', this.limits)
     const state = (received: number): UploadState => ({ received, maxChunkBytes: this.limits.maxChunkBytes, maxFileBytes: this.limits.maxFileBytes })
     const open = this.uploads.get(id)

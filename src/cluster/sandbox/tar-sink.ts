@@ -11,8 +11,10 @@ import { posix } from 'node:path'
 import { extract, type Header } from 'tar-stream'
 import type { SandboxFiles, SandboxHandle } from '../../backends/types.js'
 import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
+import { wellFormed } from '../../text.js'
 import type { FilesLimits } from './file-requests.js'
 import type { UploadSink } from './file-upload.js'
+import { memberNames } from './tar-format.js'
 
 /** A member's name as a path below the root, or refused: no absolute names, no `..`. */
 export function memberPath (name: string): string[] {
@@ -23,7 +25,8 @@ export function memberPath (name: string): string[] {
 }
 
 function badMember (name: string, why: string): Error {
-  return createError(ErrorCodes.INVALID_ARGUMENT, `tar member ${JSON.stringify(name.slice(0, 200))} ${why}`, { field: 'data', member: name.slice(0, 200) })
+  const shown = wellFormed(name.slice(0, 200))
+  return createError(ErrorCodes.INVALID_ARGUMENT, `tar member ${JSON.stringify(shown)} ${why}`, { field: 'data', member: shown })
 }
 
 type Member = AsyncIterable<Buffer> & { resume: () => unknown }
@@ -87,10 +90,11 @@ export class TarSink implements UploadSink {
   }
 
   private async member (h: Header, body: Member): Promise<void> {
-    const parts = memberPath(h.name)
+    const { name, linkname } = memberNames(h)
+    const parts = memberPath(name)
     const rel = parts.join('/')
     for (let i = 1; i <= parts.length; i++) {
-      if (this.links.has(parts.slice(0, i).join('/'))) throw badMember(h.name, 'goes through (or replaces) a symlink the tar made')
+      if (this.links.has(parts.slice(0, i).join('/'))) throw badMember(name, 'goes through (or replaces) a symlink the tar made')
     }
     const path = rel === '' ? this.root : posix.join(this.root, rel)
     const mode = h.mode !== undefined ? h.mode & 0o7777 : undefined
@@ -100,16 +104,16 @@ export class TarSink implements UploadSink {
         return
       case 'file':
       case 'contiguous-file':
-        if (rel === '') throw badMember(h.name, 'is a file where the target directory is')
+        if (rel === '') throw badMember(name, 'is a file where the target directory is')
         await this.file(path, mode, body)
         return
       case 'symlink':
-        if (rel === '' || typeof h.linkname !== 'string' || h.linkname === '') throw badMember(h.name, 'is a symlink without a target')
-        await this.files.symlink(this.handle, path, h.linkname)
+        if (rel === '' || linkname === '') throw badMember(name, 'is a symlink without a target')
+        await this.files.symlink(this.handle, path, linkname)
         this.links.add(rel)
         return
       default:
-        throw badMember(h.name, `is a ${String(h.type)}: only files, directories and symlinks are unpacked`)
+        throw badMember(name, `is a ${String(h.type)}: only files, directories and symlinks are unpacked`)
     }
   }
 

@@ -7,6 +7,7 @@
 import { rmSync } from 'node:fs'
 import type { EgressEvent, ExecResult, TerminalSize } from '../../backends/types.js'
 import { createError, ErrorCodes } from '../../errors.js'
+import { nameToWire, type WireName } from '../../file-names.js'
 import { encodeValue } from './codec.js'
 import type { NodeLog } from './node-log.js'
 import { OutputJournal, type JournaledOutput, type OutputSeqs } from './output-journal.js'
@@ -183,25 +184,25 @@ export class SandboxRecorder {
 
   /** A whole file was written (an upload committed): `content` is what it recorded. */
   write (path: string, mode: number | undefined, content: BytesRecorder): void {
-    this.content({ kind: 'write', path, ...(mode !== undefined ? { mode } : {}) }, content)
+    this.content({ kind: 'write', path: nameToWire(path), ...(mode !== undefined ? { mode } : {}) }, content)
   }
 
   /** A tar was unpacked at `path`: `content` recorded the tar's bytes. */
   upload (path: string, content: BytesRecorder): void {
-    this.content({ kind: 'upload', path }, content)
+    this.content({ kind: 'upload', path: nameToWire(path) }, content)
   }
 
   /** A path was removed (a tree, with `recursive`). */
-  remove (path: string, recursive: boolean): void { this.instant({ kind: 'remove', path, ...(recursive ? { recursive } : {}) }) }
+  remove (path: string, recursive: boolean): void { this.instant({ kind: 'remove', path: nameToWire(path), ...(recursive ? { recursive } : {}) }) }
   /** A path was renamed. */
-  rename (from: string, to: string): void { this.instant({ kind: 'rename', from, to }) }
+  rename (from: string, to: string): void { this.instant({ kind: 'rename', from: nameToWire(from), to: nameToWire(to) }) }
   /** A directory was made (and those above it, with `parents`). */
   mkdir (path: string, mode: number | undefined, parents: boolean): void {
-    this.instant({ kind: 'mkdir', path, ...(mode !== undefined ? { mode } : {}), ...(parents ? { parents } : {}) })
+    this.instant({ kind: 'mkdir', path: nameToWire(path), ...(mode !== undefined ? { mode } : {}), ...(parents ? { parents } : {}) })
   }
 
   /** A symlink was made (no file request makes one on its own today: a tar's are inside its `upload` step). */
-  symlink (path: string, target: string): void { this.instant({ kind: 'symlink', path, target }) }
+  symlink (path: string, target: string): void { this.instant({ kind: 'symlink', path: nameToWire(path), target: nameToWire(target) }) }
   /** The sandbox was snapshotted: the snapshot's id and the layer it cut. */
   snapshot (snapshot: string, layer: string): void { this.instant({ kind: 'snapshot', snapshot, layer }) }
   /** The backend froze the sandbox. */
@@ -246,7 +247,7 @@ export class SandboxRecorder {
   }
 
   /** A step with content: begun now, final once the content is (pushed when large). */
-  private content (body: { kind: 'write', path: string, mode?: number } | { kind: 'upload', path: string }, content: BytesRecorder): void {
+  private content (body: { kind: 'write', path: WireName, mode?: number } | { kind: 'upload', path: WireName }, content: BytesRecorder): void {
     const begun = { seq: this.nextSeq, at: Date.now(), ...body, content: { bytes: content.bytes, sha256: content.seal() } } as Step
     if (!this.begin(begun)) { content.discard(); return }
     this.track(content.finish(this.d.push).then((recorded: RecordedBytes) => this.record({ ...begun, content: recorded } as Step, true)))

@@ -5,6 +5,7 @@
  * the sandbox is gone. The shapes here are the contract; the node's log and the control plane's
  * store both carry them as msgpack.
  */
+import type { WireName } from '../../file-names.js'
 import type { SandboxSpec } from '../spec.js'
 
 const KiB = 1024
@@ -87,14 +88,17 @@ export type StepBody =
      */
     resumedAt?: number
   }
-  /** A whole-file write, or a committed upload of one file. */
-  | { kind: 'write', path: string, mode?: number, content: RecordedBytes }
+  /**
+   * A whole-file write, or a committed upload of one file. Paths are kept as they cross the
+   * wire: a str, or the bytes of a name that is not UTF-8 (see file-names.ts).
+   */
+  | { kind: 'write', path: WireName, mode?: number, content: RecordedBytes }
   /** A tar tree unpacked at `path`. */
-  | { kind: 'upload', path: string, content: RecordedBytes }
-  | { kind: 'remove', path: string, recursive?: boolean }
-  | { kind: 'rename', from: string, to: string }
-  | { kind: 'mkdir', path: string, mode?: number, parents?: boolean }
-  | { kind: 'symlink', path: string, target: string }
+  | { kind: 'upload', path: WireName, content: RecordedBytes }
+  | { kind: 'remove', path: WireName, recursive?: boolean }
+  | { kind: 'rename', from: WireName, to: WireName }
+  | { kind: 'mkdir', path: WireName, mode?: number, parents?: boolean }
+  | { kind: 'symlink', path: WireName, target: WireName }
   | { kind: 'snapshot', snapshot: string, layer: string }
   | { kind: 'pause' }
   | { kind: 'resume' }

@@ -40,6 +40,11 @@ export function text (data: Uint8Array | undefined, max = 64 * 1024): string {
   return data.length > max ? `${s}\n… (${bytes(data.length - max)} more)` : s
 }
 
+/** A path of a step: a string, or the bytes of a name that is not UTF-8 (shown with U+FFFD where they are not). */
+export function pathName (v: string | Uint8Array | undefined): string {
+  return v === undefined ? '' : typeof v === 'string' ? v : new TextDecoder().decode(v)
+}
+
 /** A digest shown short: the first 12 hex digits. */
 export function shortDigest (d: string): string {
   return d.startsWith('sha256:') ? d.slice(7, 19) : d.slice(0, 12)

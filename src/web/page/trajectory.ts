@@ -5,7 +5,7 @@
 import { html } from 'htm/preact'
 import { useEffect, useState } from 'preact/hooks'
 import { WarrenError, type Connection } from './client.js'
-import { bytes, commandLine, duration, shortDigest, text } from './format.js'
+import { bytes, commandLine, duration, pathName, shortDigest, text } from './format.js'
 import type { RecordedBytes, Step, TrajectoryHeader, TrajectoryPage } from './types.js'
 
 export const TrajectoryDefaults = {
@@ -107,12 +107,12 @@ function ExecStep (props: { conn: Connection, id: string, tenant: string, s: Ste
 
 function describe (s: Step): string {
   switch (s.kind) {
-    case 'write': return `wrote ${s.path ?? ''} (${bytes(s.content?.bytes ?? 0)})`
-    case 'upload': return `unpacked a tar at ${s.path ?? ''} (${bytes(s.content?.bytes ?? 0)})`
-    case 'remove': return `removed ${s.path ?? ''}`
-    case 'rename': return `renamed ${s.from ?? ''} to ${s.to ?? ''}`
-    case 'mkdir': return `made directory ${s.path ?? ''}`
-    case 'symlink': return `linked ${s.path ?? ''} → ${s.target ?? ''}`
+    case 'write': return `wrote ${pathName(s.path)} (${bytes(s.content?.bytes ?? 0)})`
+    case 'upload': return `unpacked a tar at ${pathName(s.path)} (${bytes(s.content?.bytes ?? 0)})`
+    case 'remove': return `removed ${pathName(s.path)}`
+    case 'rename': return `renamed ${pathName(s.from)} to ${pathName(s.to)}`
+    case 'mkdir': return `made directory ${pathName(s.path)}`
+    case 'symlink': return `linked ${pathName(s.path)} → ${pathName(s.target)}`
     case 'snapshot': return `snapshot ${s.snapshot ?? ''}`
     case 'egress': return `egress ${s.host ?? ''}:${s.port ?? ''} ${s.allowed === true ? 'allowed' : 'refused'}`
     default: return s.kind

@@ -48,10 +48,11 @@ export interface Step {
   stdout?: RecordedBytes
   stderr?: RecordedBytes
   stdin?: RecordedBytes
-  path?: string
-  from?: string
-  to?: string
-  target?: string
+  /** Paths are strings, or bytes for a name that is not UTF-8. */
+  path?: string | Uint8Array
+  from?: string | Uint8Array
+  to?: string | Uint8Array
+  target?: string | Uint8Array
   content?: RecordedBytes
   snapshot?: string
   host?: string

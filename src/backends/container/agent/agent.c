@@ -66,7 +66,7 @@ static void vsend_err(struct conn *c, uint64_t id, const char *code, const char 
 	mp_w_cstr(&c->out, "t"); mp_w_cstr(&c->out, "err");
 	mp_w_cstr(&c->out, "id"); mp_w_u64(&c->out, id);
 	mp_w_cstr(&c->out, "code"); mp_w_cstr(&c->out, code);
-	mp_w_cstr(&c->out, "message"); mp_w_cstr(&c->out, msg);
+	mp_w_cstr(&c->out, "message"); mp_w_text(&c->out, msg, strlen(msg));
 	if (field) { mp_w_cstr(&c->out, "field"); mp_w_cstr(&c->out, field); }
 	frame_end(c, m);
 }

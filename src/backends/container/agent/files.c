@@ -170,7 +170,7 @@ void file_list(struct conn *c, const struct req *q)
 		struct stat st;
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) continue; /* gone meanwhile */
 		mp_w_map(&items, 5);
-		mp_w_cstr(&items, "name"); mp_w_cstr(&items, de->d_name);
+		mp_w_cstr(&items, "name"); mp_w_name(&items, de->d_name, strlen(de->d_name));
 		mp_w_cstr(&items, "type"); mp_w_cstr(&items, type_name(st.st_mode));
 		mp_w_cstr(&items, "size"); mp_w_u64(&items, (uint64_t)st.st_size);
 		mp_w_cstr(&items, "mode"); mp_w_u64(&items, st.st_mode & 07777);
@@ -214,7 +214,7 @@ void file_stat(struct conn *c, const struct req *q)
 	mp_w_cstr(b, "uid"); mp_w_u64(b, st.st_uid);
 	mp_w_cstr(b, "gid"); mp_w_u64(b, st.st_gid);
 	mp_w_cstr(b, "mtimeMs"); mp_w_u64(b, mtime_ms(&st));
-	if (tl >= 0) { mp_w_cstr(b, "target"); mp_w_str(b, target, (size_t)tl); }
+	if (tl >= 0) { mp_w_cstr(b, "target"); mp_w_name(b, target, (size_t)tl); }
 	frame_end(c, m);
 }
 

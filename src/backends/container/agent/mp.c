@@ -1,4 +1,5 @@
 #include "mp.h"
+#include <stdio.h>
 #include <string.h>
 
 static uint64_t be(const uint8_t *p, int n)
@@ -204,6 +205,61 @@ void mp_w_str(struct buf *b, const char *s, size_t n) { len_tag(b, n, 0xa0, 31, 
 void mp_w_cstr(struct buf *b, const char *s) { mp_w_str(b, s, strlen(s)); }
 void mp_w_bin_header(struct buf *b, size_t n) { len_tag(b, n, 0, 0, 0xc4, 0xc5, 0xc6); }
 void mp_w_bin(struct buf *b, const void *p, size_t n) { mp_w_bin_header(b, n); buf_put(b, p, n); }
+
+/* The length of the UTF-8 sequence at s[i], or 0 when none valid starts there (overlong forms,
+ * surrogates and code points past U+10FFFF are not UTF-8). */
+static size_t utf8_seq(const uint8_t *s, size_t i, size_t n)
+{
+	uint8_t c = s[i];
+	if (c < 0x80) return 1;
+	size_t len;
+	uint32_t cp, min;
+	if ((c & 0xe0) == 0xc0) { len = 2; cp = c & 0x1f; min = 0x80; }
+	else if ((c & 0xf0) == 0xe0) { len = 3; cp = c & 0x0f; min = 0x800; }
+	else if ((c & 0xf8) == 0xf0) { len = 4; cp = c & 0x07; min = 0x10000; }
+	else return 0;
+	if (n - i < len) return 0;
+	for (size_t k = 1; k < len; k++) {
+		if ((s[i + k] & 0xc0) != 0x80) return 0;
+		cp = (cp << 6) | (s[i + k] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+	return len;
+}
+
+int utf8_valid(const uint8_t *s, size_t n)
+{
+	for (size_t i = 0, len; i < n; i += len)
+		if (!(len = utf8_seq(s, i, n))) return 0;
+	return 1;
+}
+
+void mp_w_text(struct buf *b, const char *text, size_t n)
+{
+	const uint8_t *s = (const uint8_t *)text;
+	if (utf8_valid(s, n)) { mp_w_str(b, text, n); return; }
+	char shown[4 * 1024];
+	size_t o = 0;
+	for (size_t i = 0, len; i < n && o + 4 < sizeof shown; i += len) {
+		if ((len = utf8_seq(s, i, n))) {
+			if (o + len > sizeof shown) break;
+			memcpy(shown + o, s + i, len);
+			o += len;
+		} else {
+			snprintf(shown + o, 5, "\\x%02x", s[i]);
+			o += 4;
+			len = 1;
+		}
+	}
+	mp_w_str(b, shown, o);
+}
+
+void mp_w_name(struct buf *b, const char *s, size_t n)
+{
+	if (utf8_valid((const uint8_t *)s, n)) mp_w_str(b, s, n);
+	else mp_w_bin(b, s, n);
+}
+
 void mp_w_nil(struct buf *b) { uint8_t t = 0xc0; buf_put(b, &t, 1); }
 void mp_w_bool(struct buf *b, int v) { uint8_t t = v ? 0xc3 : 0xc2; buf_put(b, &t, 1); }
 

@@ -28,6 +28,12 @@ void mp_w_array(struct buf *b, uint32_t n);
 void mp_w_str(struct buf *b, const char *s, size_t n);
 void mp_w_cstr(struct buf *b, const char *s);
 void mp_w_bin(struct buf *b, const void *p, size_t n);
+/* True when the n bytes at s are UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF). */
+int utf8_valid(const uint8_t *s, size_t n);
+/* Text for people (a message): a str, each byte outside valid UTF-8 shown as \\xHH (at most 4 KiB). */
+void mp_w_text(struct buf *b, const char *s, size_t n);
+/* A file name or path: a str when it is UTF-8, else a bin of its bytes (the protocol's rule). */
+void mp_w_name(struct buf *b, const char *s, size_t n);
 void mp_w_u64(struct buf *b, uint64_t v);
 void mp_w_i64(struct buf *b, int64_t v);
 void mp_w_bool(struct buf *b, int v);

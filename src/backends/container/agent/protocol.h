@@ -78,6 +78,10 @@
  * all output comes as fd 1 under the same credit, stdin data is typed into it, and stdin's eof
  * types the terminal's EOF character (^D). `resize` sets the size; the command gets SIGWINCH.
  *
+ * Names: a file name is any bytes but '/' and NUL, so every path and name field (path, to,
+ * target, cwd; an entry's name, a stat's target) is a str when it is UTF-8 and a bin of its
+ * bytes when it is not. Either is accepted for any of them.
+ *
  * Rules: integers may arrive as any msgpack int or an integral float. A frame over the size
  * limit is answered with err FRAME_TOO_LARGE and the connection is closed (its length cannot be
  * trusted); a body that is not a map, lacks "t", or has a field of the wrong type gets err

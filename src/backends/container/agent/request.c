@@ -26,6 +26,12 @@ static const char *get_bin(struct mp_in *r, struct field *f)
 	return NULL;
 }
 
+/* A path or name: a str, or a bin for one that is not UTF-8 (a file name is any bytes). */
+static const char *get_name(struct mp_in *r, struct field *f)
+{
+	return get_bin(r, f) ? "expected a string or bytes" : NULL;
+}
+
 static const char *get_u64(struct mp_in *r, uint64_t *v, int *has)
 {
 	if (mp_u64(r, v) < 0) return "expected a non-negative integer";
@@ -88,11 +94,11 @@ const char *parse_req(struct mp_in *r, struct req *q, char *why, size_t whylen)
 		else if (key_is(k, kl, "id")) bad = get_u64(r, &q->id, &q->has_id);
 		else if (key_is(k, kl, "argv")) bad = get_argv(r, q);
 		else if (key_is(k, kl, "env")) bad = get_env(r, q);
-		else if (key_is(k, kl, "cwd")) bad = get_str(r, &q->cwd);
-		else if (key_is(k, kl, "path")) bad = get_str(r, &q->path);
+		else if (key_is(k, kl, "cwd")) bad = get_name(r, &q->cwd);
+		else if (key_is(k, kl, "path")) bad = get_name(r, &q->path);
 		else if (key_is(k, kl, "name")) bad = get_str(r, &q->name);
-		else if (key_is(k, kl, "to")) bad = get_str(r, &q->to);
-		else if (key_is(k, kl, "target")) bad = get_str(r, &q->target);
+		else if (key_is(k, kl, "to")) bad = get_name(r, &q->to);
+		else if (key_is(k, kl, "target")) bad = get_name(r, &q->target);
 		else if (key_is(k, kl, "data")) bad = get_bin(r, &q->data);
 		else if (key_is(k, kl, "stdin")) bad = get_bin(r, &q->in);
 		else if (key_is(k, kl, "uid")) bad = get_u64(r, &q->uid, &q->has_uid);
