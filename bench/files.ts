@@ -1,15 +1,17 @@
 /**
  * `npm run bench -- files [MiB]`: a file of 1 GiB (or MiB given) up into a container sandbox and
- * back down through the SDK (control plane in this process, the node a `warren node` child, so
+ * back down through the SDK, then a tree of the same bytes in 1,000 files (`files.upload` and
+ * `files.download`, a tar each way) (control plane in this process, the node a `warren node` child, so
  * its memory is its own), against a raw WebSocket bulk transfer of the same bytes over loopback
  * in the same run (one `ws` server and client, messages of the SDK's chunk size, the sender
  * waiting on the socket's buffer), so a noisy machine lowers both and the ratio stays meaningful.
- * Figures: upload and download MB/s and their ratio to raw; the node's peak resident memory
- * (VmHWM) above what it held before the transfers, which bounds what it buffered.
+ * Figures: upload and download MB/s and their ratio to raw (the tree's also to the single file's);
+ * the node's peak resident memory (VmHWM) above what it held before the transfers, which bounds
+ * what it buffered.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { WebSocket, WebSocketServer } from 'ws'
@@ -64,6 +66,31 @@ async function rawWebSocket (): Promise<number> {
   return SIZE / s
 }
 
+/** Members of the tree, in directories of 100. */
+const TREE_FILES = 1000
+
+/** A local tree of SIZE bytes in TREE_FILES files; the sha256 of their bytes in order. */
+function makeTree (root: string): string {
+  const hash = createHash('sha256')
+  const each = Math.floor(SIZE / TREE_FILES)
+  for (let i = 0; i < TREE_FILES; i++) {
+    const d = join(root, `d${Math.floor(i / 100)}`)
+    if (i % 100 === 0) mkdirSync(d, { recursive: true })
+    const b = block.subarray(0, each)
+    new DataView(b.buffer, b.byteOffset).setUint32(0, i)
+    writeFileSync(join(d, `f${String(i).padStart(4, '0')}`), b)
+    hash.update(b)
+  }
+  return hash.digest('hex')
+}
+
+/** The sha256 of a tree's files, in the order makeTree wrote them. */
+function treeHash (root: string): string {
+  const hash = createHash('sha256')
+  for (const d of readdirSync(root).sort()) for (const f of readdirSync(join(root, d)).sort()) hash.update(readFileSync(join(root, d, f)))
+  return hash.digest('hex')
+}
+
 const dir = mkdtempSync(join(tmpdir(), 'warren-bench-files-'))
 const cp = await startControlPlane({ port: 0 })
 let node: ChildProcess | undefined
@@ -79,7 +106,7 @@ try {
   const pid = node.pid!
   const client = await connect({ url: cp.url, token: await cp.createToken('bench', ['admin']) })
   // The writable layer is a tmpfs charged to the sandbox's memory: the file needs room in both.
-  const sb = await client.create({ backend: 'container', limits: { cpus: 1, memoryMiB: Math.ceil(SIZE / MiB) + 512, diskMiB: Math.ceil(SIZE / MiB) + 512 } })
+  const sb = await client.create({ backend: 'container', limits: { cpus: 1, memoryMiB: 2 * Math.ceil(SIZE / MiB) + 512, diskMiB: 2 * Math.ceil(SIZE / MiB) + 512 } })
   await sb.files.write('/warm', 'x') // first use out of the way
   const rssBefore = status(pid, 'VmRSS')
   const hwmBefore = status(pid, 'VmHWM')
@@ -102,6 +129,16 @@ try {
   const hwmDown = status(pid, 'VmHWM')
   if (got !== SIZE || hash.digest('hex') !== up.sha256) throw new Error(`download differs: ${got} bytes`)
 
+  progress(`a tree of ${TREE_FILES} files, ${SIZE / MiB} MiB`)
+  const treeSha = makeTree(join(dir, 'tree'))
+  t = performance.now()
+  await sb.files.upload(join(dir, 'tree'), '/tree')
+  const treeUpS = (performance.now() - t) / 1000
+  t = performance.now()
+  await sb.files.download('/tree', join(dir, 'tree-back'))
+  const treeDownS = (performance.now() - t) / 1000
+  if (treeHash(join(dir, 'tree-back')) !== treeSha) throw new Error('the tree came back different')
+
   progress('raw WebSocket baseline')
   const raw = await rawWebSocket()
   progressDone()
@@ -117,6 +154,11 @@ try {
     raw_ws_mb_per_s: round(raw / 1e6),
     upload_vs_raw: round(SIZE / upS / raw, 3),
     download_vs_raw: round(SIZE / downS / raw, 3),
+    tree_files: TREE_FILES,
+    tree_upload_mb_per_s: mbps(SIZE, treeUpS),
+    tree_download_mb_per_s: mbps(SIZE, treeDownS),
+    tree_upload_vs_file: round(upS / treeUpS, 3),
+    tree_download_vs_file: round(downS / treeDownS, 3),
     node_rss_before_mib: round(rssBefore / MiB),
     node_hwm_before_mib: round(hwmBefore / MiB),
     node_peak_rss_mib: round(Math.max(hwmUp, hwmDown) / MiB),

@@ -30,7 +30,7 @@ void mp_w_cstr(struct buf *b, const char *s);
 void mp_w_bin(struct buf *b, const void *p, size_t n);
 /* True when the n bytes at s are UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF). */
 int utf8_valid(const uint8_t *s, size_t n);
-/* Text for people (a message): a str, each byte outside valid UTF-8 shown as \\xHH (at most 4 KiB). */
+/* Text for people (a message): a str, each byte outside valid UTF-8 shown as \xHH (at most 4 KiB). */
 void mp_w_text(struct buf *b, const char *s, size_t n);
 /* A file name or path: a str when it is UTF-8, else a bin of its bytes (the protocol's rule). */
 void mp_w_name(struct buf *b, const char *s, size_t n);
