@@ -82,13 +82,14 @@ def test_quotas_are_set_and_read_live_and_checked(cluster: Cluster) -> None:
         assert nf.value.field == "tenant"
         assert root.set_quotas("py-q-new", max_sandboxes=0)["maxSandboxes"] == 0
         assert root.quotas("py-q-new") == {"maxSandboxes": 0, "createsPerSecond": 20000, "createBurst": 20000,
-                                           "requestsPerSecond": 10000, "requestBurst": 20000}
+                                           "requestsPerSecond": 10000, "requestBurst": 20000, "trajectoryBytes": 64 << 30}
         with warren.Client.connect(cluster.url, root.create_token("py-q-new", TENANT_SCOPES)) as user:
             with pytest.raises(warren.QuotaError):
                 user.create(backend="function")
         for kw, field in (({"max_sandboxes": -1}, "quotas.maxSandboxes"), ({"max_sandboxes": 10**9 + 1}, "quotas.maxSandboxes"),
                           ({"creates_per_second": 0}, "quotas.createsPerSecond"), ({"create_burst": 0}, "quotas.createBurst"),
-                          ({"requests_per_second": 0}, "quotas.requestsPerSecond"), ({"request_burst": 0.5}, "quotas.requestBurst")):
+                          ({"requests_per_second": 0}, "quotas.requestsPerSecond"), ({"request_burst": 0.5}, "quotas.requestBurst"),
+                          ({"trajectory_bytes": -1}, "quotas.trajectoryBytes"), ({"trajectory_bytes": 1.5}, "quotas.trajectoryBytes")):
             with pytest.raises(warren.InvalidArgumentError) as e:
                 root.set_quotas("py-q-new", **kw)
             assert e.value.field == field
@@ -96,7 +97,9 @@ def test_quotas_are_set_and_read_live_and_checked(cluster: Cluster) -> None:
             root.set_quotas("py-q-new")
         assert e.value.field == "quotas"
         assert root.set_quotas("py-q-new", max_sandboxes=7, creates_per_second=2.5, create_burst=3) == \
-            {"maxSandboxes": 7, "createsPerSecond": 2.5, "createBurst": 3, "requestsPerSecond": 10000, "requestBurst": 20000}
+            {"maxSandboxes": 7, "createsPerSecond": 2.5, "createBurst": 3, "requestsPerSecond": 10000, "requestBurst": 20000,
+             "trajectoryBytes": 64 << 30}
+        assert root.set_quotas("py-q-new", trajectory_bytes=1 << 30)["trajectoryBytes"] == 1 << 30
 
 
 def test_a_tenant_past_its_request_rate_gets_quota_requests_until_it_is_raised(cluster: Cluster) -> None:

@@ -9,7 +9,9 @@ import { configPath, resolveConfig, writeConfig } from '../sdk/index.js'
 import { withClient } from './client.js'
 import { writeTable } from './columns.js'
 import type { Out } from './commands.js'
-import { parseDuration, parseNumber } from './units.js'
+import { parseDuration, parseMebibytes, parseNumber } from './units.js'
+
+const MiB = 1024 * 1024
 
 const std: Out = { stdout: process.stdout, stderr: process.stderr }
 
@@ -102,10 +104,15 @@ function quotaLine (tenant: string, q: Quotas): string {
 }
 
 const QUOTA_FLAGS = {
-  'max-sandboxes': 'maxSandboxes', 'creates-per-second': 'createsPerSecond', 'create-burst': 'createBurst', 'requests-per-second': 'requestsPerSecond', 'request-burst': 'requestBurst'
+  'max-sandboxes': 'maxSandboxes',
+  'creates-per-second': 'createsPerSecond',
+  'create-burst': 'createBurst',
+  'requests-per-second': 'requestsPerSecond',
+  'request-burst': 'requestBurst',
+  'trajectory-storage': 'trajectoryBytes'
 } as const
 type QuotaFlags = { [flag in keyof typeof QUOTA_FLAGS]?: string }
-const QUOTA_USAGE = 'warren quota set TENANT [--max-sandboxes N] [--creates-per-second R] [--create-burst B] [--requests-per-second R] [--request-burst B]'
+const QUOTA_USAGE = 'warren quota set TENANT [--max-sandboxes N] [--creates-per-second R] [--create-burst B] [--requests-per-second R] [--request-burst B] [--trajectory-storage SIZE]'
 
 /**
  * The quotas the flags give, as numbers (the control plane checks their bounds, naming `quotas.<name>`).
@@ -116,7 +123,8 @@ function quotaChange (flags: QuotaFlags): Partial<Quotas> {
   for (const [flag, name] of Object.entries(QUOTA_FLAGS) as Array<[keyof QuotaFlags, keyof Quotas]>) {
     const v = flags[flag]
     if (v === undefined) continue
-    change[name] = parseNumber(v, `--${flag}`, { min: 0 })
+    // A size takes its unit (64GiB; a plain number is MiB, as every size flag); the rest are plain numbers.
+    change[name] = name === 'trajectoryBytes' ? parseMebibytes(v, flag) * MiB : parseNumber(v, `--${flag}`, { min: 0 })
   }
   return change
 }

@@ -53,7 +53,8 @@ const QUOTA_FLAGS = {
   'creates-per-second': { type: 'string', value: 'R', help: 'creations a second, sustained (0.001 to 1e9)' },
   'create-burst': { type: 'string', value: 'B', help: 'creations in a burst (1 to 1e9)' },
   'requests-per-second': { type: 'string', value: 'R', help: 'requests a second of every kind, sustained, over all its sessions (0.001 to 1e9)' },
-  'request-burst': { type: 'string', value: 'B', help: 'requests in a burst (1 to 1e9)' }
+  'request-burst': { type: 'string', value: 'B', help: 'requests in a burst (1 to 1e9)' },
+  'trajectory-storage': { type: 'string', value: 'SIZE', help: 'what the control plane keeps of its trajectories (64GiB; MiB when plain); past it its oldest ended ones go first' }
 } as const
 
 /** The commands in the order `warren --help` lists them. */

@@ -9,7 +9,7 @@ import { importLegacyFile, warnOnStderr, type Warn } from './legacy.js'
 
 export { DatabaseDefaults, openDatabase, type Db } from './database.js'
 export { checkName, isReservedWord } from './names.js'
-export { SCHEMA_VERSION } from './schema.js'
+export { MIGRATIONS, SCHEMA_VERSION } from './schema.js'
 export { warnOnStderr, type Warn } from './legacy.js'
 
 export const StateDefaults = {

@@ -163,6 +163,20 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE tenants ADD COLUMN requests_per_second REAL NOT NULL DEFAULT 10000;
       ALTER TABLE tenants ADD COLUMN request_burst REAL NOT NULL DEFAULT 20000;
     `
+  },
+  {
+    version: 8,
+    what: 'stored bytes of trajectories, a quota on them per tenant',
+    sql: `
+      -- bytes: what a trajectory holds, its steps as stored here and the record blobs they put in
+      -- the blob store, kept as its steps are stored, so a tenant's total is known without a scan.
+      -- Trajectories stored before this count their steps (their blobs are bounded per sandbox).
+      ALTER TABLE trajectories ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+      UPDATE trajectories SET bytes = (SELECT coalesce(sum(length(body)), 0) FROM trajectory_steps s WHERE s.sandbox_id = trajectories.sandbox_id);
+      -- A tenant over its quota loses its oldest ended trajectories first.
+      CREATE INDEX trajectories_by_tenant_end ON trajectories (tenant, ended_at);
+      ALTER TABLE tenants ADD COLUMN trajectory_bytes INTEGER NOT NULL DEFAULT 68719476736;
+    `
   }
 ]
 

@@ -54,10 +54,14 @@ test('token create/ls/revoke/rotate-admin and quota set/get/ls; the admin key su
   // quotas (a rate given alone brings a burst of one second's worth)
   const set = await warren(['quota', 'set', 'acme', '--max-sandboxes', '5', '--creates-per-second', '2'], { env })
   assert.is(set.status, 0, set.stderr)
-  assert.is(set.stdout, 'acme\tmaxSandboxes=5 createsPerSecond=2 createBurst=2 requestsPerSecond=10000 requestBurst=20000\n')
+  assert.is(set.stdout, 'acme\tmaxSandboxes=5 createsPerSecond=2 createBurst=2 requestsPerSecond=10000 requestBurst=20000 trajectoryBytes=68719476736\n')
   assert.is((await warren(['quota', 'get', 'acme'], { env })).stdout, set.stdout)
   assert.is((await warren(['tenant', 'quotas', '--tenant', 'acme'], { env })).stdout, set.stdout)
   assert.ok((await warren(['quota', 'ls'], { env })).stdout.includes(set.stdout))
+  const storage = await warren(['quota', 'set', 'acme', '--trajectory-storage', '2GiB'], { env })
+  assert.match(storage.stdout, / trajectoryBytes=2147483648\n$/, storage.stderr)
+  const badSize = await warren(['quota', 'set', 'acme', '--trajectory-storage', '2 parsecs'], { env })
+  assert.match(badSize.stderr, /WARREN_ERR_INVALID_ARGUMENT: --trajectory-storage: sizes look like/)
   assert.equal((await warren(['tenant', 'ls'], { env })).stdout, (await warren(['quota', 'ls'], { env })).stdout)
   for (const [args, pattern] of [
     [['--max-sandboxes=-1'], /--max-sandboxes must be at least 0, not "-1"/],

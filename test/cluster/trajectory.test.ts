@@ -300,4 +300,43 @@ test('the retention sweep forgets trajectories past their retention, and their r
   await waitFor(() => !existsSync(blob), 5000, 'its blob deleted')
 }))
 
+test('a tenant past its trajectory storage quota loses its oldest ended trajectories first, their blobs with them; its live one and another tenant\'s stay', timed(60_000, async (defer) => {
+  const dir = tempDir(defer)
+  const cp = await startTestControlPlane({ dataDir: join(dir, 'cp') })
+  defer(() => cp.close())
+  const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId: 'tj6', functionsDir })
+  defer(() => node.close())
+  const admin = await connect({ url: cp.url, token: await cp.createToken('ops', ['admin']) })
+  defer(() => admin.close())
+  assert.is((await admin.setQuotas('small', { trajectoryBytes: 500_000 })).trajectoryBytes, 500_000)
+  const small = await client(defer, cp, 'small')
+  const other = await client(defer, cp, 'other')
+  /** A sandbox whose one command printed 200 kB (a record blob of its own), ended and stored whole. */
+  let n = 0
+  const rollout = async (c: Client, end = true): Promise<{ id: string, blob: string }> => {
+    const sb = await c.create({})
+    await sb.exec(['js', `console.log("y".repeat(200000) + ${n++})`])
+    if (!end) {
+      await waitFor(async () => (await c.trajectory(sb.id)).steps[0]?.kind === 'exec', 15_000, 'the live step stored')
+      return { id: sb.id, blob: '' }
+    }
+    await sb.kill()
+    const [step] = await completed(c, sb.id) as ExecStep[]
+    return { id: sb.id, blob: storePaths(join(dir, 'cp', 'blobs'), step!.stdout!.blob!).blob }
+  }
+  const theirs = [await rollout(other), await rollout(other), await rollout(other)]
+  const mine = [await rollout(small), await rollout(small), await rollout(small), await rollout(small)]
+  const kept = async (c: Client, id: string): Promise<boolean> => await c.trajectory(id).then(() => true, (e: unknown) => {
+    if (isWarrenError(e, ErrorCodes.NOT_FOUND)) return false
+    throw e
+  })
+  assert.equal(await Promise.all(mine.map(async (r) => await kept(small, r.id))), [false, false, true, true], 'the two oldest went')
+  await waitFor(() => !existsSync(mine[0]!.blob) && !existsSync(mine[1]!.blob), 5000, 'their blobs deleted')
+  assert.ok(existsSync(mine[2]!.blob) && existsSync(mine[3]!.blob))
+  assert.equal(await Promise.all(theirs.map(async (r) => await kept(other, r.id))), [true, true, true], 'another tenant\'s stay')
+  // A live trajectory is never taken: past the quota with it, the ended ones go.
+  const live = await rollout(small, false)
+  assert.equal(await Promise.all([...mine.slice(2), live].map(async (r) => await kept(small, r.id))), [false, true, true])
+}))
+
 test.run()

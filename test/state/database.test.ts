@@ -6,7 +6,8 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { ErrorCodes, isWarrenError } from '../../src/errors.js'
 import { NameIndex, NameIndexDefaults } from '../../src/images/index.js'
-import { openState, SCHEMA_VERSION, StateDefaults } from '../../src/state/index.js'
+import { MIGRATIONS, openState, SCHEMA_VERSION, StateDefaults } from '../../src/state/index.js'
+import { TrajectoryStore } from '../../src/cluster/index.js'
 
 function tempDir (): string {
   return mkdtempSync(join(tmpdir(), 'warren-state-unit-'))
@@ -70,6 +71,23 @@ test('a retagged name keeps its earlier digests newest first, up to the history 
     assert.is(names.resolve('py:3.11'), digest(last))
   } finally {
     state.close()
+  }
+})
+
+test('migration 8 counts the steps of trajectories stored before it, so a tenant\'s quota sees them', () => {
+  const dir = tempDir()
+  try {
+    const db = new Database(join(dir, StateDefaults.fileName))
+    for (const m of MIGRATIONS.filter((x) => x.version <= 7)) db.exec(m.sql)
+    db.pragma('user_version = 7')
+    db.prepare("INSERT INTO trajectories (sandbox_id, tenant, header, created_at) VALUES ('a', 't', x'80', 1)").run()
+    db.prepare("INSERT INTO trajectory_steps VALUES ('a', 0, 1, 'exec', 1, zeroblob(1000)), ('a', 1, 1, 'exec', 2, zeroblob(234))").run()
+    db.close()
+    const state = openState(dir)
+    assert.is(new TrajectoryStore(state.db).bytesOf('t'), 1234)
+    state.close()
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
   }
 })
 

@@ -15,7 +15,8 @@ MIN_KEY_LIFE_MS = 1000
 MAX_KEY_LIFE_MS = 3650 * 86_400_000
 #: Quota names as this SDK takes them -> as the wire spells them.
 _QUOTA_KEYS = {"max_sandboxes": "maxSandboxes", "creates_per_second": "createsPerSecond", "create_burst": "createBurst",
-               "requests_per_second": "requestsPerSecond", "request_burst": "requestBurst"}
+               "requests_per_second": "requestsPerSecond", "request_burst": "requestBurst",
+               "trajectory_bytes": "trajectoryBytes"}
 
 
 @dataclass(frozen=True)

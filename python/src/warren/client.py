@@ -214,18 +214,18 @@ class AsyncClient:
 
     async def set_quotas(self, tenant: str, *, max_sandboxes: int | None = None, creates_per_second: float | None = None,
                          create_burst: float | None = None, requests_per_second: float | None = None,
-                         request_burst: float | None = None) -> dict[str, Any]:
+                         request_burst: float | None = None, trajectory_bytes: int | None = None) -> dict[str, Any]:
         """Admin: sets a tenant's quotas (those given; a new tenant gets the defaults for the rest). Creation
         quotas apply from its next create (sandboxes running over a lowered maximum keep running), request
-        rates at once, over all its sessions."""
+        rates at once, over all its sessions; past ``trajectory_bytes`` its oldest ended trajectories go first."""
         r: dict[str, Any] = await self._link.request(quota_message(tenant, {
             "max_sandboxes": max_sandboxes, "creates_per_second": creates_per_second, "create_burst": create_burst,
-            "requests_per_second": requests_per_second, "request_burst": request_burst}))
+            "requests_per_second": requests_per_second, "request_burst": request_burst, "trajectory_bytes": trajectory_bytes}))
         return r
 
     async def quotas(self, tenant: str, **quotas: int) -> dict[str, Any]:
         """Admin: a tenant's quotas (``maxSandboxes``, ``createsPerSecond``, ``createBurst``, ``requestsPerSecond``,
-        ``requestBurst``); sets those given
+        ``requestBurst``, ``trajectoryBytes``); sets those given
         (``set_quotas`` is the clearer way). ``NotFoundError`` for a tenant that does not exist."""
         msg: dict[str, Any] = quota_message(tenant, quotas) if quotas else {"type": "tenant-quotas", "tenant": tenant}
         r: dict[str, Any] = await self._link.request(msg)

@@ -322,10 +322,10 @@ class Client:
 
     def set_quotas(self, tenant: str, *, max_sandboxes: int | None = None, creates_per_second: float | None = None,
                    create_burst: float | None = None, requests_per_second: float | None = None,
-                   request_burst: float | None = None) -> dict[str, Any]:
+                   request_burst: float | None = None, trajectory_bytes: int | None = None) -> dict[str, Any]:
         return self._lt.run(self._c.set_quotas(tenant, max_sandboxes=max_sandboxes, creates_per_second=creates_per_second,
                                                create_burst=create_burst, requests_per_second=requests_per_second,
-                                               request_burst=request_burst))
+                                               request_burst=request_burst, trajectory_bytes=trajectory_bytes))
 
     def audit(self, **filters: Any) -> dict[str, Any]:
         """As ``AsyncClient.audit`` (``tenant``, ``sandbox``, ``action``, ``since``, ``until``, ``limit``)."""

@@ -196,6 +196,8 @@ export async function startControlPlane (options: ControlPlaneOptions = {}): Pro
       id: 'trajectories',
       start: createTrajectories({
         store: trajectoryStore,
+        quotaOf: (tenant) => store.quotasFor(tenant).trajectoryBytes,
+        log,
         ...(options.dataDir !== undefined ? { blobRoot: join(options.dataDir, 'blobs') } : {}),
         ...(options.trajectoryRetentionMs !== undefined ? { retentionMs: options.trajectoryRetentionMs } : {})
       }),

@@ -17,6 +17,12 @@ export interface Quotas {
   requestsPerSecond: number
   /** Requests allowed in one burst. */
   requestBurst: number
+  /**
+   * Bytes the control plane keeps of the tenant's trajectories (steps and record blobs). Past
+   * it, its oldest ended trajectories go first, before their retention; its live ones are bounded
+   * by `maxSandboxes` times a sandbox's own bound (`TrajectoryDefaults.maxTrajectoryBytes`).
+   */
+  trajectoryBytes: number
 }
 
 /**
@@ -25,7 +31,7 @@ export interface Quotas {
  * 1,000 rollouts; the create benchmark's 20,000 creations a second are about 1,000 requests.
  */
 export const QuotaDefaults: Quotas = {
-  maxSandboxes: 100_000, createsPerSecond: 20_000, createBurst: 20_000, requestsPerSecond: 10_000, requestBurst: 20_000
+  maxSandboxes: 100_000, createsPerSecond: 20_000, createBurst: 20_000, requestsPerSecond: 10_000, requestBurst: 20_000, trajectoryBytes: 64 * 2 ** 30
 }
 
 /** Each rate and the burst that goes with it: a rate given alone brings its own burst. */
@@ -37,7 +43,8 @@ const BOUNDS: Record<keyof Quotas, { min: number, max: number, integer: boolean 
   createsPerSecond: { min: 0.001, max: 1e9, integer: false },
   createBurst: { min: 1, max: 1e9, integer: false },
   requestsPerSecond: { min: 0.001, max: 1e9, integer: false },
-  requestBurst: { min: 1, max: 1e9, integer: false }
+  requestBurst: { min: 1, max: 1e9, integer: false },
+  trajectoryBytes: { min: 0, max: 2 ** 50, integer: true }
 }
 
 /**

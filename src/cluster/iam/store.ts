@@ -109,23 +109,24 @@ export function authorize (principal: Principal, scope: Scope): void {
 }
 
 interface KeyRow { id: string, tenant: string, scopes: string, created_at: string, expires_at: number | null, last_used_at: number | null }
-interface TenantRow { name: string, max_sandboxes: number, creates_per_second: number, create_burst: number, requests_per_second: number, request_burst: number }
+interface TenantRow { name: string, max_sandboxes: number, creates_per_second: number, create_burst: number, requests_per_second: number, request_burst: number, trajectory_bytes: number }
 const quotasOfRow = (r: TenantRow): Quotas => ({
-  maxSandboxes: r.max_sandboxes, createsPerSecond: r.creates_per_second, createBurst: r.create_burst, requestsPerSecond: r.requests_per_second, requestBurst: r.request_burst
+  maxSandboxes: r.max_sandboxes, createsPerSecond: r.creates_per_second, createBurst: r.create_burst, requestsPerSecond: r.requests_per_second, requestBurst: r.request_burst,
+  trajectoryBytes: r.trajectory_bytes
 })
 /** A tenant row's values, in the table's column order. */
-type TenantValues = [string, number, number, number, number, number]
-const tenantValues = (name: string, q: Quotas): TenantValues => [name, q.maxSandboxes, q.createsPerSecond, q.createBurst, q.requestsPerSecond, q.requestBurst]
+type TenantValues = [string, number, number, number, number, number, number]
+const tenantValues = (name: string, q: Quotas): TenantValues => [name, q.maxSandboxes, q.createsPerSecond, q.createBurst, q.requestsPerSecond, q.requestBurst, q.trajectoryBytes]
 
 /** The SQL the store runs, prepared once. */
 function statements (db: Db) {
   return {
     tenant: db.prepare<[string], TenantRow>('SELECT * FROM tenants WHERE name = ?'),
     tenants: db.prepare<[], TenantRow>('SELECT * FROM tenants ORDER BY name'),
-    putTenant: db.prepare<TenantValues>(`INSERT INTO tenants VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET
+    putTenant: db.prepare<TenantValues>(`INSERT INTO tenants VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET
       max_sandboxes = excluded.max_sandboxes, creates_per_second = excluded.creates_per_second, create_burst = excluded.create_burst,
-      requests_per_second = excluded.requests_per_second, request_burst = excluded.request_burst`),
-    addTenant: db.prepare<TenantValues>('INSERT OR IGNORE INTO tenants VALUES (?, ?, ?, ?, ?, ?)'),
+      requests_per_second = excluded.requests_per_second, request_burst = excluded.request_burst, trajectory_bytes = excluded.trajectory_bytes`),
+    addTenant: db.prepare<TenantValues>('INSERT OR IGNORE INTO tenants VALUES (?, ?, ?, ?, ?, ?, ?)'),
     key: db.prepare<[string], { tenant: string, scopes: string, hash: string, expires_at: number | null, last_used_at: number | null }>(
       'SELECT tenant, scopes, hash, expires_at, last_used_at FROM api_keys WHERE id = ?'),
     addKey: db.prepare<[string, string, string, string, string, number | null]>('INSERT OR IGNORE INTO api_keys (id, tenant, scopes, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)'),
@@ -295,7 +296,7 @@ export class IamStore {
    * @throws WARREN_ERR_QUOTA with `details.quota` ('concurrent' | 'rate') and, for rate, `retryAfterMs`
    */
   admitCreate (tenant: string, n = 1): void {
-    const quotas = this.cachedQuotas(tenant)
+    const quotas = this.quotasFor(tenant)
     const live = this.live.get(tenant) ?? 0
     if (live + n > quotas.maxSandboxes) {
       throw createError(ErrorCodes.QUOTA, `tenant ${tenant} may run ${quotas.maxSandboxes} sandboxes at once`, { quota: 'concurrent', limit: quotas.maxSandboxes })
@@ -335,7 +336,8 @@ export class IamStore {
     for (const k of legacy.keys) this.sql.addKey.run(k.id, k.tenant, JSON.stringify([...new Set(k.scopes)]), k.hash, k.createdAt, null)
   }
 
-  private cachedQuotas (tenant: string): Quotas {
+  /** A tenant's quotas as admission reads them: read once and kept until they change (an unknown tenant's: the defaults). */
+  quotasFor (tenant: string): Quotas {
     let q = this.quotaCache.get(tenant)
     if (q === undefined) {
       const row = this.sql.tenant.get(tenant)

@@ -12,7 +12,7 @@ import { isDigest } from '../../images/blob/index.js'
 import { decodeValue, encodeValue } from './codec.js'
 import { recordedOf, TrajectoryDefaults, type LogRecord, type ShipAck, type ShipBatch, type Step, type TrajectoryHeader, type TrajectoryPage } from './types.js'
 
-interface TrajectoryRow { sandbox_id: string, tenant: string, header: Buffer, created_at: number, ended_at: number | null, end_seq: number | null, complete: number }
+interface TrajectoryRow { sandbox_id: string, tenant: string, header: Buffer, created_at: number, ended_at: number | null, end_seq: number | null, complete: number, bytes: number }
 
 function statements (db: Db) {
   return {
@@ -20,11 +20,14 @@ function statements (db: Db) {
     // A header sent again (after a restart of either side) leaves the end where it is.
     putHeader: db.prepare<[string, string, Buffer, number]>(`INSERT INTO trajectories (sandbox_id, tenant, header, created_at) VALUES (?, ?, ?, ?)
       ON CONFLICT (sandbox_id) DO UPDATE SET tenant = excluded.tenant, header = excluded.header, created_at = excluded.created_at`),
+    /** What a step already stored holds, so storing it again counts only the difference. */
+    stepSize: db.prepare<[string, number], { rev: number, bytes: number }>('SELECT rev, length(body) AS bytes FROM trajectory_steps WHERE sandbox_id = ? AND seq = ?'),
     putStep: db.prepare<[string, number, number, string, number, Buffer]>(`INSERT INTO trajectory_steps VALUES (?, ?, ?, ?, ?, ?)
       ON CONFLICT (sandbox_id, seq) DO UPDATE SET rev = excluded.rev, kind = excluded.kind, at = excluded.at, body = excluded.body
       WHERE excluded.rev >= trajectory_steps.rev`),
     putBlob: db.prepare<[string, string]>('INSERT OR IGNORE INTO trajectory_blobs VALUES (?, ?)'),
-    putEnded: db.prepare<[string, string, Buffer, number, number, number, number]>(`INSERT INTO trajectories VALUES (?, ?, ?, ?, ?, ?, ?)
+    putEnded: db.prepare<[string, string, Buffer, number, number, number, number]>(`INSERT INTO trajectories (sandbox_id, tenant, header, created_at, ended_at, end_seq, complete)
+      VALUES (?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (sandbox_id) DO UPDATE SET tenant = excluded.tenant, header = excluded.header, created_at = excluded.created_at,
         ended_at = excluded.ended_at, end_seq = excluded.end_seq, complete = max(complete, excluded.complete)`),
     end: db.prepare<[number, number, string]>('UPDATE trajectories SET ended_at = ?, end_seq = ? WHERE sandbox_id = ?'),
@@ -41,7 +44,10 @@ function statements (db: Db) {
       WHERE (ended_at IS NOT NULL AND ended_at < ?) OR (ended_at IS NULL AND created_at < ?) LIMIT ?`),
     delSteps: db.prepare<[string]>('DELETE FROM trajectory_steps WHERE sandbox_id = ?'),
     delBlobs: db.prepare<[string]>('DELETE FROM trajectory_blobs WHERE sandbox_id = ?'),
-    delTrajectory: db.prepare<[string]>('DELETE FROM trajectories WHERE sandbox_id = ?')
+    delTrajectory: db.prepare<[string]>('DELETE FROM trajectories WHERE sandbox_id = ?'),
+    addBytes: db.prepare<[number, string]>('UPDATE trajectories SET bytes = bytes + ? WHERE sandbox_id = ?'),
+    tenantBytes: db.prepare<[], { tenant: string, bytes: number }>('SELECT tenant, sum(bytes) AS bytes FROM trajectories GROUP BY tenant'),
+    oldestEnded: db.prepare<[string, number], { sandbox_id: string }>('SELECT sandbox_id FROM trajectories WHERE tenant = ? AND ended_at IS NOT NULL ORDER BY ended_at LIMIT ?')
   }
 }
 
@@ -58,10 +64,45 @@ function isRecord (r: unknown): r is LogRecord {
 
 export class TrajectoryStore {
   private readonly sql: ReturnType<typeof statements>
+  /** Bytes each tenant's trajectories hold (the sum of their `bytes`), read once and kept as they change. */
+  private readonly tenantBytes = new Map<string, number>()
 
   /** @param db the state database (src/state), migrated */
   constructor (private readonly db: Db) {
     this.sql = statements(db)
+    for (const r of this.sql.tenantBytes.all()) this.tenantBytes.set(r.tenant, r.bytes)
+  }
+
+  /** Bytes the tenant's trajectories hold here and in the blob store. */
+  bytesOf (tenant: string): number {
+    return this.tenantBytes.get(tenant) ?? 0
+  }
+
+  /** The tenants whose trajectories hold more than `limitOf` allows them. */
+  tenantsOver (limitOf: (tenant: string) => number): string[] {
+    return [...this.tenantBytes].filter(([tenant, bytes]) => bytes > limitOf(tenant)).map(([tenant]) => tenant)
+  }
+
+  /**
+   * Forgets the tenant's oldest ended trajectories, before their retention, until what it keeps
+   * is within `limit` (or only live ones are left), at most `max` of them.
+   * @returns how many went, and the record blobs no trajectory references any more
+   */
+  trim (tenant: string, limit: number, max = 1000): { deleted: number, orphans: string[] } {
+    return this.db.transaction(() => {
+      const orphans = new Set<string>()
+      let deleted = 0
+      while (this.bytesOf(tenant) > limit && deleted < max) {
+        const ids = this.sql.oldestEnded.all(tenant, Math.min(100, max - deleted)).map((r) => r.sandbox_id)
+        if (ids.length === 0) break
+        for (const id of ids) {
+          if (this.bytesOf(tenant) <= limit) break
+          for (const d of this.forget(id)) orphans.add(d)
+          deleted++
+        }
+      }
+      return { deleted, orphans: [...orphans].filter((d) => this.sql.blobUsed.get(d) === undefined) }
+    })()
   }
 
   /** Stores a node's batch in one transaction and answers how far each log is stored. */
@@ -121,15 +162,27 @@ export class TrajectoryStore {
     return this.db.transaction(() => {
       const orphans = new Set<string>()
       const ids = this.sql.expired.all(endedBefore, createdBefore, max).map((r) => r.sandbox_id)
-      for (const id of ids) {
-        const digests = this.sql.blobsOf.all(id).map((r) => r.digest)
-        this.sql.delSteps.run(id)
-        this.sql.delBlobs.run(id)
-        this.sql.delTrajectory.run(id)
-        for (const d of digests) orphans.add(d)
-      }
+      for (const id of ids) for (const d of this.forget(id)) orphans.add(d)
       return { deleted: ids.length, orphans: [...orphans].filter((d) => this.sql.blobUsed.get(d) === undefined) }
     })()
+  }
+
+  /** Deletes one trajectory (inside the caller's transaction). @returns the blobs it referenced */
+  private forget (id: string): string[] {
+    const row = this.sql.get.get(id)
+    const digests = this.sql.blobsOf.all(id).map((r) => r.digest)
+    this.sql.delSteps.run(id)
+    this.sql.delBlobs.run(id)
+    this.sql.delTrajectory.run(id)
+    if (row !== undefined) this.count(row.tenant, -row.bytes)
+    return digests
+  }
+
+  private count (tenant: string, delta: number): void {
+    if (delta === 0) return
+    const next = this.bytesOf(tenant) + delta
+    if (next > 0) this.tenantBytes.set(tenant, next)
+    else this.tenantBytes.delete(tenant)
   }
 
   /**
@@ -158,9 +211,11 @@ export class TrajectoryStore {
     /** undefined: no word on the end in this run; null: made again (not ended). */
     let end: { at: number, nextSeq: number } | null | undefined
     const finals = new Set<number>()
-    for (const body of records) {
+    /** Bytes the run adds to the trajectory (its steps as stored, the blobs they newly reference). */
+    let bytes = 0
+    for (const raw of records) {
       let record: unknown
-      try { record = decodeValue(body) } catch { continue }
+      try { record = decodeValue(raw) } catch { continue }
       if (!isRecord(record)) continue
       switch (record.t) {
         case 'header': header = record.header; known = true; break
@@ -170,8 +225,15 @@ export class TrajectoryStore {
           // Steps of a trajectory the sweep already forgot (or whose header never came) go nowhere.
           if ((known ??= this.sql.get.get(sandboxId) !== undefined) === false) continue
           const { step } = record
-          this.sql.putStep.run(sandboxId, step.seq, record.final ? 1 : 0, step.kind, step.at, encodeValue(step))
-          for (const r of recordedOf(step)) if (typeof r.blob === 'string') this.sql.putBlob.run(r.blob, sandboxId)
+          const body = encodeValue(step)
+          const rev = record.final ? 1 : 0
+          // The later record of a step replaces the earlier: it counts only the difference.
+          const stored = this.sql.stepSize.get(sandboxId, step.seq)
+          if (stored === undefined || stored.rev <= rev) bytes += body.length - (stored?.bytes ?? 0)
+          this.sql.putStep.run(sandboxId, step.seq, rev, step.kind, step.at, body)
+          for (const r of recordedOf(step)) {
+            if (typeof r.blob === 'string' && this.sql.putBlob.run(r.blob, sandboxId).changes > 0) bytes += r.bytes
+          }
           if (record.final) finals.add(step.seq); else finals.delete(step.seq)
         }
       }
@@ -183,6 +245,12 @@ export class TrajectoryStore {
       else this.sql.putHeader.run(sandboxId, header.tenant, encodeValue(header), header.createdAt)
     } else if (end != null) {
       this.sql.end.run(end.at, end.nextSeq, sandboxId)
+    }
+    if (bytes !== 0) {
+      // After the row's insert: a run that began the trajectory wrote its row just above.
+      this.sql.addBytes.run(bytes, sandboxId)
+      const tenant = header?.tenant ?? this.sql.get.get(sandboxId)?.tenant
+      if (tenant !== undefined) this.count(tenant, bytes)
     }
     if (end === null) this.sql.reopen.run(sandboxId)
     if (!complete && (end != null || finals.size > 0)) this.sql.settle.run(sandboxId, sandboxId)

@@ -112,13 +112,14 @@ test('request fields past their bounds are refused naming them', timed(20_000, a
     [{ maxSandboxes: -1 }, 'quotas.maxSandboxes'], [{ maxSandboxes: 1.5 }, 'quotas.maxSandboxes'], [{ maxSandboxes: 1e9 + 1 }, 'quotas.maxSandboxes'],
     [{ createsPerSecond: 0 }, 'quotas.createsPerSecond'], [{ createsPerSecond: 1e10 }, 'quotas.createsPerSecond'], [{ createBurst: 0.5 }, 'quotas.createBurst'],
     [{ requestsPerSecond: 0 }, 'quotas.requestsPerSecond'], [{ requestsPerSecond: Infinity }, 'quotas.requestsPerSecond'], [{ requestBurst: 0 }, 'quotas.requestBurst'],
+    [{ trajectoryBytes: -1 }, 'quotas.trajectoryBytes'], [{ trajectoryBytes: 2 ** 50 + 1 }, 'quotas.trajectoryBytes'], [{ trajectoryBytes: 0.5 }, 'quotas.trajectoryBytes'],
     [{ maxSandboxes: '5' }, 'quotas.maxSandboxes'], [{ nope: 1 }, 'quotas.nope']
   ]
   for (const [q, field] of bad) await refused(root.setQuotas('t', q as never), ErrorCodes.INVALID_ARGUMENT, field)
   await refused(root.setQuotas('__proto__', { maxSandboxes: 1 }), ErrorCodes.INVALID_ARGUMENT, 'tenant')
   // The edges themselves are taken.
-  const low = { maxSandboxes: 0, createsPerSecond: 0.001, createBurst: 1, requestsPerSecond: 0.001, requestBurst: 1 }
-  const high = { maxSandboxes: 1e9, createsPerSecond: 1e9, createBurst: 1e9, requestsPerSecond: 1e9, requestBurst: 1e9 }
+  const low = { maxSandboxes: 0, createsPerSecond: 0.001, createBurst: 1, requestsPerSecond: 0.001, requestBurst: 1, trajectoryBytes: 0 }
+  const high = { maxSandboxes: 1e9, createsPerSecond: 1e9, createBurst: 1e9, requestsPerSecond: 1e9, requestBurst: 1e9, trajectoryBytes: 2 ** 50 }
   assert.equal(await root.setQuotas('edge', low), low)
   assert.equal(await root.setQuotas('edge', high), high)
 }))

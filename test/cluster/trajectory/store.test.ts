@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { encodeValue, parseSandboxSpec, TrajectoryStore, type LogRecord, type ShipBatch, type Step } from '../../../src/cluster/index.js'
@@ -98,6 +101,56 @@ test('records a node could not have meant are skipped, and still acknowledged', 
   assert.equal(s.read('t', 'a', 0).steps.map((x) => x.seq), [0])
   s.append(batch('nobody', 0, [exec(0, true)]))
   try { s.read('t', 'nobody', 0); assert.unreachable() } catch (e) { assert.ok(isWarrenError(e, ErrorCodes.NOT_FOUND), 'steps without a header go nowhere') }
+  close()
+})
+
+test('each tenant\'s bytes are counted as steps are stored: a step stored again counts its difference, a blob once, and a reopened store reads the same totals', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-tbytes-'))
+  try {
+    let state = openState(dir)
+    let s = new TrajectoryStore(state.db)
+    const stdout = { bytes: 5000, sha256: 'x', blob: blob('a') }
+    s.append(batch('a', 0, [header('a'), exec(0, false)]))
+    const begun = s.bytesOf('t')
+    assert.ok(begun > 0 && begun < 200, `the begun step: ${begun}`)
+    s.append(batch('a', 2, [exec(0, true, { stdout })]))
+    const final = s.bytesOf('t')
+    assert.ok(final > 5000 && final < 5000 + 300, `the final step replaces the begun one and adds its blob: ${final}`)
+    s.append(batch('a', 2, [exec(0, true, { stdout })]))
+    s.append(batch('a', 1, [exec(0, false)]))
+    assert.is(s.bytesOf('t'), final, 'sent again, or older: no change')
+    s.append(batch('b', 0, [header('b', 'u'), exec(0, true)]))
+    assert.is(s.bytesOf('t'), final, 'another tenant\'s count is its own')
+    const other = s.bytesOf('u')
+    state.close()
+    state = openState(dir)
+    s = new TrajectoryStore(state.db)
+    assert.equal([s.bytesOf('t'), s.bytesOf('u')], [final, other], 'read back from the rows')
+    state.close()
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('trim forgets a tenant\'s oldest ended trajectories until it is within its limit, never a live one nor another tenant\'s', () => {
+  const { s, close } = fresh()
+  const big = new Uint8Array(10_000)
+  const ended = (id: string, at: number, tenant = 't'): void => {
+    s.append(batch(id, 0, [header(id, tenant), exec(0, true, { stdout: { bytes: big.length, sha256: 'x', data: big } }), { t: 'end', at, nextSeq: 1 }]))
+  }
+  ended('old', 1000)
+  ended('mid', 2000)
+  ended('new', 3000)
+  ended('theirs', 500, 'u')
+  s.append(batch('live', 0, [header('live'), exec(0, true, { stdout: { bytes: big.length, sha256: 'x', data: big } })]))
+  const each = s.bytesOf('u')
+  assert.equal(s.tenantsOver(() => 2 * each), ['t'])
+  assert.equal(s.trim('t', 2 * each), { deleted: 2, orphans: [] })
+  const gone = (id: string): boolean => { try { s.read('t', id, 0); return false } catch (e) { return isWarrenError(e, ErrorCodes.NOT_FOUND) } }
+  assert.equal(['old', 'mid', 'new', 'live'].map(gone), [true, true, false, false], 'the oldest ended went first')
+  assert.is(s.trim('t', 0).deleted, 1, 'down to the live one, which stays')
+  assert.ok(!gone('live') && s.bytesOf('t') > 0)
+  assert.is(s.read('u', 'theirs', 0).steps.length, 1)
   close()
 })
 
