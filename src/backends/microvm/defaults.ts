@@ -47,7 +47,7 @@ export const MicrovmDefaults = {
   qemuOverheadMiB: 160,
   /** Threads QEMU may have (vCPUs, I/O workers, RCU, main): its cgroup's pids limit. */
   qemuPids: 128,
-  /** From starting QEMU to it having its sockets up (it daemonizes then). */
+  /** From starting QEMU to its monitor answering (set up and jailed). */
   startTimeoutMs: 15_000,
   /** From starting QEMU to the agent answering inside (TCG boots in seconds, slower when loaded); under the node's 60 s for a start. */
   bootTimeoutMs: 55_000,

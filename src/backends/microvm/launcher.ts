@@ -1,8 +1,8 @@
 /**
  * Starting and ending one microVM on the host. QEMU is started inside the VM's cgroups (a shell
- * joins them, then execs QEMU, so every page and thread is charged from the first), daemonizes
- * once its sockets listen, jailed (qemu-jail.ts: its own empty root and host user from then on),
- * and outlives the node agent; `LaunchedVm` is plain data, so a node can journal it and end or
+ * joins them, then execs QEMU, so every page and thread is charged from the first), in a session
+ * of its own, is up once its monitor answers, jailed (qemu-jail.ts: its own empty root and host
+ * user from then on), and outlives the node agent; `LaunchedVm` is plain data, so a node can journal it and end or
  * re-adopt the VM after a restart.
  */
 import { spawn } from 'node:child_process'
@@ -195,7 +195,7 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
     if (opts.restoreFrom !== undefined) state = await open(opts.restoreFrom, 'r')
     const qemu = opts.qemuPath ?? MicrovmDefaults.qemuPath
     const [cmd, args] = uid !== undefined ? jailCommand(qemu, qemuArgs(plan)) : [qemu, qemuArgs(plan)]
-    await startQemu(cmd, args, opts.cgroups ?? [], { state: state?.fd, ram: opts.ram?.of.fd })
+    await startQemu(cmd, args, opts.cgroups ?? [], { state: state?.fd, ram: opts.ram?.of.fd }, plan.qmpSocket)
     const pid = Number.parseInt(await readFile(plan.pidFile, 'utf8'), 10)
     const info = Number.isInteger(pid) && pid > 0 ? await processInfo(pid) : undefined
     if (info === undefined) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `QEMU of VM ${opts.id} died right after start`, { reason: 'launch-failed' })
@@ -215,35 +215,64 @@ async function startVm (opts: LaunchVmOptions): Promise<{ vm: LaunchedVm, plan: 
 }
 
 /**
- * Runs `qemu` (QEMU, or what execs it: `jailCommand`), joining `cgroups` first, with the node's descriptors `fds.state` as its `STATE_FD`
- * and `fds.ram` as its `RAM_FD` when given; resolves once it has daemonized, its sockets listening.
+ * Runs `qemu` (QEMU, or what execs it: `jailCommand`), joining `cgroups` first, with the node's
+ * descriptors `fds.state` as its `STATE_FD` and `fds.ram` as its `RAM_FD` when given, in a
+ * session of its own (so it outlives the node agent and a terminal's Ctrl-C); resolves once its
+ * monitor answers at `qmpSocket`, which QEMU does only from its main loop: set up and jailed.
+ *
+ * QEMU does not daemonize: a fork after its seccomp filter is in place is what `spawn=deny`
+ * forbids (qemu-args.ts). Its stderr is read until it is up (for why it refused), then let go:
+ * what it writes later fails with EPIPE (QEMU ignores SIGPIPE), so a guest that makes QEMU
+ * complain fills no pipe and no disk.
  */
-function startQemu (qemu: string, args: string[], cgroups: readonly string[], fds: { state: number | undefined, ram: number | undefined }): Promise<void> {
+async function startQemu (qemu: string, args: string[], cgroups: readonly string[], fds: { state: number | undefined, ram: number | undefined }, qmpSocket: string): Promise<void> {
   const [cmd, argv] = cgroups.length > 0
     ? ['/bin/sh', ['-c', JOIN_AND_EXEC, 'sh', String(cgroups.length), ...cgroups.map((d) => join(d, 'cgroup.procs')), qemu, ...args]]
     : [qemu, args]
-  return new Promise((resolve, reject) => {
-    // An empty environment: nothing of the node's reaches QEMU.
-    const stdio: Array<'ignore' | 'pipe' | number> = ['ignore', 'ignore', 'pipe', 'ignore', 'ignore']
-    if (fds.state !== undefined) stdio[STATE_FD] = fds.state
-    if (fds.ram !== undefined) stdio[RAM_FD] = fds.ram
-    const child = spawn(cmd, argv, { stdio, env: {} })
-    let errText = ''
-    child.stderr?.setEncoding('utf8').on('data', (s: string) => { if (errText.length < 4096) errText += s })
-    const timer = setTimeout(() => { child.kill('SIGKILL') }, MicrovmDefaults.startTimeoutMs)
-    child.once('error', (err) => {
-      clearTimeout(timer)
-      reject(createError(ErrorCodes.BACKEND_UNAVAILABLE, `cannot run ${qemu}: ${err.message}`, { reason: 'no-qemu' }))
-    })
-    // With -daemonize the first process exits 0 once the daemon is set up (which then lets go of
-    // stderr), non-zero with why: 'close' comes after both, with all of stderr read.
-    child.once('close', (code, signal) => {
-      clearTimeout(timer)
-      if (code === 0) { resolve(); return }
-      const message = errText.trim() || (code === 125 ? 'joining its cgroups failed' : `QEMU exited with ${code ?? signal}`)
-      reject(createError(ErrorCodes.BACKEND_UNAVAILABLE, `QEMU refused to start: ${message}`, { reason: 'launch-failed', message }))
-    })
+  // An empty environment: nothing of the node's reaches QEMU.
+  const stdio: Array<'ignore' | 'pipe' | number> = ['ignore', 'ignore', 'pipe', 'ignore', 'ignore']
+  if (fds.state !== undefined) stdio[STATE_FD] = fds.state
+  if (fds.ram !== undefined) stdio[RAM_FD] = fds.ram
+  const child = spawn(cmd, argv, { stdio, env: {}, detached: true })
+  let errText = ''
+  child.stderr?.setEncoding('utf8').on('data', (s: string) => { if (errText.length < 4096) errText += s })
+  let ended: { code: number | null, signal: NodeJS.Signals | null, error?: Error } | undefined
+  // 'close' comes once stderr is read to its end as well: the refusal's whole text.
+  const closed = new Promise<void>((resolve) => {
+    child.once('error', (error) => { ended ??= { code: null, signal: null, error }; resolve() })
+    child.once('close', (code, signal) => { ended ??= { code, signal }; resolve() })
   })
+  const deadline = Date.now() + MicrovmDefaults.startTimeoutMs
+  try {
+    for (;;) {
+      if (ended !== undefined) break
+      const left = deadline - Date.now()
+      if (left <= 0) {
+        child.kill('SIGKILL')
+        await closed
+        throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `QEMU did not come up within ${MicrovmDefaults.startTimeoutMs} ms${errText.trim() !== '' ? `: ${errText.trim()}` : ''}`, { reason: 'launch-failed' })
+      }
+      // Nothing listens before QEMU made its sockets; it greets only from its main loop.
+      const qmp = await connectQmp(qmpSocket, left).catch(() => undefined)
+      if (qmp !== undefined) {
+        const up = await qmp.execute('query-status').then(() => true, () => false)
+        qmp.close()
+        if (up) {
+          child.stderr?.destroy()
+          child.unref()
+          return
+        }
+      }
+      await Promise.race([pause(20), closed])
+    }
+  } catch (err) {
+    if (ended === undefined) child.kill('SIGKILL')
+    throw err
+  }
+  await closed
+  if (ended.error !== undefined) throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `cannot run ${qemu}: ${ended.error.message}`, { reason: 'no-qemu' })
+  const message = errText.trim() || (ended.code === 125 ? 'joining its cgroups failed' : `QEMU exited with ${ended.code ?? ended.signal}`)
+  throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `QEMU refused to start: ${message}`, { reason: 'launch-failed', message })
 }
 
 /** Keeps the last bytes the guest writes to its console, while connected. */

@@ -83,9 +83,11 @@ export function qemuArgs (plan: VmPlan): string[] {
     '-smp', String(plan.vcpus),
     '-m', `${plan.memoryMiB}M`,
     '-nodefaults', '-no-user-config', '-display', 'none', '-nic', 'none', '-no-reboot',
-    // QEMU's own seccomp filter takes obsolete calls and scheduler control from it.
-    // (elevateprivileges=deny would forbid the -runas below, spawn=deny -daemonize.)
-    '-sandbox', 'on,obsolete=deny,resourcecontrol=deny',
+    // QEMU's own seccomp filter, in place before it reads a guest's byte: no obsolete calls, no
+    // scheduler control, and no new process, namespace or exec (spawn=deny: a QEMU a guest took
+    // over can start nothing; hence no -daemonize, launcher.ts). (elevateprivileges=deny would
+    // forbid the -runas below, which happens after the filter.)
+    '-sandbox', 'on,obsolete=deny,resourcecontrol=deny,spawn=deny',
     '-kernel', plan.kernel,
     '-initrd', plan.initrd,
     '-append', kernelCmdline(plan)
@@ -116,7 +118,7 @@ export function qemuArgs (plan: VmPlan): string[] {
     '-mon', 'chardev=qmp,mode=control',
     '-chardev', `socket,id=con,path=${opt(plan.consoleSocket)},server=on,wait=off`,
     '-serial', 'chardev:con',
-    '-daemonize', '-pidfile', plan.pidFile
+    '-pidfile', plan.pidFile
   )
   if (plan.incoming === true) args.push('-incoming', 'defer')
   if (plan.jail !== undefined) args.push('-chroot', plan.jail.dir, '-runas', `${plan.jail.uid}:${plan.jail.uid}`)

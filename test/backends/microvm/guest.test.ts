@@ -77,11 +77,13 @@ const plan: VmPlan = {
   agentSocket: '/r/v1/agent.sock', egressSocket: '/r/v1/egress.sock', qmpSocket: '/r/v1/qmp.sock', consoleSocket: '/r/v1/con.sock', pidFile: '/r/v1/qemu.pid'
 }
 
-test('qemu args: microvm without defaults or NIC, layers read-only by serial in stack order, the agent port, QMP, daemonized', () => {
+test('qemu args: microvm without defaults or NIC, layers read-only by serial in stack order, the agent port, QMP, its seccomp filter with spawn denied (so not daemonized)', () => {
   const args = qemuArgs(plan)
   const after = (flag: string): string[] => args.flatMap((a, i) => a === flag ? [args[i + 1]!] : [])
   assert.ok(after('-M')[0]!.startsWith('microvm'))
-  for (const f of ['-nodefaults', '-no-user-config', '-no-reboot', '-daemonize']) assert.ok(args.includes(f), f)
+  for (const f of ['-nodefaults', '-no-user-config', '-no-reboot']) assert.ok(args.includes(f), f)
+  assert.not.ok(args.includes('-daemonize'), 'a fork after the filter is what spawn=deny forbids')
+  assert.match(args[args.indexOf('-sandbox') + 1]!, /^on,.*spawn=deny/)
   assert.equal(after('-nic'), ['none'])
   assert.equal(after('-smp'), ['2'])
   assert.equal(after('-m'), ['256M'])

@@ -15,8 +15,10 @@ import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { MicrovmDefaults, type LaunchedVm } from '../../../src/backends/microvm/index.js'
 import { endQemuUser, mayEndQemuUser, releaseQemuUser, takeQemuUser } from '../../../src/backends/microvm/qemu-jail.js'
+import { connectQmp } from '../../../src/backends/microvm/qmp.js'
+import { isAlive } from '../../../src/backends/container/proc.js'
 import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
-import { timed } from '../../support/index.js'
+import { timed, waitFor } from '../../support/index.js'
 import { assertGone, newBackend, registerLeftoverCheck, sh, vmTest } from './helpers.js'
 
 const LIMITS = { cpus: 1, memoryMiB: 128, diskMiB: 16, pids: 32 }
@@ -98,6 +100,22 @@ vmTest('each VM\'s QEMU runs as a host user of its own, without capabilities, se
     await b.kill(h)
     await assertGone(vms[i]!)
   }
+}))
+
+vmTest('a QEMU that starts a process once it is up (here: a migration to exec:) is killed by its own seccomp filter, spawn=deny', timed(90_000, async (defer) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'warren-jail-spawn-'))
+  defer(() => rmSync(dataDir, { recursive: true, force: true }))
+  const b = await newBackend(dataDir)
+  defer(() => b.close())
+  const h = await b.create({ id: 'jail-spawn', limits: LIMITS })
+  defer(() => b.kill(h))
+  const vm = b.vm(h)!
+  assert.is(await sh(b, h, 'echo up'), 'up\n')
+  // Without the filter QEMU forks, its child finds no shell in the empty root, and QEMU lives on.
+  const qmp = await connectQmp(vm.qmpSocket)
+  await qmp.execute('migrate', { uri: 'exec:cat >/dev/null' }).catch(() => {})
+  qmp.close()
+  await waitFor(async () => !await isAlive(vm.pid, vm.startTime), 20_000, 'QEMU killed')
 }))
 
 test('a user is given again only once nothing runs as it: what a QEMU left running as its user ends with it', timed(20_000, async (defer) => {
