@@ -119,6 +119,26 @@ def test_a_tenant_past_its_request_rate_gets_quota_requests_until_it_is_raised(c
             assert user.list() == []
 
 
+def test_a_request_refused_for_the_rate_is_sent_again_after_its_retry_after_and_zero_wait_raises_it(cluster: Cluster) -> None:
+    with warren.Client.connect(cluster.url, cluster.admin_token) as root:
+        root.set_quotas("py-paced", requests_per_second=10, request_burst=2)
+        key = root.create_token("py-paced", TENANT_SCOPES)
+
+        async def burst(defaults: warren.LinkDefaults) -> list[object]:
+            async with await warren.AsyncClient.connect(cluster.url, key, defaults=defaults) as c:
+                async def one() -> object:
+                    try:
+                        return await c.list()
+                    except warren.WarrenError as err:
+                        return err
+                return list(await asyncio.gather(*(one() for _ in range(12))))
+
+        # 12 at once against a burst of 2 and 10 a second: every one answered.
+        assert asyncio.run(burst(warren.LinkDefaults())) == [[]] * 12
+        refused = [r for r in asyncio.run(burst(warren.LinkDefaults(rate_limit_wait_s=0))) if isinstance(r, warren.WarrenError)]
+        assert refused and all(isinstance(r, warren.QuotaError) and r.details["quota"] == "requests" for r in refused)
+
+
 def test_a_tenant_key_is_refused_administration(cluster: Cluster) -> None:
     with warren.Client.connect(cluster.url, cluster.token) as user:
         for call in (lambda: user.tokens(), lambda: user.revoke_token("000000000000"), lambda: user.rotate_admin_key(),

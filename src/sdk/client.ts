@@ -13,7 +13,7 @@ import { CLIENT_ADDRESS, LifecycleDefaults, SESSION_ADDRESS, type AuditPage, typ
 import { createError, ErrorCodes, isWarrenError, type WarrenError } from '../errors.js'
 import { createLinkClient, loadCa, type CaInput, type LinkClient, type LinkOptionsInput } from '../transport/index.js'
 import { resolveConfig } from './config.js'
-import { requestError } from './request-errors.js'
+import { rateLimitPause, requestError } from './request-errors.js'
 import type { ExecTransport } from './exec.js'
 import { Sandbox, SandboxHandleActor, type HandleMessage } from './sandbox.js'
 import { resumeOf, type SnapshotFilter, type SnapshotView } from './snapshots.js'
@@ -38,6 +38,13 @@ export interface ConnectOptions {
   connectTimeoutMs?: number
   /** Default time limit of a request. */
   requestTimeoutMs?: number
+  /**
+   * How long a request the tenant's request or creation rate refused (`WARREN_ERR_QUOTA` with
+   * `details.quota` `requests` or `rate`) is sent again, each time after its `retryAfterMs`; past
+   * it the refusal is thrown. Such a request was not handled, so this is safe for any request.
+   * Default 30 s; 0 throws the first refusal.
+   */
+  rateLimitWaitMs?: number
   link?: LinkOptionsInput
 }
 
@@ -84,7 +91,7 @@ function openSignal (): { promise: Promise<void>, resolve: () => void } {
   return { promise, resolve }
 }
 
-export const ClientDefaults = { connectTimeoutMs: 10_000, requestTimeoutMs: 30_000 }
+export const ClientDefaults = { connectTimeoutMs: 10_000, requestTimeoutMs: 30_000, rateLimitWaitMs: 30_000 }
 
 export class Client {
   private readonly system = new ActorSystem({ name: `sdk-${nanoid(8)}` })
@@ -96,7 +103,7 @@ export class Client {
   private refusedBy: WarrenError | undefined
   private readonly transport: ExecTransport
 
-  private constructor (readonly link: LinkClient, private readonly requestTimeoutMs: number, private readonly config: { url: string, token: string, ca?: string }) {
+  private constructor (readonly link: LinkClient, private readonly requestTimeoutMs: number, private readonly rateLimitWaitMs: number, private readonly config: { url: string, token: string, ca?: string }) {
     this.transport = {
       request: (message, timeoutMs) => this.send(message, timeoutMs),
       reconnected: () => this.nextOpen.promise,
@@ -130,7 +137,7 @@ export class Client {
         tell: (to, message) => { if (to === CLIENT_ADDRESS) client?.onNotice(message as SandboxStateNotice) }
       }
     })
-    client = new Client(link, options.requestTimeoutMs ?? ClientDefaults.requestTimeoutMs, { url, token, ...(ca !== undefined ? { ca } : {}) })
+    client = new Client(link, options.requestTimeoutMs ?? ClientDefaults.requestTimeoutMs, options.rateLimitWaitMs ?? ClientDefaults.rateLimitWaitMs, { url, token, ...(ca !== undefined ? { ca } : {}) })
     const timeoutMs = options.connectTimeoutMs ?? ClientDefaults.connectTimeoutMs
     let timer: NodeJS.Timeout | undefined
     try {
@@ -346,13 +353,22 @@ export class Client {
   }
 
   private async send<R> (message: unknown, timeoutMs: number): Promise<R> {
-    // A session the control plane ended for its key says why, not just that the link is closed.
-    if (this.refusedBy !== undefined) throw this.refusedBy
-    try {
-      return await this.link.request<R>(SESSION_ADDRESS, message, { timeoutMs })
-    } catch (err) {
-      const type = (message as { type?: unknown } | null)?.type
-      throw requestError(err, typeof type === 'string' ? type : 'unknown', this.config.url)
+    const waitUntil = Date.now() + this.rateLimitWaitMs
+    for (;;) {
+      // A session the control plane ended for its key says why, not just that the link is closed.
+      if (this.refusedBy !== undefined) throw this.refusedBy
+      try {
+        return await this.link.request<R>(SESSION_ADDRESS, message, { timeoutMs })
+      } catch (err) {
+        // Refused for the tenant's rate, so not handled: sent again when the cluster says, for a while.
+        const pause = rateLimitPause(err)
+        if (pause !== undefined && !this.isClosed && Date.now() + pause <= waitUntil) {
+          await new Promise((resolve) => setTimeout(resolve, pause))
+          continue
+        }
+        const type = (message as { type?: unknown } | null)?.type
+        throw requestError(err, typeof type === 'string' ? type : 'unknown', this.config.url)
+      }
     }
   }
 

@@ -45,3 +45,19 @@ export function retryPause (err: unknown, attempt: number): Promise<void> {
   const ms = typeof hint === 'number' ? Math.min(1000, Math.max(1, hint)) : Math.min(1000, 50 * attempt)
   return new Promise((resolve) => setTimeout(resolve, ms))
 }
+
+/** The quotas whose refusal means "not now": nothing was done, and `retryAfterMs` says when to ask. */
+const RATE_QUOTAS: ReadonlySet<unknown> = new Set(['requests', 'rate'])
+
+/**
+ * The pause before sending again a request the tenant's request or creation rate refused (it
+ * was not handled, so sending it again is safe whatever it is): its `retryAfterMs` and up to a
+ * fifth more, so requests refused together do not come back together.
+ * @returns undefined for any other failure
+ */
+export function rateLimitPause (err: unknown): number | undefined {
+  if (!isWarrenError(err, ErrorCodes.QUOTA) || !RATE_QUOTAS.has(err.details?.quota)) return undefined
+  const hint = err.details?.retryAfterMs
+  const ms = typeof hint === 'number' && Number.isFinite(hint) && hint > 0 ? hint : 100
+  return Math.ceil(ms * (1 + Math.random() / 5))
+}

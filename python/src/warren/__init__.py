@@ -9,6 +9,7 @@ from .errors import (BackendUnavailableError, BadSpecError, ConnectionClosedErro
                      UnsupportedError, WarrenError, WarrenTimeoutError)
 from .exec import Chunk, CommandResult, ExecResult
 from .files import FileInfo, FileStat, SandboxFiles, WriteInfo
+from .link import LinkDefaults
 from .process import Process
 from .replay import OutputOutcome, ReplayResult, RestoreResult, StepOutcome
 from .sandbox import Sandbox, SandboxRef
@@ -30,5 +31,5 @@ __all__ = [
     "WarrenTimeoutError", "BackendUnavailableError", "FrameTooLargeError", "ProtocolError", "ConnectionClosedError",
     "InternalError", "TrajectoryPage", "TrajectoryHeader", "RecordedBytes", "Step", "ExecStep", "WriteStep", "UploadStep",
     "RemoveStep", "RenameStep", "MkdirStep", "SymlinkStep", "SnapshotStep", "PauseStep", "ResumeStep", "EgressStep",
-    "OtherStep", "ReplayResult", "RestoreResult", "StepOutcome", "OutputOutcome", "KeyView",
+    "OtherStep", "ReplayResult", "RestoreResult", "StepOutcome", "OutputOutcome", "KeyView", "LinkDefaults",
 ]

@@ -22,7 +22,7 @@ import websockets.exceptions
 
 from .tls import CaInput, ssl_context, tls_refusal
 
-from .errors import (ConnectionClosedError, FrameTooLargeError, OverloadedError, RETRYABLE_CODES,
+from .errors import (ConnectionClosedError, FrameTooLargeError, OverloadedError, QuotaError, RETRYABLE_CODES,
                      UnauthenticatedError, WarrenError, WarrenTimeoutError, from_wire)
 
 PROTOCOL_VERSION = 1
@@ -45,11 +45,25 @@ class LinkDefaults:
     backoff_jitter: float = 0.5
     request_timeout_s: float = 30.0
     max_retries: int = 30
+    #: How long a request the tenant's request or creation rate refused is sent again, each time
+    #: after its ``retry_after_ms`` (it was not handled, so any request may be); 0 raises at once.
+    rate_limit_wait_s: float = 30.0
 
 
 DEFAULTS = LinkDefaults()
 
 TellHandler = Callable[[str, Any], None]
+
+
+def rate_limit_pause(err: WarrenError) -> float | None:
+    """Seconds to wait before sending again a request the tenant's request or creation rate refused
+    (its ``retry_after_ms`` and up to a fifth more, so requests refused together do not return
+    together); None for any other error."""
+    if not isinstance(err, QuotaError) or err.details.get("quota") not in ("requests", "rate"):
+        return None
+    hint = err.details.get("retryAfterMs")
+    ms = float(hint) if isinstance(hint, (int, float)) and hint > 0 else 100.0
+    return ms * (1 + random.random() / 5) / 1000
 
 
 def backoff_delay(attempt: int, d: LinkDefaults = DEFAULTS) -> float:
@@ -144,10 +158,15 @@ class Link:
         """
         timeout = self.d.request_timeout_s if timeout_s is None else timeout_s
         failures = 0
+        wait_until = time.monotonic() + self.d.rate_limit_wait_s
         while True:
             try:
                 return await self._ask(message, timeout)
             except WarrenError as err:
+                pause = rate_limit_pause(err)
+                if pause is not None and not self._closed and time.monotonic() + pause <= wait_until:
+                    await asyncio.sleep(pause)
+                    continue
                 again = retry and not self._closed and (err.code in RETRYABLE_CODES or isinstance(err, OverloadedError))
                 failures += 1
                 if not again or failures > self.d.max_retries:

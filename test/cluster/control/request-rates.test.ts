@@ -133,4 +133,30 @@ test('refusals echo at most bounded parts of a request, a 64-bit quota is refuse
   assert.is((cancel.err as { code: string }).code, ErrorCodes.UNSUPPORTED)
 }))
 
+test('the SDK sends a request refused for the rate again after its retryAfterMs, up to rateLimitWaitMs; 0 throws the refusal at once', timed(30_000, async (defer) => {
+  const cp = await startTestControlPlane()
+  defer(() => cp.close())
+  const admin = await connect({ url: cp.url, token: await cp.createToken('ops', ['admin']), ...noRetry })
+  defer(() => admin.close())
+  await admin.setQuotas('paced', { requestsPerSecond: 10, requestBurst: 2 })
+  const key = await cp.createToken('paced', ['sandbox:create', 'sandbox:read'])
+  const patient = await connect({ url: cp.url, token: key, ...noRetry })
+  defer(() => patient.close())
+  // 12 at once against a burst of 2 and 10 a second: every one answered, none refused.
+  const answers = await Promise.all(Array.from({ length: 12 }, async () => await patient.list().then(() => 'ok', (e: unknown) => String(e))))
+  assert.equal(answers, Array(12).fill('ok'))
+  const impatient = await connect({ url: cp.url, token: key, ...noRetry, rateLimitWaitMs: 0 })
+  defer(() => impatient.close())
+  const refusals = await Promise.all(Array.from({ length: 12 }, async () => await impatient.list().then(() => undefined, (e: unknown) => e)))
+  const refused = refusals.find((e) => e !== undefined)
+  assert.ok(isWarrenError(refused, ErrorCodes.QUOTA), String(refused))
+  assert.is(refused.details?.quota, 'requests')
+  // A wait the cluster asks for past rateLimitWaitMs is not waited: the refusal comes at once.
+  await admin.setQuotas('paced', { requestsPerSecond: 0.001, requestBurst: 1 })
+  await patient.list().catch(() => {})
+  const started = Date.now()
+  const late = await patient.list().then(() => undefined, (e: unknown) => e)
+  assert.ok(isWarrenError(late, ErrorCodes.QUOTA) && Date.now() - started < 15_000, String(late))
+}))
+
 test.run()
