@@ -12,6 +12,8 @@ import { createUploadHandler, isUploadPath, type UploadTunables } from '../../im
 import { authorize, type IamMessage, type Principal } from '../iam/index.js'
 import { LAYER_KINDS, NODE_BLOB_KINDS } from '../../images/index.js'
 import type { ImageIndexMessage } from './image-index.js'
+import { toPublicError } from './public-error.js'
+import { levelOf, type RefusalLog } from './request-outcomes.js'
 import type { RequestRate, TenantRequestRates } from './request-rates.js'
 
 /** The uploader nodes' pushes are staged and counted under (no tenant is named so: tenant names start with a letter or digit). */
@@ -25,6 +27,8 @@ export interface BlobRoutesOptions {
   upload?: Partial<UploadTunables>
   /** The tenants' request rates: each upload request of a tenant's key takes from its bucket, as a link request does. */
   rates?: TenantRequestRates
+  /** The gateway's refusal log, where a refused upload request is logged as a refused link request is (a bad key too). */
+  refusals?: () => RefusalLog | undefined
 }
 
 export interface BlobRoutes {
@@ -59,7 +63,15 @@ export function createBlobRoutes (o: BlobRoutesOptions): BlobRoutes {
         if (await o.iam().ask<boolean>({ type: 'check-join', token })) return { tenant: NODE_UPLOADER, kinds: NODE_BLOB_KINDS }
         throw createError(ErrorCodes.UNAUTHENTICATED, 'the token is not a live API key')
       },
-      recordLayer: async (digest, kind) => { await o.images().ask({ type: 'layer-stored', digest, kind }) }
+      recordLayer: async (digest, kind) => { await o.images().ask({ type: 'layer-stored', digest, kind }) },
+      onRefused: (err, req) => {
+        const pub = toPublicError(err)
+        const address = req.socket.remoteAddress ?? '?'
+        // By code: whose key it was is what a refusal for a bad key cannot say.
+        o.refusals?.()?.note(`- ${pub.code} upload`, { level: levelOf(pub.code), fields: {
+          code: pub.code, type: 'upload', method: String(req.method).slice(0, 16), path: String(req.url).slice(0, 128), address, reason: pub.message.slice(0, 1024)
+        } }, address)
+      }
     })
   return {
     handle (req, res) {

@@ -115,7 +115,7 @@ export class Gateway extends Actor<GatewayMessage> {
     this.unroute = routeRemote(system, (name) => this.nodeLinks.get(name))
     // One port: WebSocket upgrades are links, plain HTTP is the blob store (nodes read layers, builds push them).
     const blobs = createBlobRoutes({
-      iam: this.o.iam, images: this.o.images, rates: this.rates,
+      iam: this.o.iam, images: this.o.images, rates: this.rates, refusals: () => this.refusalLog,
       ...(this.o.blobRoot !== undefined ? { blobRoot: this.o.blobRoot } : {}),
       ...(this.o.upload !== undefined ? { upload: this.o.upload } : {})
     })

@@ -28,7 +28,8 @@ export interface RequestOutcomes {
 /** The cluster could not do it (an operator's matter) against the client asked wrong (the client's). */
 const WARN_CODES = new Set<ErrorCode>([ErrorCodes.TIMEOUT, ErrorCodes.OVERLOADED, ErrorCodes.NO_CAPACITY, ErrorCodes.BACKEND_UNAVAILABLE])
 
-function levelOf (code: ErrorCode): 'error' | 'warn' | 'info' {
+/** The level a refusal is logged at. */
+export function levelOf (code: ErrorCode): 'error' | 'warn' | 'info' {
   if (code === ErrorCodes.INTERNAL) return 'error'
   return WARN_CODES.has(code) ? 'warn' : 'info'
 }

@@ -26,6 +26,8 @@ export type UploadAuth = (token: string) => Promise<{ tenant: string, kinds: rea
 
 export interface UploadHandlerOptions extends UploadsOptions {
   authenticate: UploadAuth
+  /** Told of every request refused (a bad key among them), before its answer goes. */
+  onRefused?: (err: unknown, req: IncomingMessage) => void
 }
 
 export interface UploadHandler {
@@ -90,7 +92,10 @@ export function createUploadHandler (options: UploadHandlerOptions): UploadHandl
         return
       }
       inFlight++
-      route(req, res).catch((err: unknown) => sendError(res, err)).finally(() => {
+      route(req, res).catch((err: unknown) => {
+        options.onRefused?.(err, req)
+        sendError(res, err)
+      }).finally(() => {
         inFlight--
         // A body nobody read (an early refusal) is drained or the connection dropped, never left hanging.
         if (req.complete) return

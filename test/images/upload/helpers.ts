@@ -3,6 +3,7 @@
  * temp data dir (no node: what is under test happens before placement), its keys, layer files
  * of seeded bytes and raw HTTP requests to its port.
  */
+import type { Logger } from '../../../src/log/index.js'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { ControlPlane } from '../../../src/cluster/index.js'
@@ -31,9 +32,9 @@ export interface UploadCluster {
   tenant: Client
 }
 
-export async function uploadCluster (defer: Cleanup['defer'], upload: Partial<UploadTunables> = { maxRequestBytes: 256 * KiB }): Promise<UploadCluster> {
+export async function uploadCluster (defer: Cleanup['defer'], upload: Partial<UploadTunables> = { maxRequestBytes: 256 * KiB }, logger?: Logger): Promise<UploadCluster> {
   const dir = tempDir(defer, 'warren-upload-')
-  const cp = await startTestControlPlane({ dataDir: join(dir, 'cp'), upload })
+  const cp = await startTestControlPlane({ dataDir: join(dir, 'cp'), upload, ...(logger !== undefined ? { logger } : {}) })
   defer(() => cp.close())
   const keys = {
     admin: await cp.createToken('ops', ['admin']),

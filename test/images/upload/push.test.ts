@@ -2,6 +2,8 @@
  * Builds push layers to the control plane's blob store over HTTP: chunked, resumable, checked
  * by digest on arrival, with nothing half-written ever visible, against a real control plane.
  */
+import { createLogger } from '../../../src/log/index.js'
+import { captureLog } from '../../support/log-capture.js'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { request as httpRequest } from 'node:http'
 import { test } from 'uvu'
@@ -245,6 +247,24 @@ test('tagging a digest the store does not hold is refused with NOT_FOUND naming 
   const pushed = await pushLayerOverHttp(layer.file, { url: c.cp.url, token: c.keys.builder, kind: 'base', chunkBytes: CHUNK })
   await c.admin.request({ type: 'image-tag', name: 'real:1', digest: pushed.digest, kind: 'base' })
   assert.equal((await c.admin.request<Array<{ name: string }>>({ type: 'image-list' })).map((r) => r.name), ['real:1'])
+}))
+
+test('a refused upload request is logged once with its code, address and why; a run of bad keys is one more line with its count', timed(30_000, async (defer) => {
+  const out = captureLog()
+  const c = await uploadCluster(defer, undefined, createLogger({ level: 'info', destination: out }))
+  const layer = await layerFile(c.dir, 'layer.img', SIZE, 6)
+  const body = JSON.stringify({ kind: 'base', manifest: layer.manifest })
+  for (let i = 0; i < 5; i++) {
+    const r = await call(c, 'POST', uploadPath(layer.manifest.digest), 'wrn_aaaaaaaaaaaa_' + 'b'.repeat(43), body)
+    assert.is(r.status, 401)
+  }
+  const refused = out.records().filter((r) => r.msg === 'request refused' && r.type === 'upload')
+  assert.equal(refused.map((r) => [r.code, r.method, r.address]), [[ErrorCodes.UNAUTHENTICATED, 'POST', '127.0.0.1']], 'the first, whole')
+  assert.match(refused[0]!.reason, /not a live API key/)
+  assert.not.ok(out.lines.join('').includes('b'.repeat(43)), 'the key is never logged')
+  await c.cp.close()
+  const counted = out.records().find((r) => r.msg === 'requests refused like the one logged before' && r.type === 'upload')
+  assert.equal([counted?.code, counted?.refused], [ErrorCodes.UNAUTHENTICATED, 4], 'the rest counted as the gateway closes')
 }))
 
 test.run()
