@@ -3,7 +3,6 @@
  * temp data dir (no node: what is under test happens before placement), its keys, layer files
  * of seeded bytes and raw HTTP requests to its port.
  */
-import type { Logger } from '../../../src/log/index.js'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { ControlPlane } from '../../../src/cluster/index.js'
@@ -13,6 +12,7 @@ import { connect, type Client } from '../../../src/sdk/index.js'
 import { ALL_SCOPES, startTestControlPlane } from '../../cluster/harness.js'
 import type { Cleanup } from '../../support/index.js'
 import { seededBytes, tempDir } from '../blob/helpers.js'
+import type { Logger } from '../../../src/log/index.js'
 
 export const KiB = 1024
 /** Small chunks, so a small file is many chunks and many requests. */

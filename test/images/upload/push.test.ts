@@ -2,8 +2,6 @@
  * Builds push layers to the control plane's blob store over HTTP: chunked, resumable, checked
  * by digest on arrival, with nothing half-written ever visible, against a real control plane.
  */
-import { createLogger } from '../../../src/log/index.js'
-import { captureLog } from '../../support/log-capture.js'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { request as httpRequest } from 'node:http'
 import { test } from 'uvu'
@@ -13,6 +11,8 @@ import { serializeManifest, storePaths } from '../../../src/images/blob/index.js
 import { pushLayerOverHttp } from '../../../src/images/upload/index.js'
 import { timed } from '../../support/index.js'
 import { begin, call, CHUNK, KiB, layerFile, patch, uploadCluster, uploadPath } from './helpers.js'
+import { createLogger } from '../../../src/log/index.js'
+import { captureLog } from '../../support/log-capture.js'
 
 const SIZE = 20 * CHUNK + 123
 
