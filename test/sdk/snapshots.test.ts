@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { containerUnavailable, startNode, type ControlPlane, type NodeProcess } from '../../src/cluster/index.js'
-import { ErrorCodes, isWarrenError, type ErrorCode } from '../../src/errors.js'
+import { ErrorCodes, isWarrenError, type ErrorCode, type WarrenError } from '../../src/errors.js'
 import { storePaths } from '../../src/images/blob/index.js'
 import { connect, type Client, type Sandbox } from '../../src/sdk/index.js'
 import { ALL_SCOPES, startTestControlPlane } from '../cluster/harness.js'
@@ -34,10 +34,10 @@ async function refused (p: Promise<unknown>, code: ErrorCode, field?: string): P
 interface Cluster { dir: string, cp: ControlPlane, node: NodeProcess, client: Client, other: Client, blobs: string }
 
 /** A control plane with a blob store (maxDiffs 2), one container node, a tenant's client and another tenant's. */
-async function cluster (defer: (fn: () => unknown) => void, nodeId = 'snap'): Promise<Cluster> {
+async function cluster (defer: (fn: () => unknown) => void, nodeId = 'snap', maxPerTenant?: number): Promise<Cluster> {
   const dir = mkdtempSync(join(tmpdir(), 'warren-snapshots-'))
   defer(() => rmSync(dir, { recursive: true, force: true }))
-  const cp = await startTestControlPlane({ heartbeatTimeoutMs: 15_000, dataDir: join(dir, 'cp'), snapshots: { maxDiffs: 2 } })
+  const cp = await startTestControlPlane({ heartbeatTimeoutMs: 15_000, dataDir: join(dir, 'cp'), snapshots: { maxDiffs: 2, ...(maxPerTenant !== undefined ? { maxPerTenant } : {}) } })
   defer(() => cp.close())
   const node = await startNode({ url: cp.url, joinToken: cp.joinToken, nodeId, dataDir: join(dir, nodeId), containerPool: { max: 0 } })
   defer(() => node.close())
@@ -351,6 +351,20 @@ ctest('fork(100) of a real sandbox makes 100 sandboxes with its files (timed bes
     assert.is((await f.exec('sha256sum -c /task/sum >/dev/null && cat /task/sum')).stdout, sum)
   }
   console.log(`fork(100): ${forkMs} ms (its snapshot of ${snapshot.bytes} bytes included; one snapshot alone: ${snapshotMs} ms); createMany(100) from the base: ${createManyMs} ms`)
+}))
+
+ctest('a tenant at its bound of snapshots is refused the next one with QUOTA naming the quota; a deleted one makes room; another tenant is not bound by it', timed(120_000, async (defer) => {
+  const { client, other } = await cluster(defer, 'snapq', 1)
+  const sb = await client.create(SPEC)
+  defer(() => sb.kill())
+  const first = await sb.snapshot()
+  const refusal = await refused(sb.snapshot(), ErrorCodes.QUOTA) as WarrenError
+  assert.equal([refusal.details?.quota, refusal.details?.max], ['snapshots', 1])
+  await client.deleteSnapshot(first.id)
+  await sb.snapshot()
+  const theirs = await other.create(SPEC)
+  defer(() => theirs.kill())
+  await theirs.snapshot()
 }))
 
 test.run()

@@ -50,7 +50,7 @@ export class HibernatedSet {
   admit (r: SandboxRecord | undefined, tenant: string, id: string, ended: boolean): SandboxRecord {
     if (r === undefined || r.tenant !== tenant || ended || r.state === 'hibernated') throw createError(ErrorCodes.NOT_FOUND, `no live sandbox ${id}`)
     if (this.byTenant.size(tenant) >= this.maxPerTenant) {
-      throw createError(ErrorCodes.QUOTA, `tenant ${tenant} has ${this.maxPerTenant} hibernated sandboxes: resume or kill some first`, { max: this.maxPerTenant })
+      throw createError(ErrorCodes.QUOTA, `tenant ${tenant} has ${this.maxPerTenant} hibernated sandboxes: resume or kill some first`, { quota: 'hibernated', max: this.maxPerTenant })
     }
     return r
   }

@@ -92,7 +92,7 @@ export class SnapshotIndex extends Actor<SnapshotIndexMessage> {
       case 'plan': {
         const n = store.count(m.tenant)
         if (n >= this.t.maxPerTenant) {
-          throw createError(ErrorCodes.QUOTA, `tenant ${m.tenant} has ${n} snapshots, the most it may keep: delete some first`, { max: this.t.maxPerTenant })
+          throw createError(ErrorCodes.QUOTA, `tenant ${m.tenant} has ${n} snapshots, the most it may keep: delete some first`, { quota: 'snapshots', max: this.t.maxPerTenant })
         }
         return { flatten: (m.spec.image?.diffs?.length ?? 0) >= this.t.maxDiffs }
       }

@@ -9,6 +9,7 @@ import * as assert from 'uvu/assert'
 import { Actor, ActorSystem, type Ref } from '../../../src/actors/index.js'
 import { createDirectory, createPlacementShard, DirectoryDefaults, parseSandboxSpec, placementRequestOf, type DirectoryMessage, type SandboxRecord, type ShardMessage, type ShardStats } from '../../../src/cluster/index.js'
 import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
+import { HibernatedSet } from '../../../src/cluster/control/directory-hibernation.js'
 import { timed } from '../../support/index.js'
 
 /** Counts the quota the directory gives back. */
@@ -143,5 +144,15 @@ test('a kill during a hibernate wins (the end is gone), a hibernate of an ended 
   assert.equal([b.state, b.reason], ['gone', 'ttl'])
   assert.ok(DirectoryDefaults.maxHibernatedPerTenant >= 1000)
 }))
+
+test('a tenant at its bound of hibernated sandboxes is refused QUOTA naming the quota; another tenant is not', () => {
+  const set = new HibernatedSet(1)
+  const record = (id: string, tenant: string): SandboxRecord => ({ id, tenant, state: 'ready' } as unknown as SandboxRecord)
+  set.add(set.admit(record('a1', 'a'), 'a', 'a1', false))
+  const refused = (() => { try { set.admit(record('a2', 'a'), 'a', 'a2', false); return undefined } catch (e) { return e } })()
+  assert.ok(isWarrenError(refused, ErrorCodes.QUOTA), String(refused))
+  assert.equal([refused.details?.quota, refused.details?.max], ['hibernated', 1])
+  assert.is(set.admit(record('b1', 'b'), 'b', 'b1', false).id, 'b1')
+})
 
 test.run()
