@@ -84,7 +84,10 @@ export function tarHeader (m: TarMember): Buffer {
     if (!isUtf8Name(text)) records.push(paxRecord(`WARREN.${key}`, Buffer.from(bytes.toString('base64'))))
     return Buffer.from('warren-pax-name')
   }
-  const header = ustar(field(m.name, name, 'path'), flag, size, m.mode, m.mtimeMs, link === undefined ? undefined : field(m.linkname!, link, 'linkpath'))
+  // 11 octal digits hold sizes below 8 GiB; a larger one goes in the pax header (the ustar field then 0).
+  const fitsSize = size < 8 * 2 ** 30
+  if (!fitsSize) records.push(paxRecord('size', Buffer.from(String(size))))
+  const header = ustar(field(m.name, name, 'path'), flag, fitsSize ? size : 0, m.mode, m.mtimeMs, link === undefined ? undefined : field(m.linkname!, link, 'linkpath'))
   if (records.length === 0) return header
   if (!isUtf8Name(m.name) || (m.linkname !== undefined && !isUtf8Name(m.linkname))) records.unshift(paxRecord('hdrcharset', Buffer.from('BINARY')))
   const pax = Buffer.concat(records)
