@@ -10,9 +10,10 @@ import { createError, ErrorCodes, fromWireError, isWarrenError, type WarrenError
 import type {
   AgentExecHandlers, AgentExecOptions, AgentExecResult, AgentExecution, AgentFiles
 } from './agent-types.js'
+import { wellFormed } from '../../text.js'
 import { createAgentFiles } from './agent-files.js'
 import { ContainerDefaults } from './defaults.js'
-import { AgentLimits, encodeFrame, FrameReader, type AgentMessage, type AgentRequest, type AgentRetainedExec } from './protocol.js'
+import { AgentLimits, encodeFrame, FrameReader, isCount, type AgentMessage, type AgentRequest, type AgentRetainedExec } from './protocol.js'
 
 /** Options of `connectAgent` / `createAgentClient`. */
 export interface AgentClientOptions {
@@ -24,8 +25,15 @@ export interface AgentClientOptions {
 
 /** A connection to one agent. */
 export interface AgentClient {
-  /** Checks the agent answers; its protocol version and its PID (1 inside a sandbox). */
-  ping (): Promise<{ version: number, pid: number }>
+  /** Checks the agent answers (within `timeoutMs`, default the client's request timeout); its protocol version and its PID (1 inside a sandbox). */
+  ping (timeoutMs?: number): Promise<{ version: number, pid: number }>
+  /**
+   * How long the oldest request or command start the agent has not answered has waited (ms; 0
+   * when none waits). A command running is not waiting: it answered when it started.
+   */
+  oldestWaitMs (now?: number): number
+  /** Ends the connection at once with `reason` (a watchdog that gave up on the agent): what waits rejects with it. */
+  abandon (reason: WarrenError): void
   /** Renames the sandbox (its UTS hostname): a pooled sandbox takes the id it is handed out as. */
   setHostname (name: string): Promise<void>
   /**
@@ -99,6 +107,8 @@ interface PendingRequest {
   resolve: (m: Extract<AgentMessage, { t: 'ok' }>) => void
   reject: (err: WarrenError) => void
   timer: NodeJS.Timeout
+  /** When it was sent (ms since the epoch). */
+  at: number
 }
 
 interface ExecState {
@@ -122,7 +132,19 @@ interface ExecState {
   /** Set when a handler threw or the stream broke its rules: the exec is killed and rejects with it. */
   failure?: unknown
   done: boolean
+  /** When it was sent, until the agent said it started (then undefined). */
+  awaitingStartSince?: number
 }
+
+/** The codes an agent answers with (protocol.h); INTERNAL, the agent's own failure, becomes BACKEND_UNAVAILABLE. */
+const AGENT_CODES: ReadonlySet<string> = new Set([
+  ErrorCodes.MALFORMED_FRAME, ErrorCodes.FRAME_TOO_LARGE, ErrorCodes.UNKNOWN_FRAME_KIND, ErrorCodes.INVALID_ARGUMENT,
+  ErrorCodes.NOT_FOUND, ErrorCodes.FORBIDDEN, ErrorCodes.NO_CAPACITY, ErrorCodes.QUOTA, ErrorCodes.OVERLOADED,
+  ErrorCodes.UNSUPPORTED, ErrorCodes.BACKEND_UNAVAILABLE, ErrorCodes.STREAM_RESUME_GAP
+])
+
+/** A field an agent may name: a request field's name, such as `cwd` or `limits.diskMiB`. */
+const FIELD = /^[A-Za-z][A-Za-z0-9.]{0,63}$/
 
 /** Above this, stdin bytes go as a stream of frames instead of inside the exec request. */
 const INLINE_STDIN_BYTES = 1024 * 1024
@@ -174,9 +196,17 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
   stream.on('error', (err) => end(createError(ErrorCodes.CONNECTION_CLOSED, `agent connection failed: ${err.message}`)))
   stream.on('close', () => end(createError(ErrorCodes.CONNECTION_CLOSED, 'agent connection closed')))
 
-  /** An agent's err as an error; the field it names, if any, goes into `details.field`. */
+  /**
+   * An agent's err as an error; the field it names, if any, goes into `details.field`. A VM's
+   * agent is the tenant's: only the codes an agent gives pass, its message is cut, and a field
+   * must look like one, so nothing it forges reads as the cluster's own word.
+   */
   function agentError (m: Extract<AgentMessage, { t: 'err' }>): WarrenError {
-    return fromWireError(typeof m.field === 'string' ? { code: m.code, message: m.message, details: { field: m.field } } : m)
+    const message = wellFormed(m.message.slice(0, AgentLimits.maxErrorChars))
+    const field = typeof m.field === 'string' && FIELD.test(m.field) ? m.field : undefined
+    if (m.code === ErrorCodes.INTERNAL) return createError(ErrorCodes.BACKEND_UNAVAILABLE, `the sandbox's agent failed: ${message}`, { reason: 'agent' })
+    if (!AGENT_CODES.has(m.code)) return createError(ErrorCodes.BACKEND_UNAVAILABLE, `the sandbox's agent answered with a code it does not give (${wellFormed(m.code.slice(0, 64))}): ${message}`, { reason: 'agent' })
+    return fromWireError({ code: m.code, message, ...(field !== undefined ? { details: { field } } : {}) })
   }
 
   function onMessage (m: AgentMessage): void {
@@ -206,6 +236,7 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
         return
       case 'started':
         e.pid = m.pid
+        e.awaitingStartSince = undefined
         call(m.id, e, () => e.handlers.onStart?.({ execId: m.id, pid: m.pid }))
         return
       case 'out':
@@ -273,13 +304,13 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
     })
   }
 
-  function request<T extends AgentRequest['t']> (msg: Extract<AgentRequest, { t: T }>): Promise<Extract<AgentMessage, { t: 'ok' }>> {
+  function request<T extends AgentRequest['t']> (msg: Extract<AgentRequest, { t: T }>, timeoutMs = requestTimeoutMs): Promise<Extract<AgentMessage, { t: 'ok' }>> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         pending.delete(msg.id)
-        reject(createError(ErrorCodes.TIMEOUT, `agent did not answer ${msg.t} within ${requestTimeoutMs} ms`, { kind: msg.t }))
-      }, requestTimeoutMs)
-      pending.set(msg.id, { resolve, reject, timer })
+        reject(createError(ErrorCodes.TIMEOUT, `agent did not answer ${msg.t} within ${timeoutMs} ms`, { kind: msg.t }))
+      }, timeoutMs)
+      pending.set(msg.id, { resolve, reject, timer, at: Date.now() })
       try {
         send(msg)
       } catch (err) {
@@ -352,7 +383,7 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
       // Also after the end: an ack past the exit's seq is what releases the agent's record of it.
       ack: (seq) => { if (!closed && seq >= 0) send({ t: 'ack', id, seq: Math.floor(seq) }) }
     }
-    return { execution, result, e: { handlers, resolve, reject, nextSeq: firstSeq, pid: 0, allowance, stdinUntaken: 0, stdinClosed: false, done: false } }
+    return { execution, result, e: { handlers, resolve, reject, nextSeq: firstSeq, pid: 0, allowance, stdinUntaken: 0, stdinClosed: false, done: false, awaitingStartSince: Date.now() } }
   }
 
   function startTree (opts: { flatten?: boolean, windowBytes?: number }, handlers: AgentExecHandlers): AgentExecution {
@@ -451,7 +482,11 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
     return execution
   }
 
-  const files = createAgentFiles((msg) => request(msg), () => nextId++)
+  const files = createAgentFiles((msg) => request(msg), () => nextId++, (why) => {
+    const err = createError(ErrorCodes.PROTOCOL_VIOLATION, why)
+    end(err)
+    return err
+  })
 
   return {
     async setHostname (name) {
@@ -462,10 +497,17 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
     },
     startTree,
 
-    async ping () {
-      const m = await request({ t: 'ping', id: nextId++ })
+    async ping (timeoutMs) {
+      const m = await request({ t: 'ping', id: nextId++ }, timeoutMs)
       return { version: m.version as number, pid: m.pid as number }
     },
+    oldestWaitMs (now = Date.now()) {
+      let oldest = now
+      for (const p of pending.values()) oldest = Math.min(oldest, p.at)
+      for (const e of execs.values()) if (e.awaitingStartSince !== undefined) oldest = Math.min(oldest, e.awaitingStartSince)
+      return now - oldest
+    },
+    abandon: (reason) => end(reason),
     exec: (argv, opts, handlers) => startExec(argv, opts, handlers).result,
     startExec,
     listExecs,
@@ -485,7 +527,6 @@ export function createAgentClient (stream: Duplex, options: AgentClientOptions =
   }
 }
 
-const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
 
 /** One well-formed entry of an `execs` answer: counts that are counts, a tag within the agent's bound. */
 function isRetainedExec (v: unknown): v is AgentRetainedExec {

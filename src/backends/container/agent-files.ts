@@ -6,7 +6,7 @@ import { createError, ErrorCodes } from '../../errors.js'
 import { nameFromWire, nameToWire, type WireName } from '../../file-names.js'
 import type { SandboxFiles, SandboxHandle } from '../types.js'
 import type { AgentFiles, FileEntry, FileStat } from './agent-types.js'
-import { AgentLimits, type AgentMessage, type AgentRequest } from './protocol.js'
+import { AgentLimits, isCount, type AgentMessage, type AgentRequest } from './protocol.js'
 
 /** Sends one request and resolves with its ok (rejects with its err). */
 export type AgentRequestFn = (msg: AgentRequest) => Promise<Extract<AgentMessage, { t: 'ok' }>>
@@ -17,12 +17,41 @@ function wire (path: string): WireName {
   return nameToWire(path)
 }
 
-/** The file operations over `request`; `nextId` gives each request its id. */
-export function createAgentFiles (request: AgentRequestFn, nextId: () => number): AgentFiles {
+const FILE_TYPES: ReadonlySet<unknown> = new Set(['file', 'dir', 'symlink', 'other'])
+
+/** A name the agent listed: a str or bin of 1 to NAME_MAX bytes, no `/` or NUL. */
+function isListedName (v: unknown): v is WireName {
+  const bytes = typeof v === 'string' ? Buffer.from(v) : v instanceof Uint8Array ? v : undefined
+  return bytes !== undefined && bytes.length > 0 && bytes.length <= AgentLimits.maxNameBytes && !bytes.includes(0x2f) && !bytes.includes(0)
+}
+
+function isEntry (v: unknown): v is FileEntry & { name: WireName } {
+  if (v === null || typeof v !== 'object') return false
+  const e = v as Record<string, unknown>
+  return isListedName(e.name) && FILE_TYPES.has(e.type) && isCount(e.size) && isCount(e.mode) && isCount(e.mtimeMs)
+}
+
+function isStat (m: Record<string, unknown>): boolean {
+  const target = m.target
+  return FILE_TYPES.has(m.type) && [m.size, m.mode, m.uid, m.gid, m.mtimeMs].every(isCount) &&
+    (target === undefined || ((typeof target === 'string' || target instanceof Uint8Array) && target.length <= AgentLimits.maxPath))
+}
+
+/**
+ * The file operations over `request`; `nextId` gives each request its id. An answer that is not
+ * what the agent gives (a VM's agent is the tenant's) is `broke`n: the connection ends, and the
+ * call fails with BACKEND_UNAVAILABLE.
+ */
+export function createAgentFiles (request: AgentRequestFn, nextId: () => number, broke: (why: string) => unknown): AgentFiles {
+  const outOfProtocol = (op: string): Error => {
+    broke(`the agent's answer to ${op} is not one it gives`)
+    return createError(ErrorCodes.BACKEND_UNAVAILABLE, `the sandbox's agent answered ${op} out of protocol; its connection was ended`, { reason: 'agent' })
+  }
   return {
     async read (path, opts = {}) {
       const m = await request({ t: 'read', id: nextId(), path: wire(path), offset: opts.offset, length: opts.length })
-      return m.data as Uint8Array
+      if (!(m.data instanceof Uint8Array) || m.data.length > (opts.length ?? AgentLimits.maxFileBytes)) throw outOfProtocol('read')
+      return m.data
     },
     async write (path, data, opts = {}) {
       const p = wire(path)
@@ -33,13 +62,15 @@ export function createAgentFiles (request: AgentRequestFn, nextId: () => number)
     },
     async list (path) {
       const m = await request({ t: 'list', id: nextId(), path: wire(path) })
-      const entries = (m.entries as Array<FileEntry & { name: WireName }>).map((e) => ({ ...e, name: nameFromWire(e.name) }))
+      if (!Array.isArray(m.entries) || m.entries.length > AgentLimits.maxListEntries || !m.entries.every(isEntry)) throw outOfProtocol('list')
+      const entries = m.entries.map((e) => ({ name: nameFromWire(e.name), type: e.type, size: e.size, mode: e.mode, mtimeMs: e.mtimeMs }))
       return { entries, truncated: m.truncated === true }
     },
     async stat (path, opts = {}) {
       const m = await request({ t: 'stat', id: nextId(), path: wire(path), follow: opts.follow })
-      const { t: _t, id: _id, target, ...stat } = m
-      return (target === undefined ? stat : { ...stat, target: nameFromWire(target as WireName) }) as unknown as FileStat
+      if (!isStat(m)) throw outOfProtocol('stat')
+      const stat = { type: m.type, size: m.size, mode: m.mode, uid: m.uid, gid: m.gid, mtimeMs: m.mtimeMs } as FileStat
+      return m.target === undefined ? stat : { ...stat, target: nameFromWire(m.target as WireName) }
     },
     async remove (path, opts = {}) {
       await request({ t: 'remove', id: nextId(), path: wire(path), recursive: opts.recursive })

@@ -30,7 +30,11 @@ export const AgentLimits = {
   stdinWindowBytes: 1024 * 1024,
   /** Stdin the agent holds for one exec at most: past it, it closes the exec's stdin. */
   stdinMaxBytes: 4 * 1024 * 1024,
-  retainExitMs: 10 * 60 * 1000
+  retainExitMs: 10 * 60 * 1000,
+  /** The agent writes a message into 512 bytes; more than this was not written by it. */
+  maxErrorChars: 512,
+  /** A file name (NAME_MAX): longer was not listed by the agent. */
+  maxNameBytes: 255
 } as const
 
 /** Client -> agent. Optional fields are left out, never sent as undefined. */
@@ -188,6 +192,11 @@ export class FrameReader {
   }
 }
 
+/** A count or id as the agent sends one: a safe integer from 0. */
+export const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
+/** An exit code or a signal number. */
+const isByte = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 255
+
 /** Decodes and shape-checks one frame body. */
 export function decodeBody (body: Uint8Array): AgentMessage {
   let value: unknown
@@ -205,20 +214,22 @@ export function decodeBody (body: Uint8Array): AgentMessage {
   }
   switch (m.t) {
     case 'ok': return m as AgentMessage
+    // Each field as the agent writes it: a VM's agent is the tenant's, and what it sends goes on to clients.
     case 'err':
-      if (typeof m.code === 'string' && typeof m.message === 'string') return m as AgentMessage
+      if (typeof m.code === 'string' && typeof m.message === 'string' && (m.field === undefined || typeof m.field === 'string')) return m as AgentMessage
       break
     case 'started':
-      if (typeof m.pid === 'number') return m as AgentMessage
+      if (isCount(m.pid)) return m as AgentMessage
       break
     case 'out':
-      if (typeof m.seq === 'number' && (m.fd === 1 || m.fd === 2) && m.data instanceof Uint8Array) return m as AgentMessage
+      if (isCount(m.seq) && (m.fd === 1 || m.fd === 2) && m.data instanceof Uint8Array) return m as AgentMessage
       break
     case 'exit':
-      if (typeof m.seq === 'number' && (typeof m.code === 'number' || typeof m.signal === 'number')) return m as AgentMessage
+      if (isCount(m.seq) && (isByte(m.code) || isByte(m.signal)) && isCount(m.durationMs) &&
+        [m.timedOut, m.truncated, m.killed].every((b) => b === undefined || typeof b === 'boolean')) return m as AgentMessage
       break
     case 'taken':
-      if (typeof m.bytes === 'number' && (m.closed === undefined || typeof m.closed === 'boolean')) return m as AgentMessage
+      if (isCount(m.bytes) && (m.closed === undefined || typeof m.closed === 'boolean')) return m as AgentMessage
       break
     default:
       throw createError(ErrorCodes.UNKNOWN_FRAME_KIND, `agent sent an unknown kind ${JSON.stringify(m.t).slice(0, 40)}`)

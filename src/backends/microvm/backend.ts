@@ -17,7 +17,7 @@ import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { readdir, rm, rmdir } from 'node:fs/promises'
 import { join } from 'node:path'
-import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
+import { createError, ErrorCodes } from '../../errors.js'
 import { LayerStore } from '../../images/index.js'
 import type { SandboxCgroup } from '../container/backend.js'
 import { connectAgent, type AgentClient } from '../container/agent-client.js'
@@ -45,6 +45,7 @@ import { cutVmSnapshot } from './snapshot.js'
 import { createTemplateStore } from './templates.js'
 import { createVmLauncher, type MadeVm } from './vm-launch.js'
 import { setVcpus, vmRunState } from './vm-state.js'
+import { createAgentWatchdog } from './agent-watchdog.js'
 
 export const MicrovmBackendDefaults = { defaultLayers: ['busybox'] }
 
@@ -67,11 +68,16 @@ interface JournalEntry { vm: LaunchedVm, meta: unknown, claimed: boolean, refs: 
 
 const VM_ENDED = 'the VM ended (QEMU exited or the guest powered off)'
 
+/** Codes an agent connection ends with when what the guest sent was not the agent's protocol. */
+const BROKE_PROTOCOL: ReadonlySet<string> = new Set([ErrorCodes.PROTOCOL_VIOLATION, ErrorCodes.MALFORMED_FRAME, ErrorCodes.FRAME_TOO_LARGE, ErrorCodes.UNKNOWN_FRAME_KIND])
+
 /** Why a VM's agent connection ended, as its sandbox's end tells it. */
 function endCause (agent: AgentClient): string {
   const why = agent.endReason
+  if (why === undefined) return VM_ENDED
   // The guest (its root is the tenant's) broke the protocol: the node cut it off and ends the VM.
-  if (isWarrenError(why, ErrorCodes.PROTOCOL_VIOLATION) || isWarrenError(why, ErrorCodes.MALFORMED_FRAME)) return `the guest's agent broke the protocol (${why.message}); the VM was ended`
+  if (BROKE_PROTOCOL.has(why.code)) return `the guest's agent broke the protocol (${why.message}); the VM was ended`
+  if (why.code === ErrorCodes.PEER_UNRESPONSIVE) return `the guest's agent stopped answering (${why.message}); the VM was ended`
   return VM_ENDED
 }
 
@@ -96,6 +102,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
   const memoryStore = createTemplateStore(`${templateDir}-memory`, MicrovmDefaults.maxMemoryTemplates)
   const memoryTemplates = options.templates === false ? undefined : memoryStore
   const live = new Map<string, Live>()
+  const watchdog = createAgentWatchdog(() => [...live.values()].map((e) => ({ agent: e.agent, paused: e.pause.paused, qmpSocket: e.vm.qmpSocket })))
   /** Who hears when a VM ends by itself (Backend.onGone) and of its egress (Backend.onEgress). */
   const events = createSandboxEvents()
   const gone = events.gone
@@ -250,7 +257,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     try {
       agent = await connectAgent(entry.vm.agentSocket)
       // The guest's agent hears the old connection hang up and opens its port again for this one.
-      if (!paused) await agent.ping()
+      if (!paused) await agent.ping(MicrovmDefaults.adoptPingMs)
       if (!paused && entry.paused === true) await freezeCommands(agent, false).catch(() => {})
       const record: JournalEntry = { ...entry, paused }
       if (entry.paused === true && !paused) journal.write(entry.vm.id, record)
@@ -331,7 +338,9 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
       for (const entry of entries) {
         if (entry.vm.uid !== undefined && await isAlive(entry.vm.pid, entry.vm.startTime)) holdQemuUser(entry.vm.uid, entry.vm.dir)
       }
-      for (const entry of entries) {
+      // Several at once, each agent given `adoptPingMs` to answer: a guest that stopped its agent
+      // delays the node's start by that, not by a request timeout per VM.
+      const adoptOrReclaim = async (entry: JournalEntry): Promise<void> => {
         if (entry.claimed && await isAlive(entry.vm.pid, entry.vm.startTime)) {
           try {
             const { live: e, execs } = await adoptOne(entry)
@@ -339,11 +348,15 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
             watch(entry.vm.id, e)
             adopted.push({ handle: { id: entry.vm.id, kind: 'microvm' }, meta: entry.meta, ...(e.pause.paused ? { paused: true } : {}), ...(execs.length > 0 ? { execs } : {}) })
             keep.add(entry.vm.id)
-            continue
+            return
           } catch { /* no monitor or no agent answering: reclaimed below */ }
         }
         await reclaim(entry) // dead, unreachable, a pooled VM, or a boot a crash interrupted
       }
+      const queue = [...entries]
+      await Promise.all(Array.from({ length: Math.min(MicrovmDefaults.adoptConcurrency, queue.length) }, async () => {
+        for (let entry = queue.shift(); entry !== undefined; entry = queue.shift()) await adoptOrReclaim(entry)
+      }))
       // Directories of boots that crashed before their journal record was written.
       for (const name of await readdir(runDir).catch(() => [] as string[])) {
         if (!keep.has(name)) await rm(join(runDir, name), { recursive: true, force: true }).catch(() => {})
@@ -437,6 +450,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
 
     async close () {
       closed = true
+      watchdog.stop()
       await pool.close()
       await Promise.all([...live.values()].map(reclaim))
       live.clear()

@@ -51,6 +51,15 @@ export const MicrovmDefaults = {
   startTimeoutMs: 15_000,
   /** From starting QEMU to the agent answering inside (TCG boots in seconds, slower when loaded); under the node's 60 s for a start. */
   bootTimeoutMs: 55_000,
+  /** How often the node looks for VMs whose agent has stopped answering (agent-watchdog.ts). */
+  agentCheckEveryMs: 10_000,
+  /** A request or command start unanswered this long makes the node ping the agent. */
+  agentStallMs: 30_000,
+  /** How long that ping is given; no answer and the VM is ended. */
+  agentPingMs: 60_000,
+  /** How long an adopted VM's agent is given to answer its first ping; VMs are adopted this many at once. */
+  adoptPingMs: 10_000,
+  adoptConcurrency: 8,
   /** How long a QMP quit is given before SIGKILL. */
   quitTimeoutMs: 3_000,
   /** How long destroy waits for QEMU to end and its cgroup to empty. */

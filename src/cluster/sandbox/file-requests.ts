@@ -38,7 +38,13 @@ export const FilesDefaults = {
   /** Downloads of trees (tar) one sandbox may have open at once. */
   maxOpenDownloads: 8,
   /** The longest upload or download id (the client picks it, so a retried begin is the same one). */
-  maxTransferIdLength: 64
+  maxTransferIdLength: 64,
+  /**
+   * What a listing's answer may hold, its names and their fields counted (about 64 bytes an
+   * entry besides the name): past it the listing is cut (`truncated`), so it fits the 1 MiB frame
+   * (10,000 entries with long names would not).
+   */
+  maxListBytes: 768 * KiB
 }
 
 /** The bounds in force, as a node may set them (the rest from `FilesDefaults`). */

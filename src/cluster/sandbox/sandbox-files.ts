@@ -71,7 +71,15 @@ export class SandboxFileService {
       }
       case 'list': {
         const { entries, truncated } = await files.list(handle, r.path)
-        return { entries: entries.map((e) => ({ ...e, name: nameToWire(e.name) })), truncated }
+        const out = []
+        let bytes = 0
+        for (const e of entries) {
+          const name = nameToWire(e.name)
+          bytes += (typeof name === 'string' ? Buffer.byteLength(name) : name.length) + 64
+          if (bytes > this.limits.maxListBytes) return { entries: out, truncated: true }
+          out.push({ ...e, name })
+        }
+        return { entries: out, truncated }
       }
       case 'read': {
         if (r.length > this.limits.maxChunkBytes) {

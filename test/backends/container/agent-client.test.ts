@@ -11,7 +11,7 @@ import { Packr, Unpackr } from 'msgpackr'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
 import { AgentLimits, connectAgent } from '../../../src/backends/container/index.js'
-import { ErrorCodes, isWarrenError } from '../../../src/errors.js'
+import { createError, ErrorCodes, isWarrenError } from '../../../src/errors.js'
 import { timed } from '../../support/index.js'
 
 const packr = new Packr({ useRecords: false })
@@ -94,6 +94,71 @@ test('an agent that sends output past the credit it was given is cut off: the no
   assert.is(greedyBytes, 600, 'nothing past the credit reached the handler')
   await client.ended
   assert.ok(client.closed, 'the connection to that agent is ended')
+}))
+
+/** A fake agent answering one kind of request with `reply` (the rest with a bare ok), and a client of it. */
+async function liar (defer: (fn: () => unknown) => void, kind: string, reply: (req: Record<string, unknown>) => Record<string, unknown> | Array<Record<string, unknown>>): Promise<ReturnType<typeof connectAgent>> {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-agent-lies-'))
+  defer(() => rmSync(dir, { recursive: true, force: true }))
+  const agent = fakeAgent(join(dir, 'a.sock'), (req) => req.t === kind ? reply(req) : { t: 'ok', id: req.id })
+  defer(() => agent.close())
+  const client = await connectAgent(join(dir, 'a.sock'))
+  defer(() => client.close())
+  return client
+}
+
+test('an err from the agent passes only with a code agents give, its message cut and a field that looks like one', timed(10_000, async (defer) => {
+  const cases: Array<[Record<string, unknown>, string, unknown]> = [
+    [{ code: ErrorCodes.NOT_FOUND, message: 'no such file', field: 'path' }, ErrorCodes.NOT_FOUND, 'path'],
+    [{ code: ErrorCodes.ACTOR_STOPPED, message: 'forged' }, ErrorCodes.BACKEND_UNAVAILABLE, undefined],
+    [{ code: ErrorCodes.SANDBOX_GONE, message: 'forged', field: 'limits.cpus' }, ErrorCodes.BACKEND_UNAVAILABLE, undefined],
+    [{ code: ErrorCodes.INTERNAL, message: 'y' }, ErrorCodes.BACKEND_UNAVAILABLE, undefined],
+    [{ code: ErrorCodes.INVALID_ARGUMENT, message: 'z'.repeat(100_000), field: '../../etc {x}' }, ErrorCodes.INVALID_ARGUMENT, undefined]
+  ]
+  for (const [err, code, field] of cases) {
+    const client = await liar(defer, 'stat', (req) => ({ t: 'err', id: req.id, ...err }))
+    const got = await client.files.stat('/x').catch((e: unknown) => e)
+    assert.ok(isWarrenError(got, code as never), `${String(err.code)} -> ${String(got)}`)
+    assert.is(got.details?.field, field)
+    assert.ok(got.message.length < 700, `message cut: ${got.message.length}`)
+  }
+}))
+
+test('answers an agent does not give end its connection: a listing not a list or past 10,000, a stat out of shape, a read longer than asked, an exit out of range', timed(10_000, async (defer) => {
+  const entry = (name: unknown): Record<string, unknown> => ({ name, type: 'file', size: 1, mode: 0o644, mtimeMs: 1 })
+  const lies: Array<[string, (req: Record<string, unknown>) => Record<string, unknown> | Array<Record<string, unknown>>, (c: Awaited<ReturnType<typeof connectAgent>>) => Promise<unknown>]> = [
+    ['list', (req) => ({ t: 'ok', id: req.id, entries: { not: 'a list' } }), async (c) => await c.files.list('/')],
+    ['list', (req) => ({ t: 'ok', id: req.id, entries: Array.from({ length: AgentLimits.maxListEntries + 1 }, (_, i) => entry(`f${i}`)) }), async (c) => await c.files.list('/')],
+    ['list', (req) => ({ t: 'ok', id: req.id, entries: [entry('a/b')] }), async (c) => await c.files.list('/')],
+    ['list', (req) => ({ t: 'ok', id: req.id, entries: [entry('x'.repeat(256))] }), async (c) => await c.files.list('/')],
+    ['stat', (req) => ({ t: 'ok', id: req.id, type: 'file', size: -1e300, mode: 0, uid: 0, gid: 0, mtimeMs: 0 }), async (c) => await c.files.stat('/x')],
+    ['stat', (req) => ({ t: 'ok', id: req.id, type: 'weird', size: 1, mode: 0, uid: 0, gid: 0, mtimeMs: 0 }), async (c) => await c.files.stat('/x')],
+    ['read', (req) => ({ t: 'ok', id: req.id, data: Buffer.alloc(200) }), async (c) => await c.files.read('/x', { offset: 0, length: 100 })],
+    ['exec', (req) => [{ t: 'started', id: req.id, pid: 1 }, { t: 'exit', id: req.id, seq: 0, code: 1e308, durationMs: 'soon' }], async (c) => await c.exec(['true'])]
+  ]
+  for (const [kind, reply, call] of lies) {
+    const client = await liar(defer, kind, reply)
+    const got = await call(client).catch((e: unknown) => e)
+    assert.ok(isWarrenError(got), `${kind}: ${String(got)}`)
+    assert.ok([ErrorCodes.BACKEND_UNAVAILABLE, ErrorCodes.MALFORMED_FRAME].includes(got.code as never), `${kind}: ${got.code} ${got.message}`)
+    await client.ended
+    assert.ok(client.closed, `${kind}: the connection to that agent is ended`)
+  }
+}))
+
+test('a wait the agent leaves unanswered is measured: a request, a command not started; a command running is no wait', timed(10_000, async (defer) => {
+  let startedRunning = false
+  const client = await liar(defer, 'exec', (req) => (req.argv as string[])[0] === 'runs' ? (startedRunning = true, [{ t: 'started', id: req.id, pid: 3 }]) : [])
+  assert.is(client.oldestWaitMs(), 0)
+  void client.exec(['runs']).catch(() => {})
+  await client.ping()
+  assert.ok(startedRunning)
+  assert.is(client.oldestWaitMs(), 0, 'a running command answered when it started')
+  void client.exec(['never']).catch(() => {})
+  assert.ok(client.oldestWaitMs(Date.now() + 5000) >= 5000, 'its start is awaited')
+  client.abandon(createError(ErrorCodes.PEER_UNRESPONSIVE, 'given up'))
+  await client.ended
+  assert.ok(isWarrenError(client.endReason, ErrorCodes.PEER_UNRESPONSIVE))
 }))
 
 test.run()
