@@ -31,6 +31,25 @@ test('places only on nodes that offer the backend and have room under overcommit
   assert.ok(isWarrenError(err, ErrorCodes.NO_CAPACITY), String(err))
 }))
 
+test('a backend capped in memory gets no more than its cap, whatever the overcommit; the others share the rest as before; one past the cap alone is refused at once', timed(5000, async (defer) => {
+  const system = new ActorSystem()
+  defer(() => system.shutdown(0))
+  const shard = system.spawn(createPlacementShard())
+  // A VM's guest RAM is taken for real: 16 x overcommit for containers, none for VMs.
+  shard.tell({ type: 'node-up', id: 'n', capacity: cap({ cpus: 64, memoryMiB: 1024, memoryOvercommit: 16, maxMemoryMiB: { microvm: 700 }, backends: ['container', 'microvm'] }) })
+  const vm = req({ backend: 'microvm', memoryMiB: 300 })
+  assert.is(await place(shard, vm), 'n')
+  assert.is(await place(shard, vm), 'n')
+  const full = await place(shard, vm).catch((e: unknown) => e)
+  assert.ok(isWarrenError(full, ErrorCodes.NO_CAPACITY), `a third 300 MiB VM is past 700: ${String(full)}`)
+  for (let i = 0; i < 10; i++) assert.is(await place(shard, req({ backend: 'container', memoryMiB: 1000 })), 'n', 'containers still overcommit')
+  shard.tell({ type: 'release', nodeId: 'n', req: vm })
+  assert.is(await place(shard, vm), 'n', 'room again once one ended')
+  const huge = await place(shard, req({ backend: 'microvm', memoryMiB: 800 }), 10_000).catch((e: unknown) => e)
+  assert.ok(isWarrenError(huge, ErrorCodes.NO_CAPACITY), String(huge))
+  assert.is(huge.details?.field, 'limits.memoryMiB', 'past the cap of every node: refused at once, naming the limit')
+}))
+
 test('a request larger than every node is refused at once, naming the limit; one of a backend no joined node offers is UNSUPPORTED at once', timed(5000, async (defer) => {
   const system = new ActorSystem()
   defer(() => system.shutdown(0))

@@ -95,11 +95,11 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
   const egressRouting = createEgressRouting(options.egress)
   // Made even when templates are off: adopt clears what a previous process left in its directory.
   const templateDir = options.templateDir ?? `${runDir}-templates`
-  const templateStore = createTemplateStore(templateDir, MicrovmDefaults.maxTemplates)
+  const templateStore = createTemplateStore(templateDir, MicrovmDefaults.maxTemplates, MicrovmDefaults.templateMemoryMiB)
   const templates = options.templates === false ? undefined : templateStore
   // Memory snapshots made shareable: a store of their own, so a tenant forking many snapshots
   // neither evicts the shapes' templates nor pins more than its bound of guest RAM.
-  const memoryStore = createTemplateStore(`${templateDir}-memory`, MicrovmDefaults.maxMemoryTemplates)
+  const memoryStore = createTemplateStore(`${templateDir}-memory`, MicrovmDefaults.maxMemoryTemplates, MicrovmDefaults.templateMemoryMiB)
   const memoryTemplates = options.templates === false ? undefined : memoryStore
   const live = new Map<string, Live>()
   const watchdog = createAgentWatchdog(() => [...live.values()].map((e) => ({ agent: e.agent, paused: e.pause.paused, qmpSocket: e.vm.qmpSocket })))

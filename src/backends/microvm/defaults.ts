@@ -79,6 +79,12 @@ export const MicrovmDefaults = {
   /** Saved VMs (templates) kept per backend, each holding its guest's whole RAM, the least recently used dropped past it. */
   maxTemplates: 4,
   /**
+   * Guest RAM the templates of a backend hold together, and again its shareable memory snapshots:
+   * the least recently used dropped past it, and a shape larger than it is never saved (its VMs
+   * boot). The node leaves this much twice outside what it promises VMs (node-process.ts).
+   */
+  templateMemoryMiB: 2048,
+  /**
    * Memory snapshots made shareable kept per backend (each holds its guest's whole RAM): the least
    * recently used dropped past it (its forks keep their mapping).
    */

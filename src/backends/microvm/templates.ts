@@ -12,8 +12,9 @@
  * restored from it. The seal refuses both. (A restored VM so keeps the pages it freed; a booted
  * one gives them back.)
  *
- * Bounded: at most `max` templates, the least recently used removed past it (VMs restored from
- * it keep their mapping: its pages live until its last VM ends).
+ * Bounded: at most `max` templates holding at most `maxMiB` of RAM together, the least recently
+ * used removed past either (VMs restored from it keep their mapping: its pages live until its
+ * last VM ends). A shape larger than `maxMiB` alone is not saved: its VMs boot.
  */
 import { createHash } from 'node:crypto'
 import { existsSync, readFileSync } from 'node:fs'
@@ -36,8 +37,11 @@ export interface VmTemplate {
 export type TemplateBuilder = (parts: { ram: GuestRam, stateFile: string }) => Promise<void>
 
 export interface TemplateStore {
-  /** The template for `key` with `memoryMiB` of RAM, made by `build` the first time (once, however many ask at once). */
-  get (key: string, memoryMiB: number, build: TemplateBuilder): Promise<VmTemplate>
+  /**
+   * The template for `key` with `memoryMiB` of RAM, made by `build` the first time (once, however
+   * many ask at once); undefined for RAM past the store's bound, which no template holds.
+   */
+  get (key: string, memoryMiB: number, build: TemplateBuilder): Promise<VmTemplate | undefined>
   /** Templates made and kept. */
   readonly size: number
   /**
@@ -64,8 +68,11 @@ function isRamfs (dir: string): boolean {
  * A store of templates: their RAM held by the node, their states under `dir`.
  * @throws (from `get`) what the build throws; WARREN_ERR_BACKEND_UNAVAILABLE when the RAM cannot be made or sealed
  */
-export function createTemplateStore (dir: string, max: number): TemplateStore {
+export function createTemplateStore (dir: string, max: number, maxMiB = Infinity): TemplateStore {
   const kept = new Map<string, Promise<VmTemplate>>()
+  /** The RAM of each kept template, in MiB. */
+  const sizes = new Map<string, number>()
+  const held = (): number => [...sizes.values()].reduce((a, b) => a + b, 0)
   /** Keys whose template is being made: never dropped from under their build. */
   const building = new Set<string>()
   let ready: Promise<void> | undefined
@@ -85,6 +92,7 @@ export function createTemplateStore (dir: string, max: number): TemplateStore {
   const drop = async (key: string): Promise<void> => {
     const t = kept.get(key)
     kept.delete(key)
+    sizes.delete(key)
     await t?.then(async (made) => await made.ram.close(), () => {})
     await rm(join(dir, key), { recursive: true, force: true }).catch(() => {})
   }
@@ -98,6 +106,7 @@ export function createTemplateStore (dir: string, max: number): TemplateStore {
         kept.set(key, known)
         return await known
       }
+      if (memoryMiB > maxMiB) return undefined
       const work = (async (): Promise<VmTemplate> => {
         await prepare()
         const home = join(dir, key)
@@ -117,12 +126,13 @@ export function createTemplateStore (dir: string, max: number): TemplateStore {
         }
       })()
       kept.set(key, work)
+      sizes.set(key, memoryMiB)
       building.add(key)
       // A failed build is not remembered: the next create tries again.
       work.then(() => building.delete(key), () => { building.delete(key); if (kept.get(key) === work) void drop(key) })
       // Past the bound, the least recently used that is made goes (one being made waits its turn).
       for (const oldest of [...kept.keys()]) {
-        if (kept.size <= max) break
+        if (kept.size <= max && held() <= maxMiB) break
         if (oldest !== key && !building.has(oldest)) await drop(oldest)
       }
       const t = await work

@@ -344,12 +344,14 @@ export class SandboxDirectory extends Actor<DirectoryMessage> {
         // What the live sandboxes of each node were given: a restarted placement shard reserves it again.
         const out: Record<string, NodeUsage> = {}
         for (const nodeId of m.nodeIds) {
-          const usage: NodeUsage = { cpus: 0, memoryMiB: 0, sandboxes: {} }
+          const memoryByBackend: NonNullable<NodeUsage['memoryByBackend']> = {}
+          const usage: NodeUsage = { cpus: 0, memoryMiB: 0, memoryByBackend, sandboxes: {} }
           for (const id of this.byNode.of(nodeId)) {
             const r = this.records.get(id)
             if (r === undefined || TERMINAL.has(r.state)) continue
             usage.cpus += held(r).cpus
             usage.memoryMiB += r.req.memoryMiB
+            memoryByBackend[r.req.backend] = (memoryByBackend[r.req.backend] ?? 0) + r.req.memoryMiB
             usage.sandboxes[r.req.backend] = (usage.sandboxes[r.req.backend] ?? 0) + 1
           }
           out[nodeId] = usage

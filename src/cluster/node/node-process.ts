@@ -154,6 +154,9 @@ export async function startNode (options: NodeOptions): Promise<NodeProcess> {
     memoryOvercommit: 16,
     // Ready sandboxes in the warm pools take room too: the cap leaves space for them.
     maxSandboxes: { function: 100_000, container: 3200 - (backends.container !== undefined ? options.containerPool?.max ?? ContainerBackendDefaults.poolMax : 0) },
+    // A VM's guest RAM is taken for real: VMs are promised no more than the machine has, less a
+    // tenth for the host and what the templates and shareable memory snapshots may hold.
+    ...(microvmBackend !== undefined ? { maxMemoryMiB: { microvm: Math.max(0, Math.floor(totalmem() / 1024 / 1024 * 0.9) - 2 * MicrovmDefaults.templateMemoryMiB) } } : {}),
     backends: Object.keys(backends) as BackendKind[],
     ...(microvmBackend !== undefined ? { machines: [await microvmBackend.machine()] } : {}),
     ...options.capacity

@@ -15,6 +15,12 @@ export interface NodeCapacity {
   memoryOvercommit: number
   /** Most sandboxes the node will run at once, by backend. */
   maxSandboxes: Partial<Record<BackendKind, number>>
+  /**
+   * Most memory the node promises to the sandboxes of a backend together, whatever
+   * `memoryOvercommit` says: a microVM's guest RAM is taken for real (its page cache fills it,
+   * and a restored VM keeps the pages it frees), so VMs get no more than the machine has.
+   */
+  maxMemoryMiB?: Partial<Record<BackendKind, number>>
   backends: BackendKind[]
   /**
    * The machines a memory snapshot restores on here (`tcg:max:qemu-7.2`: accelerator, CPU
@@ -28,6 +34,8 @@ export interface NodeView extends NodeCapacity {
   /** CPUs and MiB promised to the sandboxes placed here. */
   allocatedCpus: number
   allocatedMemoryMiB: number
+  /** The part of `allocatedMemoryMiB` placed for each backend. */
+  memoryByBackend: Partial<Record<BackendKind, number>>
   /** Sandboxes placed here, by backend. */
   sandboxes: Partial<Record<BackendKind, number>>
   /** Layer digests the node caches (for locality). */
@@ -67,12 +75,17 @@ export interface Room {
 }
 
 export function createNodeView (id: string, capacity: NodeCapacity): NodeView {
-  return { id, ...capacity, allocatedCpus: 0, allocatedMemoryMiB: 0, sandboxes: {}, layers: new Set(), alive: true }
+  return { id, ...capacity, allocatedCpus: 0, allocatedMemoryMiB: 0, memoryByBackend: {}, sandboxes: {}, layers: new Set(), alive: true }
 }
 
 /** True when the node, empty, could hold the sandbox: overcommit shares a machine, it does not enlarge it. */
 function holds (node: NodeCapacity, req: PlacementRequest): boolean {
-  return node.cpus >= req.cpus && node.memoryMiB >= req.memoryMiB && (node.diskMiB ?? Infinity) >= (req.diskMiB ?? 0)
+  return node.cpus >= req.cpus && memoryFor(node, req.backend) >= req.memoryMiB && (node.diskMiB ?? Infinity) >= (req.diskMiB ?? 0)
+}
+
+/** The most memory the node gives one sandbox of `backend`: its size, or its cap for the backend. */
+function memoryFor (node: NodeCapacity, backend: BackendKind): number {
+  return Math.min(node.memoryMiB, node.maxMemoryMiB?.[backend] ?? Infinity)
 }
 
 /** True when the node offers the backend and, for a memory snapshot, restores its machine. */
@@ -86,6 +99,8 @@ export function fits (node: NodeView, req: PlacementRequest): boolean {
   if (!node.alive || !offers(node, req) || !holds(node, req)) return false
   const cap = node.maxSandboxes[req.backend] ?? Infinity
   if ((node.sandboxes[req.backend] ?? 0) + 1 > cap) return false
+  const memoryCap = node.maxMemoryMiB?.[req.backend]
+  if (memoryCap !== undefined && (node.memoryByBackend[req.backend] ?? 0) + req.memoryMiB > memoryCap) return false
   return node.allocatedCpus + req.cpus <= node.cpus * node.cpuOvercommit &&
     node.allocatedMemoryMiB + req.memoryMiB <= node.memoryMiB * node.memoryOvercommit
 }
@@ -99,7 +114,7 @@ export function roomFor (nodes: readonly NodeView[], req: PlacementRequest): Roo
   for (const n of nodes) {
     if (!n.alive || !offers(n, req)) continue
     if (holds(n, req)) return { ever: true, ...room }
-    largest = { cpus: Math.max(largest?.cpus ?? 0, n.cpus), memoryMiB: Math.max(largest?.memoryMiB ?? 0, n.memoryMiB), diskMiB: Math.max(largest?.diskMiB ?? 0, n.diskMiB ?? Infinity) }
+    largest = { cpus: Math.max(largest?.cpus ?? 0, n.cpus), memoryMiB: Math.max(largest?.memoryMiB ?? 0, memoryFor(n, req.backend)), diskMiB: Math.max(largest?.diskMiB ?? 0, n.diskMiB ?? Infinity) }
   }
   return largest === undefined ? { ever: false, ...room } : { ever: false, largest, ...room }
 }
@@ -155,6 +170,7 @@ export function score (node: NodeView, req: PlacementRequest): number {
 export function reserve (node: NodeView, req: PlacementRequest): void {
   node.allocatedCpus += req.cpus
   node.allocatedMemoryMiB += req.memoryMiB
+  node.memoryByBackend[req.backend] = (node.memoryByBackend[req.backend] ?? 0) + req.memoryMiB
   node.sandboxes[req.backend] = (node.sandboxes[req.backend] ?? 0) + 1
 }
 
@@ -162,6 +178,7 @@ export function reserve (node: NodeView, req: PlacementRequest): void {
 export function release (node: NodeView, req: PlacementRequest): void {
   node.allocatedCpus = Math.max(0, node.allocatedCpus - req.cpus)
   node.allocatedMemoryMiB = Math.max(0, node.allocatedMemoryMiB - req.memoryMiB)
+  node.memoryByBackend[req.backend] = Math.max(0, (node.memoryByBackend[req.backend] ?? 0) - req.memoryMiB)
   node.sandboxes[req.backend] = Math.max(0, (node.sandboxes[req.backend] ?? 0) - 1)
 }
 

@@ -52,7 +52,7 @@ export interface RecoveredNode {
   usage: NodeUsage
 }
 
-export interface NodeUsage { cpus: number, memoryMiB: number, sandboxes: Partial<Record<BackendKind, number>> }
+export interface NodeUsage { cpus: number, memoryMiB: number, memoryByBackend?: Partial<Record<BackendKind, number>>, sandboxes: Partial<Record<BackendKind, number>> }
 
 export interface ShardStats {
   nodes: number
@@ -119,6 +119,7 @@ export class PlacementShard extends Actor<ShardMessage> {
           // A rejoining node keeps what was reserved on it; its sandboxes are still counted.
           view.allocatedCpus = prev.allocatedCpus
           view.allocatedMemoryMiB = prev.allocatedMemoryMiB
+          view.memoryByBackend = prev.memoryByBackend
           view.sandboxes = prev.sandboxes
         }
         for (const l of m.layers ?? []) view.layers.add(l)
@@ -139,6 +140,7 @@ export class PlacementShard extends Actor<ShardMessage> {
           // Its sandboxes are gone with it; nothing on it is reserved any more.
           node.allocatedCpus = 0
           node.allocatedMemoryMiB = 0
+          node.memoryByBackend = {}
           node.sandboxes = {}
         }
         return undefined
@@ -155,6 +157,7 @@ export class PlacementShard extends Actor<ShardMessage> {
           const view = createNodeView(r.id, r.capacity)
           view.allocatedCpus = r.usage.cpus
           view.allocatedMemoryMiB = r.usage.memoryMiB
+          view.memoryByBackend = { ...r.usage.memoryByBackend }
           view.sandboxes = { ...r.usage.sandboxes }
           for (const l of r.layers) view.layers.add(l)
           this.nodes.set(r.id, view)

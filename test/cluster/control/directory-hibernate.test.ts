@@ -66,7 +66,7 @@ test('a hibernating sandbox\'s end makes it hibernated: its node, CPU, memory an
   assert.is(h.reason, undefined)
   assert.equal(await held(s), { cpus: 0, sandboxes: 0, released: 1 })
   assert.equal((await s.dir.ask<SandboxRecord[]>({ type: 'list', tenant: 't' })).map((r) => r.id), ['a'], 'listed as not ended')
-  assert.equal((await s.dir.ask<Array<Record<string, number>>>({ type: 'usage', nodeIds: ['n1'] })), { n1: { cpus: 0, memoryMiB: 0, sandboxes: {} } })
+  assert.equal((await s.dir.ask<Array<Record<string, number>>>({ type: 'usage', nodeIds: ['n1'] })), { n1: { cpus: 0, memoryMiB: 0, memoryByBackend: {}, sandboxes: {} } })
   // A late event of its old actor is not news; another tenant's kill changes nothing.
   s.dir.tell({ type: 'events', nodeId: 'n1', events: [{ id: 'a', tenant: 't', state: 'gone', reason: 'failed' }] })
   s.dir.tell({ type: 'killing', tenant: 'other', ids: ['a'] })
