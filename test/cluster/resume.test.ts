@@ -62,7 +62,7 @@ async function startUp (dir: string, port: number): Promise<UpProcess> {
 }
 
 /**
- * A command printing a numbered line every 10 ms for about 20 s; its node agent killed -9 mid-way
+ * A command printing a numbered line every 10 ms for about 10 s; its node agent killed -9 mid-way
  * and started again on the same data dir. Every line must arrive once, in order, and the
  * command's trajectory step go on (`resumedAt`) instead of closing as lost.
  * @returns the sandbox, still running, for more checks
@@ -79,7 +79,7 @@ async function killNodeMidCommand (defer: (fn: () => unknown) => void, nodeId: s
   const sb = await client.create(spec)
   defer(() => sb.kill().catch(() => {}))
 
-  const n = 2000 // 20 s at one line per 10 ms (more, with the shell's own cost)
+  const n = 1000 // 10 s at one line per 10 ms (more, with the shell's own cost)
   const run = sb.spawn(['sh', '-c', numbered(n)])
   const out = follow(run)
   await waitFor(() => out.failed ?? out.text.includes('line 200\n'), slowMs, 'the command under way')
@@ -155,7 +155,7 @@ ctest('kill -9 the whole warren up mid-command, start it again on its data dir: 
   defer(() => client.close())
   const sb = await client.create({ backend: 'container' })
 
-  const n = 2000
+  const n = 1000
   const run = sb.spawn(['sh', '-c', numbered(n)])
   const out = follow(run)
   await waitFor(() => out.failed ?? out.text.includes('line 200\n'), 30_000, 'the command under way')
