@@ -6,6 +6,7 @@
  * re-adopt the VM after a restart.
  */
 import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { mkdir, open, readFile, rm, type FileHandle } from 'node:fs/promises'
 import { createConnection } from 'node:net'
 import { join } from 'node:path'
@@ -252,7 +253,12 @@ async function startQemu (qemu: string, args: string[], cgroups: readonly string
         await closed
         throw createError(ErrorCodes.BACKEND_UNAVAILABLE, `QEMU did not come up within ${MicrovmDefaults.startTimeoutMs} ms${errText.trim() !== '' ? `: ${errText.trim()}` : ''}`, { reason: 'launch-failed' })
       }
-      // Nothing listens before QEMU made its sockets; it greets only from its main loop.
+      // Nothing listens before QEMU made its sockets (looked for often: a start is ~0.2 s);
+      // once there, the connection waits for QEMU's greeting, which comes from its main loop.
+      if (!existsSync(qmpSocket)) {
+        await Promise.race([pause(2), closed])
+        continue
+      }
       const qmp = await connectQmp(qmpSocket, left).catch(() => undefined)
       if (qmp !== undefined) {
         const up = await qmp.execute('query-status').then(() => true, () => false)
