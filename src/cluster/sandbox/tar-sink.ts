@@ -31,6 +31,9 @@ function badMember (name: string, why: string): Error {
 
 type Member = AsyncIterable<Buffer> & { resume: () => unknown }
 
+/** The longest path the kernel takes, its NUL included (PATH_MAX). */
+const MAX_PATH_BYTES = 4096
+
 export class TarSink implements UploadSink {
   private readonly parser = extract()
   /** Members made symlinks, by their path below the root. */
@@ -91,10 +94,18 @@ export class TarSink implements UploadSink {
 
   private async member (h: Header, body: Member): Promise<void> {
     const { name, linkname } = memberNames(h)
+    // Measured before any work per part: a name of 400 KB (a pax header may hold 4 MiB) made the
+    // walk below quadratic and froze the node for minutes. No path the sandbox can hold is longer.
+    for (const [field, text] of [['name', name], ['linkname', linkname]] as const) {
+      if (Buffer.byteLength(text) + Buffer.byteLength(this.root) + 1 > MAX_PATH_BYTES) throw badMember(name, `has a ${field} longer than a path may be (${MAX_PATH_BYTES - 1} bytes with the target directory)`)
+    }
     const parts = memberPath(name)
     const rel = parts.join('/')
-    for (let i = 1; i <= parts.length; i++) {
-      if (this.links.has(parts.slice(0, i).join('/'))) throw badMember(name, 'goes through (or replaces) a symlink the tar made')
+    // Each directory on the way, built as it goes (linear in the name's length).
+    let prefix = ''
+    for (const part of parts) {
+      prefix = prefix === '' ? part : `${prefix}/${part}`
+      if (this.links.has(prefix)) throw badMember(name, 'goes through (or replaces) a symlink the tar made')
     }
     const path = rel === '' ? this.root : posix.join(this.root, rel)
     const mode = h.mode !== undefined ? h.mode & 0o7777 : undefined
