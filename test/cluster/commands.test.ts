@@ -133,4 +133,19 @@ ctest('pty: a spawned command has a terminal (tty names /dev/pts/N), stty size f
   assert.is((await sh.wait()).exitCode, 0)
 }))
 
+ctest('an exec sent again with the id of one that ran and was read is refused naming execId, not run a second time', timed(60_000, async (defer) => {
+  // Found on this session's changes: starts the SDK sent again (the first copies waited queued
+  // behind a tenant's rate) ran once each after the first had been read: one command ran 4 times.
+  const { client } = await tenantCluster(defer, 'cmd-dup')
+  const sb = await client.create({ backend: 'container' })
+  defer(() => sb.kill())
+  const start = { type: 'exec', id: sb.id, execId: 'dup-1', argv: ['sh', '-c', 'echo ran >> /tmp/ledger'] } as const
+  // The start answers with the first page; read on to the end.
+  let page = await client.request<{ nextSeq: number, result?: unknown }>(start as never)
+  while (page.result === undefined) page = await client.request({ type: 'read', id: sb.id, execId: 'dup-1', fromSeq: page.nextSeq } as never)
+  const again = await client.request(start as never).then(() => undefined, (e: unknown) => e)
+  assert.ok(refusedOn(again, ErrorCodes.INVALID_ARGUMENT, 'execId'), String(again))
+  assert.is((await sb.exec('wc -l < /tmp/ledger')).stdout.trim(), '1', 'it ran once')
+}))
+
 test.run()

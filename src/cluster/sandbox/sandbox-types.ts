@@ -103,7 +103,13 @@ export const SandboxDefaults = {
   maxPageBytes: 1024 * 1024 - 64 * 1024,
   /** Longest a `read` waits for output before answering with an empty page. */
   maxReadWaitMs: 2000,
-  maxExecIdLength: 64
+  maxExecIdLength: 64,
+  /**
+   * Ids of commands that ran to their end and were read, remembered (the newest this many) so a
+   * start sent again with one (a retry that waited queued behind the first) is refused rather
+   * than run a second time.
+   */
+  finishedExecIds: 256
 }
 
 export interface SandboxArgs {

@@ -41,6 +41,8 @@ export class Sandbox extends Actor<SandboxMessage> {
   private state: SandboxState = 'creating'
   private handle: SandboxHandle | undefined
   private readonly execs = new Map<string, RunningExec>()
+  /** Ids of commands ended and read, the newest `SandboxDefaults.finishedExecIds` (a Set keeps insertion order). */
+  private readonly finished = new Set<string>()
   private readonly createdAt: number
   private expiresAt: number
   private lastExecAt = Date.now()
@@ -193,6 +195,11 @@ export class Sandbox extends Actor<SandboxMessage> {
       throw createError(ErrorCodes.INVALID_ARGUMENT, 'execId must be a short string', { field: 'execId' })
     }
     if (this.execs.has(execId)) return { execId } // a retried request after a reconnect: already running
+    // A start sent again after the command ran and was read (the first copy waited queued, the
+    // client sent another): the command is not run twice.
+    if (this.finished.has(execId)) {
+      throw createError(ErrorCodes.INVALID_ARGUMENT, `command ${execId} already ran to its end and was read: a new command takes a new execId`, { field: 'execId' })
+    }
     const running = this.runningCount()
     if (running >= SandboxDefaults.maxConcurrentExecs) {
       throw createError(ErrorCodes.OVERLOADED, `sandbox ${this.args.id} runs ${running} commands already`, { retryAfterMs: 100 })
@@ -344,6 +351,15 @@ export class Sandbox extends Actor<SandboxMessage> {
     return exec
   }
 
+  /** Drops a command read to its end, remembering its id. */
+  private forgetExec (execId: string, exec: RunningExec): void {
+    if (this.execs.get(execId) !== exec) return
+    this.execs.delete(execId)
+    exec.output.dispose()
+    this.finished.add(execId)
+    if (this.finished.size > SandboxDefaults.finishedExecIds) this.finished.delete(this.finished.values().next().value!)
+  }
+
   /** Answers (deferred) with an OutputPage; waiting for output never blocks other messages. */
   private read (execId: string, fromSeq: unknown, maxBytes: unknown, waitMs: unknown): void {
     const exec = this.running(execId)
@@ -354,9 +370,9 @@ export class Sandbox extends Actor<SandboxMessage> {
     const limit = maxBytes === 0 ? 0 : typeof maxBytes === 'number' && maxBytes > 0 ? Math.min(maxBytes, SandboxDefaults.maxPageBytes) : SandboxDefaults.maxPageBytes
     const wait = typeof waitMs === 'number' && waitMs >= 0 ? Math.min(waitMs, SandboxDefaults.maxReadWaitMs) : SandboxDefaults.maxReadWaitMs
     this.ctx.answerLater(exec.output.read(fromSeq, limit, wait).then((page) => {
-      if (exec.output.drained) { this.execs.delete(execId); exec.output.dispose() }
+      if (exec.output.drained) this.forgetExec(execId, exec)
       return page
-    }, (err: unknown) => { this.execs.delete(execId); exec.output.dispose(); throw err }))
+    }, (err: unknown) => { this.forgetExec(execId, exec); throw err }))
   }
 
   /**
@@ -395,7 +411,7 @@ export class Sandbox extends Actor<SandboxMessage> {
     const busy = [...this.execs.values()].some((e) => !e.output.finished)
     if (idle > 0 && !busy && !this.freeze.paused && now - this.lastExecAt >= idle) { this.end('idle'); return }
     for (const [id, e] of this.execs) {
-      if (e.output.finished && now - e.output.lastReadAt > SandboxDefaults.outputRetentionMs) { this.execs.delete(id); e.output.dispose() }
+      if (e.output.finished && now - e.output.lastReadAt > SandboxDefaults.outputRetentionMs) this.forgetExec(id, e)
     }
   }
 
