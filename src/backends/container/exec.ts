@@ -25,7 +25,16 @@ export interface CommandEnds {
   isLoss (err: unknown): boolean
   /** The result's message when the sandbox went away. */
   lostMessage: string
+  /**
+   * A command past its timeout (and a grace) that its agent, asked to kill it, has not ended
+   * either: the backend may give up on an agent it does not trust (a VM's), and answers true
+   * when it did. Called a grace apart until the command ends; absent, the host waits on the agent.
+   */
+  overdue?: () => Promise<boolean>
 }
+
+/** How long past a command's timeout the host waits on its agent, then again after asking it to kill. */
+export const OverdueDefaults = { graceMs: 10_000 }
 
 /**
  * Runs one command to its end through `agent` (see `Backend.exec`).
@@ -113,7 +122,13 @@ async function followCommand (execution: AgentExecution, opts: ExecOptions, ends
   opts.resume?.onAck((seq) => { try { execution.ack(seq) } catch { /* the connection is gone: the next host acks */ } })
   // A resize that comes after the command ended has nothing to resize.
   opts.pty?.onResize((size) => { execution.resize(size).catch(() => {}) })
-  const r = await execution.result
+  const stopHolding = opts.timeoutMs !== undefined && ends.overdue !== undefined ? holdToTimeout(execution, opts.timeoutMs, ends.overdue) : () => {}
+  let r
+  try {
+    r = await execution.result
+  } finally {
+    stopHolding()
+  }
   const oom = r.signal === 9 && !r.timedOut && !r.killed && await ends.killedByOom()
   const reason = r.timedOut ? 'timeout' as const : oom ? 'oom' as const : r.killed ? 'killed' as const : undefined
   return {
@@ -122,6 +137,26 @@ async function followCommand (execution: AgentExecution, opts: ExecOptions, ends
     truncated: r.truncated,
     ...(reason !== undefined ? { reason } : {})
   }
+}
+
+/**
+ * The agent enforces a command's timeout; the host holds it to that: a grace past the timeout the
+ * command is killed through the agent, and each grace after, while it has not ended, `overdue`
+ * is asked (a VM's backend gives up on the agent, which ends the VM and so the command).
+ * @returns the stop, for when the command ends
+ */
+function holdToTimeout (execution: AgentExecution, timeoutMs: number, overdue: () => Promise<boolean>): () => void {
+  let timer: NodeJS.Timeout | undefined
+  let stopped = false
+  // Round 0 asks the agent to kill it; later rounds, a grace on, ask `overdue` as well.
+  const check = async (round: number): Promise<void> => {
+    if (stopped) return
+    execution.kill().catch(() => {})
+    if (round > 0 && (await overdue().catch(() => false) || stopped)) return
+    timer = setTimeout(() => { void check(round + 1) }, OverdueDefaults.graceMs)
+  }
+  timer = setTimeout(() => { void check(0) }, timeoutMs + OverdueDefaults.graceMs)
+  return () => { stopped = true; clearTimeout(timer) }
 }
 
 /** A command whose agent went away: exit 137, reason oom or killed (anything else is rethrown). */

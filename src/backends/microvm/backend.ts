@@ -102,7 +102,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
   const memoryStore = createTemplateStore(`${templateDir}-memory`, MicrovmDefaults.maxMemoryTemplates, MicrovmDefaults.templateMemoryMiB)
   const memoryTemplates = options.templates === false ? undefined : memoryStore
   const live = new Map<string, Live>()
-  const watchdog = createAgentWatchdog(() => [...live.values()].map((e) => ({ agent: e.agent, paused: e.pause.paused, qmpSocket: e.vm.qmpSocket })))
+  const watchdog = createAgentWatchdog(() => [...live.values()].map((e) => ({ agent: e.agent, paused: e.pause.paused, running: async () => await vmRunState(e.vm.qmpSocket) === 'running' })))
   /** Who hears when a VM ends by itself (Backend.onGone) and of its egress (Backend.onEgress). */
   const events = createSandboxEvents()
   const gone = events.gone
@@ -160,6 +160,7 @@ export function createMicrovmBackend (options: MicrovmBackendOptions): MicrovmBa
     }
     const group = made.cgroup
     if (group !== undefined) entry.hostOomKills = () => group.oomKills()
+    entry.running = async () => !entry.pause.paused && await vmRunState(made.vm.qmpSocket).catch(() => undefined) === 'running'
     return entry
   }
 

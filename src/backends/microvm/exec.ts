@@ -3,7 +3,7 @@
  * told apart: out of memory inside the guest (its kernel's OOM killer, counted
  * in /proc/vmstat) or on the host (QEMU's cgroup killed the VM), killed, timed out.
  */
-import { ErrorCodes, isWarrenError } from '../../errors.js'
+import { createError, ErrorCodes, isWarrenError } from '../../errors.js'
 import type { AgentClient } from '../container/agent-client.js'
 import { reattachAgentCommand, runAgentCommand, type CommandEnds } from '../container/exec.js'
 import type { ExecOptions, ExecResult } from '../types.js'
@@ -20,6 +20,8 @@ export interface VmExecTarget {
   oomSeen: number
   /** OOM kills in QEMU's host cgroup (a VM killed whole). */
   hostOomKills?: () => Promise<number>
+  /** True while the guest runs (not paused, vCPUs not stopped): only then does its agent owe an answer. */
+  running?: () => Promise<boolean>
 }
 
 /** The guest kernel's count of OOM kills so far (`oom_kill` of /proc/vmstat); 0 if unreadable. */
@@ -44,9 +46,16 @@ function vmEnds (vm: VmExecTarget): CommandEnds {
     },
     // The VM ended: its QEMU killed for memory by the host cgroup, or the VM killed.
     lostToOom: async () => vm.hostOomKills !== undefined && await vm.hostOomKills() > 0,
-    // A refusal, or what a handler threw, is the caller's to see.
-    isLoss: (err) => isWarrenError(err, ErrorCodes.CONNECTION_CLOSED),
-    lostMessage: 'the VM ended during the command'
+    // A refusal, or what a handler threw, is the caller's to see; the agent given up is a loss.
+    isLoss: (err) => isWarrenError(err, ErrorCodes.CONNECTION_CLOSED) || isWarrenError(err, ErrorCodes.PEER_UNRESPONSIVE),
+    lostMessage: 'the VM ended during the command',
+    // Its agent is the guest's: one that does not end a command past its timeout, even when told
+    // to kill it, while the guest runs, is given up (the VM ends, and the command with it).
+    overdue: async () => {
+      if (vm.running !== undefined && !await vm.running()) return false
+      vm.agent.abandon(createError(ErrorCodes.PEER_UNRESPONSIVE, 'it did not end a command past its timeout, nor when told to kill it'))
+      return true
+    }
   }
 }
 

@@ -4,49 +4,14 @@
  * with malformed entries and more of them than any agent keeps, and sends output past its credit.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Packr, Unpackr } from 'msgpackr'
 import { test } from 'uvu'
 import * as assert from 'uvu/assert'
-import { AgentLimits, connectAgent } from '../../../src/backends/container/index.js'
+import { AgentLimits, connectAgent, type AgentClient } from '../../../src/backends/container/index.js'
 import { createError, ErrorCodes, isWarrenError } from '../../../src/errors.js'
 import { timed } from '../../support/index.js'
-
-const packr = new Packr({ useRecords: false })
-const unpackr = new Unpackr({ useRecords: false })
-
-/** Serves one connection, answering each request's frame with what `answer` makes of it (none, one or more frames). */
-function fakeAgent (path: string, answer: (req: Record<string, unknown>) => Record<string, unknown> | Array<Record<string, unknown>>): { close: () => Promise<void> } {
-  const sockets = new Set<Socket>()
-  const server = createServer((s) => {
-    sockets.add(s)
-    let buf = Buffer.alloc(0)
-    s.on('data', (chunk: Buffer) => {
-      buf = Buffer.concat([buf, chunk])
-      while (buf.length >= 4 && buf.length >= 4 + buf.readUInt32BE(0)) {
-        const n = buf.readUInt32BE(0)
-        const req = unpackr.unpack(buf.subarray(4, 4 + n)) as Record<string, unknown>
-        buf = buf.subarray(4 + n)
-        const answered = answer(req)
-        for (const m of Array.isArray(answered) ? answered : [answered]) {
-          const body = packr.pack(m)
-          const head = Buffer.alloc(4)
-          head.writeUInt32BE(body.length, 0)
-          s.write(Buffer.concat([head, body]))
-        }
-      }
-    })
-  })
-  server.listen(path)
-  return {
-    close: async () => {
-      for (const s of sockets) s.destroy()
-      await new Promise<void>((resolve) => server.close(() => resolve()))
-    }
-  }
-}
+import { fakeAgent, lyingAgent } from './fake-agent.js'
 
 test('listExecs keeps only well-formed entries, at most as many as an agent keeps', timed(10_000, async (defer) => {
   const dir = mkdtempSync(join(tmpdir(), 'warren-agent-lies-'))
@@ -96,17 +61,6 @@ test('an agent that sends output past the credit it was given is cut off: the no
   assert.ok(client.closed, 'the connection to that agent is ended')
 }))
 
-/** A fake agent answering one kind of request with `reply` (the rest with a bare ok), and a client of it. */
-async function liar (defer: (fn: () => unknown) => void, kind: string, reply: (req: Record<string, unknown>) => Record<string, unknown> | Array<Record<string, unknown>>): Promise<ReturnType<typeof connectAgent>> {
-  const dir = mkdtempSync(join(tmpdir(), 'warren-agent-lies-'))
-  defer(() => rmSync(dir, { recursive: true, force: true }))
-  const agent = fakeAgent(join(dir, 'a.sock'), (req) => req.t === kind ? reply(req) : { t: 'ok', id: req.id })
-  defer(() => agent.close())
-  const client = await connectAgent(join(dir, 'a.sock'))
-  defer(() => client.close())
-  return client
-}
-
 test('an err from the agent passes only with a code agents give, its message cut and a field that looks like one', timed(10_000, async (defer) => {
   const cases: Array<[Record<string, unknown>, string, unknown]> = [
     [{ code: ErrorCodes.NOT_FOUND, message: 'no such file', field: 'path' }, ErrorCodes.NOT_FOUND, 'path'],
@@ -116,7 +70,7 @@ test('an err from the agent passes only with a code agents give, its message cut
     [{ code: ErrorCodes.INVALID_ARGUMENT, message: 'z'.repeat(100_000), field: '../../etc {x}' }, ErrorCodes.INVALID_ARGUMENT, undefined]
   ]
   for (const [err, code, field] of cases) {
-    const client = await liar(defer, 'stat', (req) => ({ t: 'err', id: req.id, ...err }))
+    const client = await lyingAgent(defer, 'stat', (req) => ({ t: 'err', id: req.id, ...err }))
     const got = await client.files.stat('/x').catch((e: unknown) => e)
     assert.ok(isWarrenError(got, code as never), `${String(err.code)} -> ${String(got)}`)
     assert.is(got.details?.field, field)
@@ -126,7 +80,7 @@ test('an err from the agent passes only with a code agents give, its message cut
 
 test('answers an agent does not give end its connection: a listing not a list or past 10,000, a stat out of shape, a read longer than asked, an exit out of range', timed(10_000, async (defer) => {
   const entry = (name: unknown): Record<string, unknown> => ({ name, type: 'file', size: 1, mode: 0o644, mtimeMs: 1 })
-  const lies: Array<[string, (req: Record<string, unknown>) => Record<string, unknown> | Array<Record<string, unknown>>, (c: Awaited<ReturnType<typeof connectAgent>>) => Promise<unknown>]> = [
+  const lies: Array<[string, (req: Record<string, unknown>) => Record<string, unknown> | Array<Record<string, unknown>>, (c: AgentClient) => Promise<unknown>]> = [
     ['list', (req) => ({ t: 'ok', id: req.id, entries: { not: 'a list' } }), async (c) => await c.files.list('/')],
     ['list', (req) => ({ t: 'ok', id: req.id, entries: Array.from({ length: AgentLimits.maxListEntries + 1 }, (_, i) => entry(`f${i}`)) }), async (c) => await c.files.list('/')],
     ['list', (req) => ({ t: 'ok', id: req.id, entries: [entry('a/b')] }), async (c) => await c.files.list('/')],
@@ -137,7 +91,7 @@ test('answers an agent does not give end its connection: a listing not a list or
     ['exec', (req) => [{ t: 'started', id: req.id, pid: 1 }, { t: 'exit', id: req.id, seq: 0, code: 1e308, durationMs: 'soon' }], async (c) => await c.exec(['true'])]
   ]
   for (const [kind, reply, call] of lies) {
-    const client = await liar(defer, kind, reply)
+    const client = await lyingAgent(defer, kind, reply)
     const got = await call(client).catch((e: unknown) => e)
     assert.ok(isWarrenError(got), `${kind}: ${String(got)}`)
     assert.ok([ErrorCodes.BACKEND_UNAVAILABLE, ErrorCodes.MALFORMED_FRAME].includes(got.code as never), `${kind}: ${got.code} ${got.message}`)
@@ -148,7 +102,7 @@ test('answers an agent does not give end its connection: a listing not a list or
 
 test('a wait the agent leaves unanswered is measured: a request, a command not started; a command running is no wait', timed(10_000, async (defer) => {
   let startedRunning = false
-  const client = await liar(defer, 'exec', (req) => (req.argv as string[])[0] === 'runs' ? (startedRunning = true, [{ t: 'started', id: req.id, pid: 3 }]) : [])
+  const client = await lyingAgent(defer, 'exec', (req) => (req.argv as string[])[0] === 'runs' ? (startedRunning = true, [{ t: 'started', id: req.id, pid: 3 }]) : [])
   assert.is(client.oldestWaitMs(), 0)
   void client.exec(['runs']).catch(() => {})
   await client.ping()
