@@ -61,6 +61,10 @@ async function exerciseNames (sb: Sandbox, dir: string): Promise<void> {
   assert.is((await sb.exec('cat "/t/new$(printf \'\\376\')"')).stdout, 'z')
   await sb.files.rename('/t/new\udcfe', '/t/re\udcfd')
   assert.is((await sb.exec('cat "/t/re$(printf \'\\375\')"')).stdout, 'z')
+  // A name of NAME_MAX bytes is written too (its upload's temporary name had been past it).
+  await sb.files.write(`/t/${'n'.repeat(254)}\udcfb`, 'long')
+  assert.is((await sb.exec(`cat /t/${'n'.repeat(254)}*`)).stdout, 'long')
+  await sb.files.remove(`/t/${'n'.repeat(254)}\udcfb`)
   await sb.files.mkdir('/t/m\udcfc/n', { parents: true })
   assert.is((await sb.exec('test -d "/t/m$(printf \'\\374\')/n" && echo yes')).stdout, 'yes\n')
 
@@ -105,7 +109,7 @@ ctest('a container: names that are not UTF-8 list, stat, read, write, rename, do
   const writes = []
   for await (const step of client.steps(sb.id)) if (step.kind === 'write' || step.kind === 'rename') writes.push(step)
   assert.equal(writes.map((s) => s.kind === 'write' ? [...Buffer.from(s.path as Uint8Array)] : [...Buffer.from(s.to as Uint8Array)]), [
-    [...Buffer.from('/t/new\xfe', 'latin1')], [...Buffer.from('/t/re\xfd', 'latin1')]
+    [...Buffer.from('/t/new\xfe', 'latin1')], [...Buffer.from('/t/re\xfd', 'latin1')], [...Buffer.from(`/t/${'n'.repeat(254)}\xfb`, 'latin1')]
   ])
   const replayed = await client.replay(sb.id)
   defer(() => replayed.sandbox.kill())

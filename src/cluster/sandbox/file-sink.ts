@@ -8,11 +8,21 @@
 import { posix } from 'node:path'
 import type { SandboxFiles, SandboxHandle } from '../../backends/types.js'
 import { createError, isWarrenError } from '../../errors.js'
+import { nameToBytes } from '../../file-names.js'
 import type { UploadSink } from './file-upload.js'
 
-/** The temporary name of an upload: hidden, beside its target, named after the upload. */
+/** A file name's most bytes (NAME_MAX). */
+const NAME_MAX = 255
+
+/**
+ * The temporary name of an upload: hidden, beside its target, named after the upload (and after
+ * the target while that fits a name: a target of 240 bytes made one past NAME_MAX, and its write
+ * failed with "File name too long").
+ */
 export function uploadTempPath (path: string, uploadId: string): string {
-  return posix.join(posix.dirname(path), `.${posix.basename(path)}.warren-upload-${uploadId}`)
+  const tag = `.warren-upload-${uploadId}`
+  const named = `.${posix.basename(path)}${tag}`
+  return posix.join(posix.dirname(path), nameToBytes(named).length <= NAME_MAX ? named : tag)
 }
 
 export class FileSink implements UploadSink {
