@@ -50,4 +50,14 @@ for (const [what, head] of [
   }))
 }
 
+ctest('a member whose name holds NUL (through warren\'s pax key) is refused naming data', timed(60_000, async (defer) => {
+  const { files } = await filesTarget(defer, 'tarnul')
+  const tar = Buffer.concat([pax('WARREN.path', Buffer.from('a\0b').toString('base64')), tarHeader('x', '0', 0), Buffer.alloc(1024)])
+  await files({ op: 'write-begin', upload: 'nul', path: '/tmp/tree', format: 'tar' })
+  let refused = await rejection(files({ op: 'write-chunk', upload: 'nul', offset: 0, data: tar }))
+  refused ??= await rejection(files({ op: 'write-end', upload: 'nul', size: tar.length }))
+  assert.ok(refused !== undefined, 'the upload was taken')
+  assert.equal([refused.code, refused.details?.field], [ErrorCodes.INVALID_ARGUMENT, 'data'], refused.message)
+}))
+
 test.run()

@@ -98,6 +98,7 @@ export class TarSink implements UploadSink {
     // walk below quadratic and froze the node for minutes. No path the sandbox can hold is longer.
     for (const [field, text] of [['name', name], ['linkname', linkname]] as const) {
       if (Buffer.byteLength(text) + Buffer.byteLength(this.root) + 1 > MAX_PATH_BYTES) throw badMember(name, `has a ${field} longer than a path may be (${MAX_PATH_BYTES - 1} bytes with the target directory)`)
+      if (text.includes('\0')) throw badMember(name, `has a ${field} holding NUL`)
     }
     const parts = memberPath(name)
     const rel = parts.join('/')
